@@ -1,0 +1,145 @@
+"""Gluon models for the MXNet workload (MXNet 1.9, channels-first NCHW).
+
+Same architectures and trainable-parameter counts as ``models_tf`` and torchvision:
+
+* ``resnet50``: ResNet-50 v1.5 (stride 2 in the 3x3 convolution of a bottleneck, convolutions
+  without bias): 25,557,032 trainable parameters. ``gluon.model_zoo.vision.resnet50_v1`` is *not*
+  used: it is ResNet v1 (stride in the first 1x1 convolution) and has 25,575,912 trainable
+  parameters, i.e. a different network.
+* ``vgg16`` / ``vgg19``: ``gluon.model_zoo.vision.vgg16/vgg19`` (no batch norm), which match the
+  canonical 138,357,544 / 143,667,240.
+* ``lenet``: the LeNet-5 variant of ``docs/workloads.md`` (61,706 parameters).
+
+Models return logits. Parameter counts exclude batch-norm running statistics (``grad_req`` is
+``null`` for them), as the other frameworks count only trainable parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
+
+EXPECTED_PARAMS: Dict[str, int] = {
+    "resnet50": 25_557_032,
+    "vgg16": 138_357_544,
+    "vgg19": 143_667_240,
+    "lenet": 61_706,
+}
+
+
+def default_channels(model: str) -> int:
+    return 1 if model == "lenet" else 3
+
+
+def _blocks() -> Any:
+    from mxnet import gluon
+    from mxnet.gluon import nn
+
+    class LeNet(gluon.HybridBlock):
+        """conv 5x5 6 (pad 2) -> relu -> maxpool 2 -> conv 5x5 16 -> relu -> maxpool 2 ->
+        flatten -> dense 120 -> relu -> dense 84 -> relu -> dense classes."""
+
+        def __init__(self, num_classes: int = 10, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.conv1 = nn.Conv2D(6, 5, padding=2, activation="relu")
+                self.pool1 = nn.MaxPool2D(2)
+                self.conv2 = nn.Conv2D(16, 5, activation="relu")
+                self.pool2 = nn.MaxPool2D(2)
+                self.fc1 = nn.Dense(120, activation="relu")
+                self.fc2 = nn.Dense(84, activation="relu")
+                self.fc3 = nn.Dense(num_classes)
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            x = self.pool1(self.conv1(x))
+            x = self.pool2(self.conv2(x))
+            # Dense flattens its input (flatten=True by default).
+            return self.fc3(self.fc2(self.fc1(x)))
+
+    def bn() -> Any:
+        # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Gluon: 0.9).
+        return nn.BatchNorm(axis=1, epsilon=1e-5, momentum=0.9)
+
+    class Bottleneck(gluon.HybridBlock):
+        """torchvision's Bottleneck (v1.5): the stride sits on the 3x3 convolution."""
+
+        def __init__(self, planes: int, stride: int, downsample: bool, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.body = nn.HybridSequential(prefix="")
+                self.body.add(nn.Conv2D(planes, 1, use_bias=False), bn(), nn.Activation("relu"))
+                self.body.add(
+                    nn.Conv2D(planes, 3, strides=stride, padding=1, use_bias=False),
+                    bn(),
+                    nn.Activation("relu"),
+                )
+                self.body.add(nn.Conv2D(planes * 4, 1, use_bias=False), bn())
+                if downsample:
+                    self.downsample = nn.HybridSequential(prefix="")
+                    self.downsample.add(
+                        nn.Conv2D(planes * 4, 1, strides=stride, use_bias=False), bn()
+                    )
+                else:
+                    self.downsample = None
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            identity = self.downsample(x) if self.downsample is not None else x
+            return F.Activation(self.body(x) + identity, act_type="relu")
+
+    class ResNet50(gluon.HybridBlock):
+        def __init__(self, num_classes: int = 1000, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.features = nn.HybridSequential(prefix="")
+                self.features.add(nn.Conv2D(64, 7, strides=2, padding=3, use_bias=False))
+                self.features.add(bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
+                for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+                    for b in range(blocks):
+                        self.features.add(Bottleneck(planes, stride if b == 0 else 1, b == 0))
+                self.features.add(nn.GlobalAvgPool2D())
+                self.fc = nn.Dense(num_classes)
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            return self.fc(self.features(x))
+
+    return LeNet, ResNet50
+
+
+def build_model(name: str, num_classes: int, image_size: int = 224) -> Any:
+    """An uninitialised Gluon block for ``name``.
+
+    Initialise with :func:`initialize` so all ranks start from the same weights.
+    """
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
+    lenet_cls, resnet_cls = _blocks()
+    if name == "lenet":
+        return lenet_cls(num_classes=num_classes, prefix="lenet_")
+    if name == "resnet50":
+        return resnet_cls(num_classes=num_classes, prefix="resnet50_")
+    from mxnet.gluon.model_zoo import vision
+
+    return getattr(vision, name)(classes=num_classes)
+
+
+def initialize(net: Any, ctx: Any, image_size: int, channels: int, seed: int) -> None:
+    """Seeded initialisation (Kaiming for conv/dense weights), shapes resolved by a dry run."""
+    import mxnet as mx
+
+    mx.random.seed(seed)
+    net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2), ctx=ctx)
+    net(mx.nd.zeros((1, channels, image_size, image_size), ctx=ctx))
+
+
+def trainable_params(net: Any) -> List[Any]:
+    """Trainable Gluon parameters in a fixed order (registration order)."""
+    return [p for p in net.collect_params().values() if p.grad_req != "null"]
+
+
+def count_params(net: Any) -> int:
+    return int(sum(p.data().size for p in trainable_params(net)))
+
+
+def trainable_numpy(net: Any) -> List[Any]:
+    return [p.data().asnumpy() for p in trainable_params(net)]

@@ -1,0 +1,238 @@
+"""Keras-style models shared by the TensorFlow, Keras and Horovod-TF workloads.
+
+Every builder takes the Keras module to build with (``tf.keras`` or Keras 3's ``keras``; in
+TensorFlow >= 2.16 they are the same object), so the same definitions serve every TF-based
+workload. Models are channels-last (NHWC) and return logits (no softmax): the workloads apply
+the softmax cross-entropy themselves.
+
+The architectures follow the canonical definitions (torchvision's), so that every framework
+trains the same network with the same number of trainable parameters:
+
+* ``resnet50``: ResNet-50 v1.5 (stride 2 in the 3x3 convolution of a bottleneck, as torchvision
+  and MLPerf), convolutions without bias, batch norm after every convolution: 25,557,032
+  trainable parameters for 1000 classes. ``keras.applications.ResNet50`` is *not* used: it is
+  ResNet v1 (stride in the first 1x1 convolution) with biased convolutions (25,583,592 trainable
+  parameters), i.e. a different network.
+* ``vgg16`` / ``vgg19``: configurations D and E without batch norm, 138,357,544 and 143,667,240
+  parameters for 1000 classes at 224x224 (identical to ``keras.applications.VGG16/19``).
+* ``lenet``: the LeNet-5 variant of ``docs/workloads.md`` (61,706 parameters for 28x28x1 input
+  and 10 classes).
+
+Pure Python at import time: the framework is only touched inside the builders.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence
+
+MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
+
+# Canonical trainable-parameter counts (1000 classes, 224x224x3; lenet: 10 classes, 28x28x1).
+EXPECTED_PARAMS: Dict[str, int] = {
+    "resnet50": 25_557_032,
+    "vgg16": 138_357_544,
+    "vgg19": 143_667_240,
+    "lenet": 61_706,
+}
+
+_VGG_CFG: Dict[str, List[Any]] = {
+    "vgg16": [
+        64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
+        512, 512, 512, "M", 512, 512, 512, "M",
+    ],
+    "vgg19": [
+        64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
+        512, 512, 512, 512, "M", 512, 512, 512, 512, "M",
+    ],
+}  # fmt: skip
+
+
+def default_channels(model: str) -> int:
+    """Input channels a model is defined for: 1 for lenet (grey digits), 3 otherwise."""
+    return 1 if model == "lenet" else 3
+
+
+def _he_normal(keras: Any) -> Any:
+    # Kaiming normal, fan_out, as torchvision initialises convolutions of ResNet and VGG.
+    return keras.initializers.VarianceScaling(scale=2.0, mode="fan_out", distribution="normal")
+
+
+def build_lenet(
+    keras: Any, image_size: int = 28, channels: int = 1, num_classes: int = 10, seed: int = 0
+) -> Any:
+    """LeNet-5 as listed in docs/workloads.md.
+
+    conv 5x5 6 (pad 2) -> relu -> maxpool 2 -> conv 5x5 16 -> relu -> maxpool 2 -> flatten ->
+    dense 120 -> relu -> dense 84 -> relu -> dense num_classes.
+    """
+    layers = keras.layers
+    inputs = keras.Input(shape=(image_size, image_size, channels), name="input")
+    x = layers.Conv2D(6, 5, padding="same", activation="relu", name="conv1")(inputs)
+    x = layers.MaxPooling2D(2, name="pool1")(x)
+    x = layers.Conv2D(16, 5, padding="valid", activation="relu", name="conv2")(x)
+    x = layers.MaxPooling2D(2, name="pool2")(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(120, activation="relu", name="fc1")(x)
+    x = layers.Dense(84, activation="relu", name="fc2")(x)
+    outputs = layers.Dense(num_classes, name="fc3", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name="lenet")
+
+
+def build_vgg(
+    keras: Any,
+    name: str,
+    image_size: int = 224,
+    channels: int = 3,
+    num_classes: int = 1000,
+    seed: int = 0,
+) -> Any:
+    layers = keras.layers
+    inputs = keras.Input(shape=(image_size, image_size, channels), name="input")
+    x = inputs
+    block, conv = 1, 1
+    for v in _VGG_CFG[name]:
+        if v == "M":
+            x = layers.MaxPooling2D(2, strides=2, name=f"block{block}_pool")(x)
+            block, conv = block + 1, 1
+        else:
+            x = layers.Conv2D(
+                v,
+                3,
+                padding="same",
+                activation="relu",
+                kernel_initializer=_he_normal(keras),
+                name=f"block{block}_conv{conv}",
+            )(x)
+            conv += 1
+    # torchvision pools adaptively to 7x7; at 224x224 input the feature map already is 7x7.
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(4096, activation="relu", name="fc1")(x)
+    x = layers.Dropout(0.5, name="drop1")(x)
+    x = layers.Dense(4096, activation="relu", name="fc2")(x)
+    x = layers.Dropout(0.5, name="drop2")(x)
+    outputs = layers.Dense(num_classes, name="predictions", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name=name)
+
+
+def _bn(keras: Any, name: str, zero_gamma: bool = False) -> Any:
+    # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Keras: 0.9).
+    return keras.layers.BatchNormalization(
+        axis=-1,
+        epsilon=1e-5,
+        momentum=0.9,
+        gamma_initializer="zeros" if zero_gamma else "ones",
+        name=name,
+    )
+
+
+def _bottleneck(keras: Any, x: Any, planes: int, stride: int, downsample: bool, name: str) -> Any:
+    layers = keras.layers
+    init = _he_normal(keras)
+    identity = x
+    out = layers.Conv2D(planes, 1, use_bias=False, kernel_initializer=init, name=name + "_conv1")(x)
+    out = _bn(keras, name + "_bn1")(out)
+    out = layers.ReLU(name=name + "_relu1")(out)
+    if stride != 1:
+        # torchvision pads 1 on each side for a 3x3/2 convolution; "same" would pad asymmetrically.
+        out = layers.ZeroPadding2D(1, name=name + "_pad2")(out)
+        out = layers.Conv2D(
+            planes, 3, strides=stride, use_bias=False, kernel_initializer=init, name=name + "_conv2"
+        )(out)
+    else:
+        out = layers.Conv2D(
+            planes, 3, padding="same", use_bias=False, kernel_initializer=init, name=name + "_conv2"
+        )(out)
+    out = _bn(keras, name + "_bn2")(out)
+    out = layers.ReLU(name=name + "_relu2")(out)
+    out = layers.Conv2D(
+        planes * 4, 1, use_bias=False, kernel_initializer=init, name=name + "_conv3"
+    )(out)
+    out = _bn(keras, name + "_bn3")(out)
+    if downsample:
+        identity = layers.Conv2D(
+            planes * 4,
+            1,
+            strides=stride,
+            use_bias=False,
+            kernel_initializer=init,
+            name=name + "_down_conv",
+        )(x)
+        identity = _bn(keras, name + "_down_bn")(identity)
+    out = layers.Add(name=name + "_add")([out, identity])
+    return layers.ReLU(name=name + "_out")(out)
+
+
+def build_resnet50(
+    keras: Any, image_size: int = 224, channels: int = 3, num_classes: int = 1000, seed: int = 0
+) -> Any:
+    """ResNet-50 v1.5, layer for layer as torchvision's ``resnet50``."""
+    layers = keras.layers
+    inputs = keras.Input(shape=(image_size, image_size, channels), name="input")
+    x = layers.ZeroPadding2D(3, name="stem_pad")(inputs)
+    x = layers.Conv2D(
+        64, 7, strides=2, use_bias=False, kernel_initializer=_he_normal(keras), name="stem_conv"
+    )(x)
+    x = _bn(keras, "stem_bn")(x)
+    x = layers.ReLU(name="stem_relu")(x)
+    x = layers.ZeroPadding2D(1, name="stem_pool_pad")(x)
+    x = layers.MaxPooling2D(3, strides=2, name="stem_pool")(x)
+    for stage, (planes, blocks, stride) in enumerate(
+        [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1
+    ):
+        for b in range(blocks):
+            x = _bottleneck(
+                keras,
+                x,
+                planes,
+                stride if b == 0 else 1,
+                downsample=(b == 0),
+                name=f"layer{stage}_{b}",
+            )
+    x = layers.GlobalAveragePooling2D(name="avgpool")(x)
+    outputs = layers.Dense(num_classes, name="fc", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name="resnet50")
+
+
+_BUILDERS: Dict[str, Callable[..., Any]] = {
+    "lenet": build_lenet,
+    "resnet50": build_resnet50,
+}
+
+
+def build_model(
+    keras: Any,
+    name: str,
+    image_size: int,
+    num_classes: int,
+    channels: int = 0,
+    seed: int = 0,
+) -> Any:
+    """Build ``name`` with the given Keras module. ``channels=0`` means the model's default.
+
+    Seeds Keras' global generators with ``seed`` first, so every rank starts from the same
+    weights even before the strategy broadcasts them.
+    """
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
+    if hasattr(keras, "utils") and hasattr(keras.utils, "set_random_seed"):
+        keras.utils.set_random_seed(seed)
+    channels = channels or default_channels(name)
+    if name in _VGG_CFG:
+        return build_vgg(keras, name, image_size, channels, num_classes, seed)
+    return _BUILDERS[name](keras, image_size, channels, num_classes, seed)
+
+
+def count_params(variables: Sequence[Any]) -> int:
+    """Number of scalars in a list of variables (use ``model.trainable_variables``)."""
+    total = 0
+    for v in variables:
+        n = 1
+        for d in v.shape:
+            n *= int(d)
+        total += n
+    return total
+
+
+def trainable_numpy(model: Any) -> List[Any]:
+    """The trainable parameters as numpy arrays, in the model's fixed (creation) order."""
+    return [v.numpy() for v in model.trainable_variables]
