@@ -1,0 +1,50 @@
+"""What a framework contributes to ddlbench: its launcher description.
+
+Adding a framework means adding one module in this package that defines a ``LAUNCHER``
+(a :class:`Launcher`), one template ``slurm_templates/<name>.sh.j2`` and one workload under
+``ddlbench/workloads/``. Nothing else has to change: the registry finds launchers by scanning
+this package, the spec validates each framework entry against the launcher's option model, and
+the renderer picks the template by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Tuple, Type
+
+from pydantic import BaseModel, ConfigDict
+
+
+class FrameworkOptions(BaseModel):
+    """Base of every framework's options; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def id_suffix(self) -> str:
+        """Extra words for run ids when two entries use the same framework (default none)."""
+        return ""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one framework is configured, planned and launched."""
+
+    name: str
+    #: pydantic model of the framework's options in the spec's ``frameworks`` entries
+    options: Type[FrameworkOptions]
+    #: workload module under ``ddlbench.workloads`` for (mode, options)
+    workload: Callable[[str, Any], str]
+    #: modes the framework's workloads implement
+    modes: Tuple[str, ...] = ("throughput", "convergence")
+    #: one-line description for ``--help`` and docs
+    summary: str = ""
+    #: template name; default ``<name>.sh.j2``
+    template: str = ""
+    #: extra values for the template, computed from (options, run)
+    template_vars: Callable[[Any, Any], Dict[str, Any]] = field(default=lambda opts, run: {})
+    #: communication backend name for display and run.json
+    backend: Callable[[Any, str], str] = field(default=lambda opts, device: "")
+
+    @property
+    def template_name(self) -> str:
+        return self.template or f"{self.name}.sh.j2"

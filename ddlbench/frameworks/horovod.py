@@ -1,0 +1,34 @@
+"""Horovod wrapping PyTorch or TensorFlow, with the MPI or the Gloo controller."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ddlbench.frameworks.base import FrameworkOptions, Launcher
+
+
+class HorovodOptions(FrameworkOptions):
+    #: framework Horovod wraps
+    wraps: Literal["pytorch", "tensorflow"] = "pytorch"
+    #: mpi: srun --mpi=<profile mpi> starts ranks as MPI processes;
+    #: gloo: job.sh runs Horovod's rendezvous server, srun starts the ranks
+    controller: Literal["mpi", "gloo"] = "gloo"
+
+    def id_suffix(self) -> str:
+        return "tf" if self.wraps == "tensorflow" else "torch"
+
+
+def _workload(mode: str, opts: HorovodOptions) -> str:
+    if mode == "allreduce":
+        return "allreduce_horovod"
+    return "horovod_tf" if opts.wraps == "tensorflow" else "horovod_torch"
+
+
+LAUNCHER = Launcher(
+    name="horovod",
+    options=HorovodOptions,
+    workload=_workload,
+    modes=("throughput", "convergence", "allreduce"),
+    summary="Horovod (PyTorch or TensorFlow): srun with MPI, or Gloo with a rendezvous server",
+    backend=lambda opts, device: opts.controller,
+)

@@ -1,0 +1,21 @@
+"""Keras 3 (TensorFlow backend) under MultiWorkerMirroredStrategy."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ddlbench.frameworks.base import FrameworkOptions, Launcher
+
+
+class KerasOptions(FrameworkOptions):
+    #: collective implementation of MultiWorkerMirroredStrategy
+    communication: Literal["ring", "nccl", "auto"] = "auto"
+
+
+LAUNCHER = Launcher(
+    name="keras",
+    options=KerasOptions,
+    workload=lambda mode, opts: "keras",
+    summary="Keras 3 on TensorFlow, MultiWorkerMirroredStrategy: srun, TF_CONFIG per task",
+    backend=lambda opts, device: opts.communication,
+)

@@ -1,0 +1,284 @@
+"""Expand frameworks x scale points x batch sizes x variants x repeats into runs.
+
+The plan is a pure function of the spec and the profile: the same inputs give the same runs, in
+the same order, with the same ids, so re-rendering a spec never renames a run. Axes named in the
+spec's ``zip`` are paired element by element instead of crossed.
+
+Order: repeats outermost, so that repeat 0 of every configuration runs before repeat 1 of any;
+slow drifts of a machine then spread over all configurations instead of biasing one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ddlbench.errors import InputError, Problem
+from ddlbench.frameworks import get_launcher
+from ddlbench.names import check_safe_name
+from ddlbench.spec.cluster import ClusterProfile
+from ddlbench.spec.experiment import MODEL_SHAPES, ExperimentSpec, LRScaling, Optimizer, Variant
+from ddlbench.spec.slurmtime import parse_minutes
+from ddlbench.spec.yamlsource import YamlSource
+
+
+@dataclass(frozen=True)
+class Run:
+    """One job: a framework at one scale, batch size, variant and repeat."""
+
+    run_id: str
+    group: str
+    framework: str
+    label: str
+    workload: str
+    backend: str
+    framework_options: Dict[str, Any]
+    mode: str
+    model: str
+    nodes: int
+    tasks_per_node: int
+    world_size: int
+    device: str
+    batch_size: int
+    global_batch_size: int
+    lr: float
+    optimizer: Dict[str, Any]
+    lr_scaling: Dict[str, Any]
+    precision: str
+    scaling: str
+    variant: Optional[str]
+    repeat: int
+    time_limit: str
+    time_limit_min: float
+    env: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.world_size if self.device == "gpu" else 0
+
+    @property
+    def node_hours(self) -> float:
+        """Node-hours requested: nodes x the time limit (what allocations are charged on)."""
+        return self.nodes * self.time_limit_min / 60.0
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: List[Run]
+    spec: ExperimentSpec
+    profile: ClusterProfile
+
+    @property
+    def node_hours(self) -> float:
+        return sum(r.node_hours for r in self.runs)
+
+    @property
+    def groups(self) -> List[str]:
+        return list(dict.fromkeys(r.group for r in self.runs))
+
+
+def scaled_lr(base_lr: float, global_batch: int, rule: str, base_batch: int) -> float:
+    """Peak learning rate under a scaling rule (Goyal et al. 2017 for ``linear``)."""
+    k = global_batch / base_batch
+    if rule == "linear":
+        return base_lr * k
+    if rule == "sqrt":
+        return base_lr * math.sqrt(k)
+    return base_lr
+
+
+def _problem(source: Optional[YamlSource], loc: Tuple[Any, ...], message: str) -> Problem:
+    if source is not None:
+        return source.problem(loc, message)
+    from ddlbench.spec.yamlsource import format_loc
+
+    return Problem(message, where=format_loc(loc))
+
+
+def _scale_points(
+    spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource]
+) -> List[Tuple[int, int]]:
+    scale = spec.scale
+    if scale.points is not None:
+        points = [(p.nodes, p.gpus_per_node) for p in scale.points]
+    else:
+        gpn = scale.gpus_per_node or profile.gpus_per_node
+        points = [(n, gpn) for n in scale.nodes or []]
+    problems = []
+    seen = set()
+    for i, (nodes, gpn) in enumerate(points):
+        loc = ("scale", "points", i) if scale.points is not None else ("scale", "nodes", i)
+        if (nodes, gpn) in seen:
+            problems.append(_problem(source, loc, f"scale point {nodes}x{gpn} is listed twice"))
+        seen.add((nodes, gpn))
+        if profile.device == "gpu" and gpn > profile.gpus_per_node:
+            problems.append(
+                _problem(
+                    source,
+                    loc,
+                    f"{gpn} GPUs per node asked, but profile '{profile.name}' has "
+                    f"{profile.gpus_per_node}",
+                )
+            )
+        if profile.max_nodes is not None and nodes > profile.max_nodes:
+            problems.append(
+                _problem(
+                    source,
+                    loc,
+                    f"{nodes} nodes asked, but profile '{profile.name}' allows at most "
+                    f"{profile.max_nodes}",
+                )
+            )
+    if problems:
+        raise InputError(problems)
+    return points
+
+
+def _merged(base: Any, override: Any) -> Dict[str, Any]:
+    out = base.model_dump()
+    if override is not None:
+        out.update(override.model_dump(exclude_unset=True))
+    return out
+
+
+def _zip_or_cross(
+    axes: Dict[str, Sequence[Any]], zipped: Sequence[str], source: Optional[YamlSource]
+) -> List[Dict[str, Any]]:
+    names = list(axes)
+    if zipped:
+        lengths = {name: len(axes[name]) for name in zipped}
+        if len(set(lengths.values())) != 1:
+            detail = ", ".join(f"{n} has {k}" for n, k in lengths.items())
+            raise InputError(_problem(source, ("zip",), f"zipped axes differ in length: {detail}"))
+        zipped_rows = [dict(zip(zipped, values)) for values in zip(*(axes[n] for n in zipped))]
+        crossed = [n for n in names if n not in zipped]
+        rows = []
+        for zrow, values in product(zipped_rows, product(*(axes[n] for n in crossed))):
+            row = dict(zrow)
+            row.update(dict(zip(crossed, values)))
+            rows.append({n: row[n] for n in names})
+        return rows
+    return [dict(zip(names, values)) for values in product(*(axes[n] for n in names))]
+
+
+def plan_runs(
+    spec: ExperimentSpec,
+    profile: ClusterProfile,
+    source: Optional[YamlSource] = None,
+) -> Plan:
+    """Expand the sweep. Raises :class:`InputError` (with spec positions) if it cannot."""
+    points = _scale_points(spec, profile, source)
+    variants: List[Optional[Variant]] = list(spec.variants) or [None]
+    if spec.scaling == "strong" or spec.mode == "allreduce":
+        batches: List[Optional[int]] = [None]
+        if "batch_size" in spec.zip:
+            raise InputError(
+                _problem(source, ("zip",), "batch_size is not a sweep axis in this mode")
+            )
+    else:
+        batches = list(spec.batch_sizes)
+    axes: Dict[str, Sequence[Any]] = {"scale": points, "batch_size": batches, "variants": variants}
+    combos = _zip_or_cross(axes, spec.zip, source)
+    time_limit = spec.slurm.time or profile.slurm.time_limit
+    minutes = parse_minutes(time_limit)
+    _, _ = MODEL_SHAPES[spec.model]
+
+    runs: List[Run] = []
+    problems: List[Problem] = []
+    for repeat in range(spec.repeats):
+        for fi, entry in enumerate(spec.frameworks):
+            launcher = get_launcher(entry.name)
+            if spec.mode not in launcher.modes:
+                problems.append(
+                    _problem(
+                        source,
+                        ("frameworks", fi),
+                        f"framework '{entry.name}' does not support mode '{spec.mode}'",
+                    )
+                )
+                continue
+            for combo in combos:
+                nodes, gpn = combo["scale"]
+                variant: Optional[Variant] = combo["variants"]
+                world = nodes * gpn
+                if spec.scaling == "strong":
+                    global_batch = int(spec.global_batch_size or 0)
+                    if global_batch % world:
+                        problems.append(
+                            _problem(
+                                source,
+                                ("global_batch_size",),
+                                f"global batch {global_batch} does not divide evenly over "
+                                f"{world} devices ({nodes}x{gpn})",
+                            )
+                        )
+                        continue
+                    per_device = global_batch // world
+                    batch_word = f"g{global_batch}"
+                elif spec.mode == "allreduce":
+                    per_device, global_batch, batch_word = 1, world, ""
+                else:
+                    per_device = int(combo["batch_size"])
+                    global_batch = per_device * world
+                    batch_word = f"b{per_device}"
+                optimizer = _merged(spec.optimizer, variant.optimizer if variant else None)
+                lr_scaling = _merged(spec.lr_scaling, variant.lr_scaling if variant else None)
+                Optimizer(**optimizer)  # merged values stay valid
+                LRScaling(**lr_scaling)
+                lr = scaled_lr(
+                    optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"]
+                )
+                model_word = "allreduce" if spec.mode == "allreduce" else spec.model
+                words = [entry.id_label, model_word, f"n{nodes}x{gpn}"]
+                if batch_word:
+                    words.append(batch_word)
+                if variant is not None:
+                    words.append(variant.label)
+                group = "-".join(words)
+                run_id = check_safe_name(f"{group}-r{repeat}", "run id")
+                env = dict(spec.env)
+                if variant is not None:
+                    env.update(variant.env)
+                runs.append(
+                    Run(
+                        run_id=run_id,
+                        group=group,
+                        framework=entry.name,
+                        label=entry.id_label,
+                        workload=launcher.workload(spec.mode, entry.options),
+                        backend=launcher.backend(entry.options, profile.device),
+                        framework_options=entry.options.model_dump(),
+                        mode=spec.mode,
+                        model=spec.model,
+                        nodes=nodes,
+                        tasks_per_node=gpn,
+                        world_size=world,
+                        device=profile.device,
+                        batch_size=per_device,
+                        global_batch_size=global_batch,
+                        lr=lr,
+                        optimizer=optimizer,
+                        lr_scaling=lr_scaling,
+                        precision=(variant.precision if variant and variant.precision else None)
+                        or spec.precision,
+                        scaling=spec.scaling,
+                        variant=variant.label if variant else None,
+                        repeat=repeat,
+                        time_limit=time_limit,
+                        time_limit_min=minutes,
+                        env=env,
+                    )
+                )
+    if problems:
+        # the same problem repeats for every repeat and combination; say it once
+        raise InputError(list(dict.fromkeys(problems)))
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(Problem(f"the sweep gives duplicate run ids: {', '.join(dup[:5])}"))
+    return Plan(runs=runs, spec=spec, profile=profile)

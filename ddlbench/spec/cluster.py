@@ -1,0 +1,213 @@
+"""Cluster profiles: where and how runs execute (see docs/cluster-profiles.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ddlbench.names import ENV_NAME, check_safe_name
+
+# Slurm names (partitions, accounts, QOS, GPU types, constraints) reach #SBATCH lines; keep
+# them to characters Slurm itself allows so no quoting question arises.
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.:+\-\[\]|&,*()=]+$")
+_SBATCH_LINE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[^\s'\"`$\\;]+)?$")
+_MODULE = re.compile(r"^[A-Za-z0-9_.+/:@-]+$")
+_MEM = re.compile(r"^\d+[KMGT]?$")
+
+
+def check_slurm_word(value: Optional[str]) -> Optional[str]:
+    if value is not None and not _SLURM_WORD.match(value):
+        raise ValueError(f"{value!r} contains characters that Slurm does not accept here")
+    return value
+
+
+def check_sbatch_line(value: str) -> str:
+    """An extra ``#SBATCH`` option such as ``--signal=USR1@60``: one option, no shell syntax."""
+    text = value.strip()
+    if text.startswith("#SBATCH"):
+        text = text[len("#SBATCH") :].strip()
+    if not _SBATCH_LINE.match(text):
+        raise ValueError(
+            f"extra sbatch option {value!r} must be a single option like --signal=USR1@60 "
+            "(no spaces, quotes or shell characters)"
+        )
+    return text
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_path(value: str, environ: Optional[Dict[str, str]] = None) -> str:
+    """Expand ``~``, ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` at render time.
+
+    Profiles are rendered on the login node, whose home and environment the compute nodes
+    share on an HPC site; expanding here keeps the rendered scripts free of unquoted words.
+    """
+    env = os.environ if environ is None else environ
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1) or m.group(3)
+        default = m.group(2)
+        got = env.get(name)
+        if got:
+            return got
+        if default is not None:
+            return default
+        raise ValueError(f"environment variable {name} is not set (used in {value!r})")
+
+    return os.path.expanduser(_VAR.sub(repl, value))
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Container(Strict):
+    runtime: Literal["apptainer", "singularity", "pyxis"]
+    image: str
+    #: bind mounts, ``src[:dst[:opts]]``; the run directory and ddlbench's code are added
+    bind: List[str] = Field(default_factory=list)
+    #: extra options for ``apptainer exec`` (e.g. ``--cleanenv``); ignored for pyxis
+    options: List[str] = Field(default_factory=list)
+
+
+class EnvSetup(Strict):
+    """How one framework's software is made available on the compute nodes."""
+
+    module_purge: bool = False
+    modules: List[str] = Field(default_factory=list)
+    venv: Optional[str] = None
+    conda: Optional[str] = None
+    container: Optional[Container] = None
+    #: interpreter to run the workloads with (inside the venv/conda/container)
+    python: str = "python"
+    #: extra shell lines, written verbatim: for site administrators, not for per-run values
+    commands: List[str] = Field(default_factory=list)
+    env: Dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: List[str]) -> List[str]:
+        for m in value:
+            if not _MODULE.match(m):
+                raise ValueError(f"module name {m!r} contains unexpected characters")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
+        return _check_env(value)
+
+    @model_validator(mode="after")
+    def _one_activation(self) -> "EnvSetup":
+        if self.venv and self.conda:
+            raise ValueError("give either 'venv' or 'conda', not both")
+        return self
+
+
+class SlurmSettings(Strict):
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    time_limit: str = "01:00:00"
+    cpus_per_task: int = Field(default=1, ge=1)
+    #: memory per node (``--mem``), e.g. ``64G``; ``0`` asks for all of it
+    mem: Optional[str] = None
+    gpu_type: Optional[str] = None
+    #: how GPUs are requested: ``--gres=gpu[:type]:N``, ``--gpus-per-node=[type:]N``, or not
+    gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
+    #: ``srun --mpi=`` for MPI launches (Horovod's MPI controller, PyTorch's mpi backend)
+    mpi: Literal["pmix", "pmix_v3", "pmix_v4", "pmi2", "none"] = "pmix"
+    exclusive: bool = False
+    constraint: Optional[str] = None
+    extra_sbatch: List[str] = Field(default_factory=list)
+    #: whether sacct works here; ``auto`` tries it and falls back to scontrol + jobcomp
+    sacct: Literal["auto", "yes", "no"] = "auto"
+
+    @field_validator("partition", "account", "qos", "gpu_type", "constraint")
+    @classmethod
+    def _word(cls, value: Optional[str]) -> Optional[str]:
+        return check_slurm_word(value)
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not _MEM.match(str(value)):
+            raise ValueError(f"mem {value!r} is not a Slurm memory size such as 64G or 0")
+        return value
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, value: str) -> str:
+        from ddlbench.spec.slurmtime import parse_minutes
+
+        parse_minutes(value)
+        return value
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _extra(cls, value: List[str]) -> List[str]:
+        return [check_sbatch_line(v) for v in value]
+
+
+class LocalSettings(Strict):
+    #: runs executing at once on this machine (1 keeps benchmarks from disturbing each other)
+    max_parallel: int = Field(default=1, ge=1)
+
+
+class ClusterProfile(Strict):
+    name: str
+    description: str = ""
+    scheduler: Literal["slurm", "local"]
+    #: what a rank drives: one GPU, or CPU cores
+    device: Literal["gpu", "cpu"] = "gpu"
+    #: GPUs per node; on CPU profiles, the default number of ranks per node
+    gpus_per_node: int = Field(default=1, ge=1)
+    #: largest node count a run may ask for (plan refuses bigger points)
+    max_nodes: Optional[int] = Field(default=None, ge=1)
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
+    #: per-framework software set-up, keyed by framework name; ``default`` applies otherwise
+    environments: Dict[str, EnvSetup] = Field(default_factory=dict)
+    #: variables for every run on this cluster (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...)
+    env: Dict[str, str] = Field(default_factory=dict)
+    #: a directory of site templates searched before ddlbench's slurm_templates/
+    templates: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_safe_name(value, "profile name")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
+        return _check_env(value)
+
+    @field_validator("environments")
+    @classmethod
+    def _env_keys(cls, value: Dict[str, EnvSetup]) -> Dict[str, EnvSetup]:
+        from ddlbench.errors import did_you_mean
+        from ddlbench.frameworks import launchers
+
+        allowed = ["default", *launchers()]
+        for key in value:
+            if key not in allowed:
+                raise ValueError(
+                    f"environments: {key!r} is not a framework name or 'default' "
+                    f"({', '.join(allowed)}){did_you_mean(key, allowed)}"
+                )
+        return value
+
+    def setup_for(self, framework: str) -> EnvSetup:
+        return self.environments.get(framework) or self.environments.get("default") or EnvSetup()
+
+
+def _check_env(value: Dict[str, str]) -> Dict[str, str]:
+    for key in value:
+        if not ENV_NAME.match(key):
+            raise ValueError(f"environment variable name {key!r} is not a valid shell name")
+    return value

@@ -1,0 +1,359 @@
+"""The experiment spec: what to benchmark (see docs/spec.md for every key)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ddlbench.frameworks import FrameworkOptions, launchers
+from ddlbench.names import ENV_NAME, check_safe_name
+
+MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
+MODEL_SHAPES = {
+    # model: (image side, classes); lenet trains on 28x28 digits
+    "resnet50": (224, 1000),
+    "vgg16": (224, 1000),
+    "vgg19": (224, 1000),
+    "lenet": (28, 10),
+}
+SWEEP_AXES = ("scale", "batch_size", "variants")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FrameworkEntry(Strict):
+    """One entry of ``frameworks``: a launcher name, an optional label and its options."""
+
+    name: str
+    label: Optional[str] = None
+    options: FrameworkOptions
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check_safe_name(value, "framework label")
+
+    @property
+    def id_label(self) -> str:
+        if self.label:
+            return self.label
+        suffix = self.options.id_suffix()
+        return f"{self.name}-{suffix}" if suffix else self.name
+
+
+class DataSpec(Strict):
+    kind: Literal["synthetic", "digits", "mnist", "imagefolder"] = "synthetic"
+    path: Optional[str] = None
+    #: size of one synthetic epoch, in samples (ImageNet-1k's training set by default)
+    samples: int = Field(default=1_281_167, ge=1)
+
+    @model_validator(mode="after")
+    def _path_needed(self) -> "DataSpec":
+        if self.kind in ("mnist", "imagefolder") and not self.path:
+            raise ValueError(f"data kind '{self.kind}' needs a path")
+        if self.kind in ("synthetic", "digits") and self.path:
+            raise ValueError(f"data kind '{self.kind}' takes no path")
+        return self
+
+
+class Steps(Strict):
+    warmup: int = Field(default=10, ge=0)
+    measure: int = Field(default=50, ge=1)
+
+
+class Optimizer(Strict):
+    name: Literal["sgd"] = "sgd"
+    lr: float = Field(default=0.1, gt=0)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    weight_decay: float = Field(default=1e-4, ge=0)
+    nesterov: bool = False
+
+
+class LRScaling(Strict):
+    rule: Literal["none", "linear", "sqrt"] = "linear"
+    base_batch_size: int = Field(default=256, ge=1)
+    warmup_epochs: float = Field(default=0, ge=0)
+    decay_epochs: List[int] = Field(default_factory=list)
+    decay_factor: float = Field(default=0.1, gt=0, le=1)
+
+
+class ScalePoint(Strict):
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+
+
+_POINT = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
+class Scale(Strict):
+    """Either ``nodes`` (+ ``gpus_per_node``) or explicit ``points`` such as ``2x4``."""
+
+    nodes: Optional[List[int]] = None
+    gpus_per_node: Optional[int] = Field(default=None, ge=1)
+    points: Optional[List[ScalePoint]] = None
+
+    @field_validator("points", mode="before")
+    @classmethod
+    def _parse_points(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        out = []
+        for item in value:
+            if isinstance(item, str):
+                m = _POINT.match(item)
+                if not m:
+                    raise ValueError(f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4")
+                item = {"nodes": int(m.group(1)), "gpus_per_node": int(m.group(2))}
+            out.append(item)
+        return out
+
+    @field_validator("nodes")
+    @classmethod
+    def _positive(cls, value: Optional[List[int]]) -> Optional[List[int]]:
+        if value is not None:
+            if not value:
+                raise ValueError("nodes must list at least one node count")
+            if any(n < 1 for n in value):
+                raise ValueError("node counts must be at least 1")
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Scale":
+        if (self.nodes is None) == (self.points is None):
+            raise ValueError("give either 'nodes' (with optional 'gpus_per_node') or 'points'")
+        if self.points is not None and self.gpus_per_node is not None:
+            raise ValueError("'gpus_per_node' goes with 'nodes'; points say it themselves")
+        if self.points is not None and not self.points:
+            raise ValueError("points must list at least one point")
+        return self
+
+
+class SlurmOverrides(Strict):
+    time: Optional[str] = None
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    exclusive: Optional[bool] = None
+    constraint: Optional[str] = None
+    extra_sbatch: List[str] = Field(default_factory=list)
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            from ddlbench.spec.slurmtime import parse_minutes
+
+            parse_minutes(value)
+        return value
+
+    @field_validator("partition", "account", "qos", "constraint")
+    @classmethod
+    def _word(cls, value: Optional[str]) -> Optional[str]:
+        from ddlbench.spec.cluster import check_slurm_word
+
+        return check_slurm_word(value)
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _extra(cls, value: List[str]) -> List[str]:
+        from ddlbench.spec.cluster import check_sbatch_line
+
+        return [check_sbatch_line(v) for v in value]
+
+
+class AllreduceSpec(Strict):
+    min_bytes: int = Field(default=1024, ge=4)
+    max_bytes: int = Field(default=256 * 1024 * 1024, ge=4)
+    iters: int = Field(default=20, ge=1)
+    warmup: int = Field(default=5, ge=0)
+
+
+class Variant(Strict):
+    """A named set of overrides crossed with (or zipped into) the sweep.
+
+    Only the keys written in the spec override; ``model_fields_set`` tells which.
+    """
+
+    label: str
+    lr_scaling: Optional[LRScaling] = None
+    optimizer: Optional[Optimizer] = None
+    precision: Optional[Literal["fp32", "amp"]] = None
+    env: Dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        return check_safe_name(value, "variant label")
+
+
+class ExperimentSpec(Strict):
+    name: str
+    description: str = ""
+    cluster: Optional[str] = None
+    mode: Literal["throughput", "convergence", "allreduce"] = "throughput"
+    model: str = "resnet50"
+    data: DataSpec = Field(default_factory=DataSpec)
+    frameworks: List[FrameworkEntry]
+    batch_size: Union[int, List[int]] = 32
+    global_batch_size: Optional[int] = Field(default=None, ge=1)
+    scaling: Literal["weak", "strong"] = "weak"
+    precision: Literal["fp32", "amp"] = "fp32"
+    steps: Steps = Field(default_factory=Steps)
+    epochs: Optional[int] = Field(default=None, ge=1)
+    target_accuracy: Optional[float] = Field(default=None, gt=0, le=1)
+    optimizer: Optimizer = Field(default_factory=Optimizer)
+    lr_scaling: LRScaling = Field(default_factory=LRScaling)
+    scale: Scale
+    repeats: int = Field(default=1, ge=1, le=1000)
+    variants: List[Variant] = Field(default_factory=list)
+    zip: List[Literal["scale", "batch_size", "variants"]] = Field(default_factory=list)
+    seed: int = 1234
+    allreduce: AllreduceSpec = Field(default_factory=AllreduceSpec)
+    slurm: SlurmOverrides = Field(default_factory=SlurmOverrides)
+    env: Dict[str, str] = Field(default_factory=dict)
+    container: Optional[str] = None
+    mllog: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_safe_name(value, "name")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if value not in MODELS:
+            from ddlbench.errors import did_you_mean
+
+            raise ValueError(
+                f"{value!r} is not one of {', '.join(MODELS)}{did_you_mean(value, MODELS)}"
+            )
+        return value
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _data_short(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            kinds = ("synthetic", "digits")
+            return {"kind": value} if value in kinds else {"kind": "imagefolder", "path": value}
+        return value
+
+    @field_validator("frameworks", mode="before")
+    @classmethod
+    def _frameworks(cls, value: Any) -> Any:
+        # The loader builds entries with positions (ddlbench.spec.load); programmatic callers may
+        # pass names or mappings, validated here.
+        if not isinstance(value, list):
+            return value
+        return [build_framework_entry(item) for item in value]
+
+    @field_validator("frameworks")
+    @classmethod
+    def _labels(cls, value: List[FrameworkEntry]) -> List[FrameworkEntry]:
+        if not value:
+            raise ValueError("list at least one framework")
+        seen: Dict[str, int] = {}
+        for i, entry in enumerate(value):
+            label = entry.id_label
+            if label in seen:
+                raise ValueError(
+                    f"frameworks[{i}] and frameworks[{seen[label]}] would both be labelled "
+                    f"'{label}'; give one of them a distinct 'label'"
+                )
+            seen[label] = i
+        return value
+
+    @field_validator("batch_size")
+    @classmethod
+    def _batches(cls, value: Union[int, List[int]]) -> Union[int, List[int]]:
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise ValueError("list at least one batch size")
+        if any(v < 1 for v in values):
+            raise ValueError("batch sizes must be at least 1")
+        if len(set(values)) != len(values):
+            raise ValueError("batch sizes must not repeat")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
+        return check_env(value)
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, value: List[Variant]) -> List[Variant]:
+        labels = [v.label for v in value]
+        dup = {x for x in labels if labels.count(x) > 1}
+        if dup:
+            raise ValueError(f"variant labels must be unique: {', '.join(sorted(dup))}")
+        for v in value:
+            check_env(v.env)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ExperimentSpec":
+        if self.mode == "convergence" and self.epochs is None:
+            raise ValueError("mode 'convergence' needs 'epochs'")
+        if self.mode != "convergence" and self.target_accuracy is not None:
+            raise ValueError("'target_accuracy' applies to mode 'convergence' only")
+        if self.scaling == "strong" and self.global_batch_size is None:
+            raise ValueError("scaling 'strong' needs 'global_batch_size' (it stays fixed)")
+        if self.scaling == "weak" and self.global_batch_size is not None:
+            raise ValueError("'global_batch_size' applies to scaling 'strong' only")
+        if self.mode == "allreduce":
+            for entry in self.frameworks:
+                if "allreduce" not in launchers()[entry.name].modes:
+                    raise ValueError(f"framework '{entry.name}' has no allreduce workload")
+        if self.allreduce.min_bytes > self.allreduce.max_bytes:
+            raise ValueError("allreduce.min_bytes is larger than allreduce.max_bytes")
+        if len(set(self.zip)) != len(self.zip):
+            raise ValueError("zip lists an axis twice")
+        if self.zip and len(self.zip) < 2:
+            raise ValueError("zip needs at least two axes (scale, batch_size, variants)")
+        if "variants" in self.zip and not self.variants:
+            raise ValueError("zip names 'variants' but none are defined")
+        return self
+
+    @property
+    def batch_sizes(self) -> List[int]:
+        return self.batch_size if isinstance(self.batch_size, list) else [self.batch_size]
+
+
+def check_env(env: Dict[str, str]) -> Dict[str, str]:
+    for key in env:
+        if not ENV_NAME.match(key):
+            raise ValueError(f"environment variable name {key!r} is not a valid shell name")
+    return env
+
+
+def build_framework_entry(item: Any) -> Any:
+    """``'pytorch'`` or ``{name: pytorch, label: x, backend: gloo}`` -> :class:`FrameworkEntry`.
+
+    Raises ``ValueError`` for an unknown name and pydantic's ``ValidationError`` (with locations
+    relative to the entry) for bad options.
+    """
+    from ddlbench.errors import did_you_mean
+
+    if isinstance(item, FrameworkEntry):
+        return item
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict):
+        raise ValueError("a framework entry is a name or a mapping with 'name' and options")
+    names = list(launchers())
+    name = item.get("name")
+    if name is None:
+        raise ValueError(f"a framework entry needs a 'name' (one of {', '.join(names)})")
+    if name not in names:
+        raise ValueError(
+            f"{name!r} is not one of {', '.join(names)}{did_you_mean(name, names)}"
+        )
+    label = item.get("label")
+    options = {k: v for k, v in item.items() if k not in ("name", "label")}
+    model = launchers()[name].options
+    return FrameworkEntry(name=name, label=label, options=model(**options))

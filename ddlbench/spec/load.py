@@ -1,0 +1,164 @@
+"""Load and validate experiment specs and cluster profiles from YAML files.
+
+Every problem is reported at once, each with its ``file:line:col``; the CLI prints them and exits
+with code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Tuple
+
+from pydantic import ValidationError
+
+from ddlbench.errors import InputError, Problem
+from ddlbench.spec.cluster import ClusterProfile
+from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry
+from ddlbench.spec.problems import problems_from
+from ddlbench.spec.yamlsource import YamlSource, load_yaml, parse_yaml
+
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A validated model together with where it came from."""
+
+    value: Any
+    source: YamlSource
+
+    @property
+    def path(self) -> str:
+        return self.source.file
+
+
+def _mapping(source: YamlSource, what: str) -> dict:
+    if not isinstance(source.data, dict):
+        got = "an empty file" if source.data is None else type(source.data).__name__
+        raise InputError(Problem(f"a {what} must be a YAML mapping, got {got}", source.file, 1, 1))
+    return source.data
+
+
+def validate_spec(source: YamlSource) -> ExperimentSpec:
+    data = dict(_mapping(source, "experiment spec"))
+    problems: List[Problem] = []
+    frameworks = data.get("frameworks")
+    if isinstance(frameworks, list):
+        built = []
+        for i, item in enumerate(frameworks):
+            loc = ("frameworks", i)
+            try:
+                built.append(build_framework_entry(item))
+            except ValidationError as exc:
+                name = item.get("name") if isinstance(item, dict) else None
+                from ddlbench.frameworks import launchers
+
+                model = launchers()[name].options if name in launchers() else None
+                problems += problems_from(exc, source, model, prefix=loc)
+            except ValueError as exc:
+                where = loc + ("name",) if isinstance(item, dict) and "name" in item else loc
+                problems.append(source.problem(where, str(exc)))
+        data["frameworks"] = built if not problems else (built or None)
+        if problems and not built:
+            data.pop("frameworks")
+    try:
+        spec = ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        more = problems_from(exc, source, ExperimentSpec)
+        if problems:  # frameworks already reported: drop knock-on errors about them
+            more = [p for p in more if not (p.where or "").startswith("frameworks")]
+        problems += more
+        spec = None
+    if problems:
+        problems.sort(key=lambda p: (p.line or 0, p.col or 0))
+        raise InputError(problems)
+    return spec
+
+
+def validate_profile(source: YamlSource) -> ClusterProfile:
+    data = _mapping(source, "cluster profile")
+    try:
+        return ClusterProfile.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from(exc, source, ClusterProfile)) from None
+
+
+def load_spec(path: str | Path) -> Loaded:
+    source = load_yaml(path)
+    return Loaded(validate_spec(source), source)
+
+
+def load_spec_text(text: str, file: str = "<spec>") -> Loaded:
+    source = parse_yaml(text, file)
+    return Loaded(validate_spec(source), source)
+
+
+def profile_search_path(spec_path: Optional[str] = None) -> List[Path]:
+    dirs: List[Path] = []
+    for d in os.environ.get("DDLBENCH_CLUSTERS", "").split(os.pathsep):
+        if d:
+            dirs.append(Path(d))
+    if spec_path:
+        dirs.append(Path(spec_path).resolve().parent / "clusters")
+    dirs.append(Path.cwd() / "configs" / "clusters")
+    dirs.append(SOURCE_ROOT / "configs" / "clusters")
+    out: List[Path] = []
+    for d in dirs:
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def find_profile(name: str, spec_path: Optional[str] = None) -> Path:
+    """A profile name (``iris``) or a path (``./site.yaml``) -> the profile file."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        return Path(name)
+    for d in profile_search_path(spec_path):
+        for ext in (".yaml", ".yml"):
+            candidate = d / f"{name}{ext}"
+            if candidate.is_file():
+                return candidate
+    known = sorted(
+        {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
+    )
+    from ddlbench.errors import did_you_mean
+
+    raise InputError(
+        Problem(
+            f"no cluster profile named '{name}'{did_you_mean(name, known)}; "
+            f"known: {', '.join(known) or 'none'} (searched "
+            f"{', '.join(str(d) for d in profile_search_path(spec_path))})"
+        )
+    )
+
+
+def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
+    source = load_yaml(find_profile(name_or_path, spec_path))
+    return Loaded(validate_profile(source), source)
+
+
+def choose_profile(
+    spec: Loaded, cli_choice: Optional[str]
+) -> Tuple[Loaded, str]:
+    """The profile to use and why: the CLI option, the spec's ``cluster``, or the default.
+
+    With nothing named, ``local`` is the default when no Slurm is present; on a machine with
+    ``sbatch`` ddlbench refuses to guess a partition and GPU layout.
+    """
+    if cli_choice:
+        return load_profile(cli_choice, spec.path), "--cluster"
+    if spec.value.cluster:
+        return load_profile(spec.value.cluster, spec.path), f"'cluster' in {spec.path}"
+    if shutil.which("sbatch") is None:
+        return load_profile("local", spec.path), "default: no Slurm found (sbatch not on PATH)"
+    raise InputError(
+        Problem(
+            "this machine has Slurm but no cluster profile was named: pass --cluster NAME "
+            "(e.g. --cluster localslurm, or --cluster local to run here without Slurm) or set "
+            "'cluster:' in the spec",
+            file=spec.path,
+        )
+    )

@@ -1,0 +1,148 @@
+"""Turn pydantic validation errors into one readable :class:`Problem` each."""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any, Iterable, List, Optional, Tuple, Type
+
+from pydantic import BaseModel, ValidationError
+
+from ddlbench.errors import Problem, did_you_mean
+from ddlbench.spec.yamlsource import Loc, YamlSource
+
+_TYPE_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+def _clean_loc(loc: Iterable[Any]) -> Loc:
+    """Drop pydantic's union/validator tags (``'list[int]'``, ``'function-after[...]'``)."""
+    out = []
+    for part in loc:
+        if isinstance(part, str) and (
+            "[" in part or part in _TYPE_NAMES or part.startswith("function-")
+        ):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _fields_at(model: Type[BaseModel], loc: Loc) -> List[str]:
+    """Field names of the model that sits at ``loc`` below ``model`` (for 'did you mean')."""
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return []
+            current = field.annotation
+        elif typing.get_origin(current) in (list, List) and isinstance(part, int):
+            current = typing.get_args(current)[0]
+        elif typing.get_origin(current) in (dict, typing.Dict) and isinstance(part, str):
+            current = typing.get_args(current)[1]
+        else:
+            return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    """Optional[X] -> X; Union[int, List[int]] -> the first model-ish member."""
+    if typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        for a in args:
+            if isinstance(a, type) and issubclass(a, BaseModel):
+                return a
+        for a in args:
+            if typing.get_origin(a) in (list, List, dict, typing.Dict):
+                return a
+        return args[0] if args else tp
+    return tp
+
+
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
+    kind = err.get("type", "")
+    given = err.get("input")
+    if kind == "extra_forbidden":
+        key = loc[-1] if loc else "?"
+        allowed = _fields_at(model, loc[:-1]) if model else []
+        hint = did_you_mean(str(key), allowed)
+        if not hint and allowed:
+            hint = f" (allowed: {', '.join(allowed)})"
+        return f"unknown key '{key}'{hint}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("literal_error", "enum"):
+        choices = _QUOTED.findall(err.get("ctx", {}).get("expected", ""))
+        return f"{given!r} is not one of {', '.join(choices)}{did_you_mean(given, choices)}"
+    bounds = {
+        "greater_than_equal": ("ge", "at least"),
+        "greater_than": ("gt", "greater than"),
+        "less_than_equal": ("le", "at most"),
+        "less_than": ("lt", "less than"),
+    }
+    if kind in bounds:
+        key, words = bounds[kind]
+        return f"must be {words} {err.get('ctx', {}).get(key)}, got {given!r}"
+    if kind == "value_error":
+        msg = str(err.get("msg", ""))
+        return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        base = kind.split("_")[0]
+        wanted = _TYPE_NAMES.get(base, base)
+        if kind == "model_type" or kind == "dict_type":
+            wanted = "a mapping"
+        return f"expected {wanted}, got {given!r}"
+    msg = str(err.get("msg", kind))
+    return f"{msg} (got {given!r})" if given is not None and not isinstance(given, dict) else msg
+
+
+def problems_from(
+    exc: ValidationError,
+    source: Optional[YamlSource],
+    model: Optional[Type[BaseModel]] = None,
+    prefix: Loc = (),
+) -> List[Problem]:
+    """One problem per distinct location, in file order."""
+    seen: dict = {}
+    for err in exc.errors(include_url=False):
+        loc = prefix + _clean_loc(err.get("loc", ()))
+        if err.get("type") == "union_tag_invalid":
+            continue
+        msg = _message(err, loc[len(prefix) :], model)
+        key = loc
+        # a union reports once per member: keep the first, most specific message
+        if key in seen:
+            continue
+        seen[key] = msg
+    # a deeper error explains a shallower one (a union member's type error): keep the deeper
+    locs = list(seen)
+    for loc in locs:
+        if any(len(other) > len(loc) and other[: len(loc)] == loc for other in locs):
+            seen.pop(loc, None)
+    out: List[Problem] = []
+    for loc, msg in seen.items():
+        if source is not None:
+            out.append(source.problem(loc, msg))
+        else:
+            from ddlbench.spec.yamlsource import format_loc
+
+            out.append(Problem(msg, where=format_loc(loc)))
+    out.sort(key=lambda p: (p.line or 0, p.col or 0))
+    return out
+
+
+def position_key(problem: Problem) -> Tuple[int, int]:
+    return (problem.line or 0, problem.col or 0)
