@@ -1,0 +1,123 @@
+"""Loading ``run.json`` (format ``ddlbench-run/1``, see docs/run-config.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Dict
+
+RUN_FORMAT = "ddlbench-run/1"
+
+_REQUIRED = ("run_id", "workload", "mode", "log_dir")
+
+_DEFAULTS: Dict[str, Any] = {
+    "campaign": "adhoc",
+    "framework": None,  # filled from workload below
+    "framework_options": {},
+    "model": "lenet",
+    "data": {"kind": "synthetic", "path": None, "samples": 1024},
+    "image_size": None,  # filled from model below
+    "num_classes": None,
+    "device": "cpu",
+    "precision": "fp32",
+    "nodes": 1,
+    "tasks_per_node": 1,
+    "world_size": 1,
+    "batch_size": 32,
+    "global_batch_size": None,
+    "steps": {"warmup": 5, "measure": 20},
+    "epochs": None,
+    "target_accuracy": None,
+    "optimizer": {
+        "name": "sgd",
+        "lr": 0.01,
+        "base_lr": None,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "nesterov": False,
+    },
+    "lr_schedule": {
+        "scaling": "none",
+        "base_batch_size": None,
+        "warmup_epochs": 0.0,
+        "decay_epochs": [],
+        "decay_factor": 0.1,
+    },
+    "seed": 0,
+    "repeat": 0,
+    "allreduce": {"min_bytes": 1024, "max_bytes": 256 * 1024 * 1024, "iters": 20, "warmup": 5},
+    "mllog": False,
+}
+
+# image side and classes per model when run.json leaves them out
+MODEL_DEFAULTS = {
+    "lenet": (28, 10),
+    "resnet50": (224, 1000),
+    "vgg16": (224, 1000),
+    "vgg19": (224, 1000),
+}
+
+
+class RunConfigError(ValueError):
+    """run.json is unreadable or lacks what the workload needs."""
+
+
+def load_run_config(path: str) -> Dict[str, Any]:
+    """Read ``run.json`` and return it as a plain dict with defaults filled in.
+
+    The planner writes every key; the defaults only make hand-written configs
+    (tests, manual runs) short. Nested dicts are merged key by key.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise RunConfigError(f"cannot read run config {path}: {exc}") from exc
+    return normalize_run_config(raw)
+
+
+def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
+    """Check the format, fill defaults (see ``load_run_config``)."""
+    if not isinstance(raw, dict):
+        raise RunConfigError("run config must be a JSON object")
+    fmt = raw.get("format", RUN_FORMAT)
+    if fmt != RUN_FORMAT:
+        raise RunConfigError(f"unsupported run config format {fmt!r}, expected {RUN_FORMAT!r}")
+    missing = [k for k in _REQUIRED if raw.get(k) in (None, "")]
+    if missing:
+        raise RunConfigError("run config lacks " + ", ".join(missing))
+    cfg = copy.deepcopy(_DEFAULTS)
+    for key, value in raw.items():
+        if isinstance(cfg.get(key), dict) and isinstance(value, dict):
+            cfg[key].update(value)
+        else:
+            cfg[key] = value
+    cfg["format"] = RUN_FORMAT
+    if cfg["framework"] is None:
+        cfg["framework"] = cfg["workload"]
+    side, classes = MODEL_DEFAULTS.get(cfg["model"], (224, 1000))
+    if cfg["image_size"] is None:
+        cfg["image_size"] = side
+    if cfg["num_classes"] is None:
+        cfg["num_classes"] = classes
+    if cfg["global_batch_size"] is None:
+        cfg["global_batch_size"] = cfg["batch_size"] * cfg["world_size"]
+    opt = cfg["optimizer"]
+    if opt.get("base_lr") is None:
+        opt["base_lr"] = opt["lr"]
+    if cfg["lr_schedule"].get("base_batch_size") is None:
+        cfg["lr_schedule"]["base_batch_size"] = cfg["global_batch_size"]
+    if cfg["mode"] not in ("throughput", "convergence", "allreduce"):
+        raise RunConfigError(f"unknown mode {cfg['mode']!r}")
+    if cfg["mode"] == "convergence" and not cfg["epochs"]:
+        raise RunConfigError("convergence mode needs 'epochs'")
+    if cfg["device"] not in ("cpu", "gpu"):
+        raise RunConfigError(f"unknown device {cfg['device']!r}")
+    if cfg["precision"] not in ("fp32", "amp"):
+        raise RunConfigError(f"unknown precision {cfg['precision']!r}")
+    return cfg
+
+
+def input_channels(model: str) -> int:
+    """Channels of a model's input images: 1 for lenet, 3 for the ImageNet models."""
+    return 1 if model == "lenet" else 3

@@ -1,0 +1,235 @@
+"""The per-rank log, format v1 (docs/log-format.md, ddlbench/schemas/rank-log-v1.schema.json).
+
+Every record is serialised to one line and handed to the kernel with a single
+``os.write()`` on an ``O_APPEND`` descriptor: there is no user-space buffer, so a
+killed rank leaves a readable prefix (at most a truncated last line) and nothing
+is lost to an unflushed buffer. There is no fsync (it would slow training).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from typing import Any, Dict, Optional
+
+from ... import __version__ as DDLBENCH_VERSION
+from .env import RankInfo
+
+FORMAT_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python numbers, NaN/inf to None."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    item = getattr(value, "item", None)  # numpy / framework scalars
+    if callable(item):
+        try:
+            return _clean(item())
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+def _opt_float(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+class RankLogger:
+    """Writes ``<log_dir>/rank-<rank>.jsonl``.
+
+    The file is truncated when opened (a rerun of the same run id replaces it).
+    """
+
+    def __init__(self, log_dir: str, rank: int) -> None:
+        os.makedirs(log_dir, exist_ok=True)
+        self.path = os.path.join(log_dir, f"rank-{rank}.jsonl")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        self._fd: Optional[int] = os.open(self.path, flags, 0o644)
+        self.meta_written = False
+        self.summary_written = False
+        self.error_written = False
+
+    # -- low level -------------------------------------------------------------------------
+    def write(self, record: Dict[str, Any]) -> None:
+        """Write one record as one line with one ``write()``."""
+        if self._fd is None:
+            raise ValueError("rank log is closed")
+        data = (json.dumps(_clean(record), allow_nan=False) + "\n").encode("utf-8")
+        n = os.write(self._fd, data)
+        while n < len(data):  # only on a full disk or a signal; keep what is left in order
+            data = data[n:]
+            n = os.write(self._fd, data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RankLogger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- records ---------------------------------------------------------------------------
+    def meta(self, fields: Dict[str, Any]) -> None:
+        """Write the ``meta`` record (build it with :func:`build_meta`)."""
+        record = {"type": "meta"}
+        record.update(fields)
+        self.write(record)
+        self.meta_written = True
+
+    def step(
+        self,
+        step: int,
+        epoch: Optional[int],
+        phase: str,
+        t_start: float,
+        t_end: float,
+        samples: int,
+        loss: Optional[float],
+        lr: Optional[float],
+        compute_s: Optional[float] = None,
+        comm_s: Optional[float] = None,
+    ) -> None:
+        self.write(
+            {
+                "type": "step",
+                "step": int(step),
+                "epoch": None if epoch is None else int(epoch),
+                "phase": phase,
+                "t_start": float(t_start),
+                "t_end": float(t_end),
+                "samples": int(samples),
+                "loss": _opt_float(loss),
+                "lr": _opt_float(lr),
+                "compute_s": _opt_float(compute_s),
+                "comm_s": _opt_float(comm_s),
+            }
+        )
+
+    def eval(
+        self,
+        epoch: int,
+        t: float,
+        elapsed_s: float,
+        accuracy: float,
+        loss: Optional[float],
+        samples: Optional[int] = None,
+    ) -> None:
+        record = {
+            "type": "eval",
+            "epoch": int(epoch),
+            "t": float(t),
+            "elapsed_s": float(elapsed_s),
+            "accuracy": float(accuracy),
+            "loss": _opt_float(loss),
+        }
+        if samples is not None:
+            record["samples"] = int(samples)
+        self.write(record)
+
+    def allreduce(
+        self,
+        nbytes: int,
+        dtype: str,
+        iters: int,
+        time_s: float,
+        algbw_gbps: float,
+        busbw_gbps: float,
+    ) -> None:
+        self.write(
+            {
+                "type": "allreduce",
+                "bytes": int(nbytes),
+                "dtype": dtype,
+                "iters": int(iters),
+                "time_s": float(time_s),
+                "algbw_gbps": float(algbw_gbps),
+                "busbw_gbps": float(busbw_gbps),
+            }
+        )
+
+    def summary(self, fields: Dict[str, Any]) -> None:
+        """Write the ``summary`` record; ``fields`` must hold the required keys."""
+        record: Dict[str, Any] = {"type": "summary", "t": time.time()}
+        record.update(fields)
+        self.write(record)
+        self.summary_written = True
+
+    def error(self, message: str, traceback: Optional[str] = None) -> None:
+        record: Dict[str, Any] = {"type": "error", "t": time.time(), "message": message}
+        if traceback is not None:
+            record["traceback"] = traceback
+        self.write(record)
+        self.error_written = True
+
+
+def build_meta(
+    cfg: Dict[str, Any],
+    info: RankInfo,
+    framework_version: str,
+    device_name: str,
+    param_count: Optional[int],
+    backend: str,
+    start_time: Optional[float] = None,
+    **extra: Any,
+) -> Dict[str, Any]:
+    """The fields of the ``meta`` record, from the run config and the rank's identity.
+
+    ``extra`` adds or overrides fields (e.g. ``precision`` when the requested one
+    could not be used, with ``precision_requested``).
+    """
+    fields: Dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "run_id": cfg["run_id"],
+        "campaign": cfg["campaign"],
+        "framework": cfg["framework"],
+        "workload": cfg["workload"],
+        "framework_version": str(framework_version),
+        "mode": cfg["mode"],
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "node_rank": info.node_rank,
+        "world_size": info.world_size,
+        "host": info.host,
+        "pid": os.getpid(),
+        "device": cfg["device"],
+        "device_name": str(device_name),
+        "model": cfg["model"],
+        "param_count": None if param_count is None else int(param_count),
+        "batch_size": int(cfg["batch_size"]),
+        "global_batch_size": int(cfg["global_batch_size"]),
+        "precision": cfg["precision"],
+        "backend": str(backend),
+        "repeat": int(cfg["repeat"]),
+        "slurm_job_id": info.job_id,
+        "slurm_nodelist": info.nodelist,
+        "time": time.time() if start_time is None else float(start_time),
+        "ddlbench_version": DDLBENCH_VERSION,
+        "python_version": platform.python_version(),
+    }
+    fields.update(extra)
+    return fields
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, prefixed so that it can be found in the job's output."""
+    sys.stderr.write(f"ddlbench: warning: {message}\n")
+    sys.stderr.flush()

@@ -1,0 +1,225 @@
+"""The measurement loop: warmup and measured steps, evaluation, summary fields.
+
+A framework program supplies ``step_fn(batch, lr)``, which runs one training
+step and returns the loss as a Python float read back from the device (that
+read, or an explicit device synchronisation inside ``step_fn``, is what makes
+the step end honest). The loop takes ``t_start`` before fetching the batch and
+``t_end`` after ``step_fn`` returns, logs one ``step`` record per step and keeps
+the figures of the ``summary`` record.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from .logger import RankLogger
+from .mllog import MLLog
+from .schedule import LRSchedule
+
+StepReturn = Union[float, Tuple[float, Optional[float], Optional[float]]]
+
+
+class Measurement:
+    """Records steps and evaluations of one rank and computes its summary figures.
+
+    Use :meth:`step` to time a step function, or :meth:`record_step` when the
+    framework times steps itself (e.g. in a Keras callback).
+    """
+
+    def __init__(
+        self,
+        logger: RankLogger,
+        mode: str = "throughput",
+        target_accuracy: Optional[float] = None,
+        mllog: Optional[MLLog] = None,
+    ) -> None:
+        self.logger = logger
+        self.mode = mode
+        self.target_accuracy = target_accuracy
+        self.mllog = mllog or MLLog(False)
+        self.first_t_start: Optional[float] = None  # first step of any phase
+        self.measure_t_start: Optional[float] = None
+        self.measure_t_end: Optional[float] = None
+        self.steps_measured = 0
+        self.samples_measured = 0
+        self.step_times: List[float] = []
+        self.compute_times: List[float] = []
+        self.comm_times: List[float] = []
+        self.final_loss: Optional[float] = None
+        self.final_accuracy: Optional[float] = None
+        self.best_accuracy: Optional[float] = None
+        self.time_to_accuracy_s: Optional[float] = None
+        self.eval_time_s = 0.0
+
+    def record_step(
+        self,
+        step: int,
+        epoch: Optional[int],
+        phase: str,
+        t_start: float,
+        t_end: float,
+        samples: int,
+        loss: Optional[float],
+        lr: Optional[float],
+        compute_s: Optional[float] = None,
+        comm_s: Optional[float] = None,
+    ) -> None:
+        """Log a step timed elsewhere and account for it."""
+        self.logger.step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        if self.first_t_start is None:
+            self.first_t_start = t_start
+        if loss is not None:
+            self.final_loss = float(loss)
+        if phase == "measure":
+            if self.measure_t_start is None:
+                self.measure_t_start = t_start
+            self.measure_t_end = t_end
+            self.steps_measured += 1
+            self.samples_measured += int(samples)
+            self.step_times.append(t_end - t_start)
+            if compute_s is not None:
+                self.compute_times.append(compute_s)
+            if comm_s is not None:
+                self.comm_times.append(comm_s)
+
+    def step(
+        self,
+        step_fn: Callable[[Any, float], StepReturn],
+        step: int,
+        epoch: Optional[int],
+        phase: str,
+        samples: int,
+        lr: float,
+        batches: Optional[Iterator[Any]] = None,
+    ) -> Optional[float]:
+        """Fetch the next batch (if ``batches``), run ``step_fn(batch, lr)``, log the step."""
+        t_start = time.time()
+        batch = next(batches) if batches is not None else None
+        out = step_fn(batch, lr)
+        t_end = time.time()
+        if isinstance(out, tuple):
+            loss, compute_s, comm_s = out
+        else:
+            loss, compute_s, comm_s = out, None, None
+        self.record_step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        return loss
+
+    def record_eval(
+        self,
+        epoch: int,
+        accuracy: float,
+        loss: Optional[float],
+        samples: Optional[int] = None,
+        eval_start: Optional[float] = None,
+    ) -> bool:
+        """Log an evaluation that just finished; returns whether the target is reached."""
+        t = time.time()
+        if eval_start is not None:
+            self.eval_time_s += t - eval_start
+        elapsed = t - (self.first_t_start if self.first_t_start is not None else t)
+        self.logger.eval(epoch, t, elapsed, accuracy, loss, samples)
+        self.mllog.event("eval_accuracy", float(accuracy), {"epoch_num": epoch + 1})
+        self.final_accuracy = float(accuracy)
+        if self.best_accuracy is None or accuracy > self.best_accuracy:
+            self.best_accuracy = float(accuracy)
+        reached = self.target_accuracy is not None and accuracy >= self.target_accuracy
+        if reached and self.time_to_accuracy_s is None:
+            self.time_to_accuracy_s = elapsed
+        return reached
+
+    def summary_fields(self) -> Dict[str, Any]:
+        """The ``summary`` figures, without ``param_sum``/``param_sha256`` (the caller's)."""
+        if self.measure_t_start is not None and self.measure_t_end is not None:
+            window = self.measure_t_end - self.measure_t_start
+        else:
+            window = 0.0
+        status = "ok"
+        if self.mode == "convergence" and self.target_accuracy is not None:
+            status = "ok" if self.time_to_accuracy_s is not None else "target_not_reached"
+        return {
+            "status": status,
+            "steps_measured": self.steps_measured,
+            "samples_measured": self.samples_measured,
+            "measure_time_s": window,
+            "throughput": self.samples_measured / window if window > 0 else None,
+            "final_loss": self.final_loss,
+            "final_accuracy": self.final_accuracy,
+            "best_accuracy": self.best_accuracy,
+            "time_to_accuracy_s": self.time_to_accuracy_s,
+            "step_time_median_s": statistics.median(self.step_times) if self.step_times else None,
+            "compute_time_median_s": _median(self.compute_times),
+            "comm_time_median_s": _median(self.comm_times),
+            "eval_time_s": self.eval_time_s if self.mode == "convergence" else None,
+        }
+
+
+def _median(values: List[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def run_training(
+    cfg: Dict[str, Any],
+    measurement: Measurement,
+    step_fn: Callable[[Any, float], StepReturn],
+    schedule: LRSchedule,
+    batches: Optional[Callable[[int], Iterable[Any]]] = None,
+    evaluate: Optional[Callable[[int], Tuple[float, Optional[float], Optional[int]]]] = None,
+) -> Measurement:
+    """Drive the steps of a run config's mode and return ``measurement``.
+
+    - ``step_fn(batch, lr)``: one training step at learning rate ``lr`` (the
+      framework sets it on its optimizer); returns the loss as a float, or
+      ``(loss, compute_s, comm_s)``.
+    - ``batches(epoch)``: the epoch's training batches (an iterable of
+      ``steps_per_epoch`` items), or ``None`` when every step reuses one batch
+      (synthetic data: ``step_fn`` gets ``None``).
+    - ``evaluate(epoch)``: ``(accuracy, loss, samples)`` on the validation
+      split, global over all ranks (convergence mode).
+
+    Throughput mode: ``steps.warmup`` warmup steps then ``steps.measure``
+    measured ones, epochs counted by ``schedule.steps_per_epoch``; real data
+    cycles through epochs. Convergence mode: ``epochs`` epochs of
+    ``schedule.steps_per_epoch`` steps, every step measured, evaluation after
+    each epoch (it runs to the last epoch even when the target is reached).
+    """
+    mllog = measurement.mllog
+    samples = int(cfg["batch_size"])
+    mllog.end("init_stop")
+    mllog.start("run_start")
+    if cfg["mode"] == "throughput":
+        warmup, measure = int(cfg["steps"]["warmup"]), int(cfg["steps"]["measure"])
+        epoch = -1
+        it: Optional[Iterator[Any]] = None
+        for step in range(warmup + measure):
+            step_epoch = schedule.epoch_of(step)
+            if batches is not None and (it is None or step_epoch != epoch):
+                it = iter(batches(step_epoch))
+            epoch = step_epoch
+            phase = "warmup" if step < warmup else "measure"
+            measurement.step(step_fn, step, epoch, phase, samples, schedule(step), it)
+        mllog.end("run_stop", metadata={"status": "success"})
+        return measurement
+    if cfg["mode"] != "convergence":
+        raise ValueError(f"run_training does not handle mode {cfg['mode']!r}")
+    if batches is None or evaluate is None:
+        raise ValueError("convergence mode needs batches and evaluate")
+    steps_per_epoch = int(round(schedule.steps_per_epoch))
+    step = 0
+    reached = False
+    for epoch in range(int(cfg["epochs"])):
+        mllog.start("epoch_start", metadata={"epoch_num": epoch + 1})
+        it = iter(batches(epoch))
+        for _ in range(steps_per_epoch):
+            measurement.step(step_fn, step, epoch, "measure", samples, schedule(step), it)
+            step += 1
+        mllog.end("epoch_stop", metadata={"epoch_num": epoch + 1})
+        eval_start = time.time()
+        mllog.start("eval_start", metadata={"epoch_num": epoch + 1})
+        accuracy, loss, n = evaluate(epoch)
+        mllog.end("eval_stop", metadata={"epoch_num": epoch + 1})
+        reached = measurement.record_eval(epoch, accuracy, loss, n, eval_start) or reached
+    status = "success" if reached or measurement.target_accuracy is None else "aborted"
+    mllog.end("run_stop", metadata={"status": status})
+    return measurement

@@ -1,0 +1,172 @@
+"""Entry-point wrapper shared by all workloads.
+
+``workload_main(body)`` reads ``argv[1]`` (the run.json path), builds a
+:class:`Context` (config, rank identity, rank log, MLLOG printer) and calls
+``body(ctx)``. When ``body`` raises (or the rank gets SIGTERM, as Slurm sends at
+its time limit), it writes an ``error`` record (preceded by a fallback ``meta``
+record if ``body`` had not written one yet, so the log still starts with meta),
+prints the traceback and returns 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from .config import load_run_config
+from .env import RankInfo, rank_info
+from .logger import RankLogger, build_meta
+from .loop import Measurement
+from .mllog import MLLog
+
+
+class Terminated(Exception):
+    """The rank received SIGTERM (or SIGINT)."""
+
+
+@dataclass
+class Context:
+    cfg: Dict[str, Any]
+    info: RankInfo
+    logger: RankLogger
+    mllog: MLLog
+    start_time: float
+    meta_fields: Dict[str, Any] = field(default_factory=dict)
+
+    def write_meta(
+        self,
+        framework_version: str,
+        device_name: str,
+        param_count: Optional[int],
+        backend: str,
+        **extra: Any,
+    ) -> None:
+        """Write the ``meta`` record (see :func:`logger.build_meta`)."""
+        self.meta_fields = build_meta(
+            self.cfg,
+            self.info,
+            framework_version,
+            device_name,
+            param_count,
+            backend,
+            start_time=self.start_time,
+            **extra,
+        )
+        self.logger.meta(self.meta_fields)
+
+    def measurement(self) -> Measurement:
+        """A :class:`Measurement` for this run's mode and target."""
+        return Measurement(
+            self.logger,
+            mode=self.cfg["mode"],
+            target_accuracy=self.cfg.get("target_accuracy"),
+            mllog=self.mllog,
+        )
+
+    def finish(
+        self,
+        fields: Dict[str, Any],
+        param_sum: Optional[float] = None,
+        param_sha256: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Write the ``summary`` record and print a one-line result on rank 0."""
+        record = dict(fields)
+        record.setdefault("param_sum", param_sum)
+        record.setdefault("param_sha256", param_sha256)
+        if param_sum is not None:
+            record["param_sum"] = param_sum
+        if param_sha256 is not None:
+            record["param_sha256"] = param_sha256
+        self.logger.summary(record)
+        if self.info.is_root:
+            self.say(_summary_line(record))
+        return record
+
+    def say(self, message: str) -> None:
+        """Print a line on rank 0's stdout."""
+        if self.info.is_root:
+            sys.stdout.write("ddlbench[{}]: {}\n".format(self.cfg.get("workload"), message))
+            sys.stdout.flush()
+
+
+def _summary_line(rec: Dict[str, Any]) -> str:
+    parts: List[str] = ["status={}".format(rec.get("status"))]
+    for key, fmt in (
+        ("throughput", "throughput=%.2f samples/s"),
+        ("measure_time_s", "window=%.3f s"),
+        ("final_loss", "loss=%.4f"),
+        ("best_accuracy", "best_accuracy=%.4f"),
+        ("time_to_accuracy_s", "tta=%.2f s"),
+        ("max_busbw_gbps", "max_busbw=%.3f GB/s"),
+    ):
+        if rec.get(key) is not None:
+            parts.append(fmt % rec[key])
+    return " ".join(parts)
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(f"received signal {signum}")
+
+
+def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = None) -> int:
+    """Run a workload body; returns the process exit code (0, 1 on failure, 2 on usage)."""
+    start_time = time.time()
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m ddlbench.workloads.<workload> /path/to/run.json\n")
+        return 2
+    try:
+        cfg = load_run_config(args[0])
+        info = rank_info()
+        logger = RankLogger(cfg["log_dir"], info.rank)
+    except Exception as exc:  # nothing to log into yet
+        sys.stderr.write(f"ddlbench: cannot start workload: {exc}\n")
+        return 2
+    mllog = MLLog(bool(cfg.get("mllog")) and info.is_root)
+    ctx = Context(cfg, info, logger, mllog, start_time)
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(ValueError):  # not the main thread
+            old[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        mllog.start("init_start")
+        mllog.run_config(cfg)
+        body(ctx)
+        if not logger.summary_written:
+            raise RuntimeError("workload ended without a summary record")
+        return 0
+    except BaseException as exc:  # noqa: B036 - log every failure, including SystemExit
+        if isinstance(exc, SystemExit) and exc.code in (0, None) and logger.summary_written:
+            return 0
+        tb = traceback.format_exc()
+        sys.stderr.write(tb)
+        sys.stderr.flush()
+        try:
+            if not logger.meta_written:
+                logger.meta(
+                    build_meta(
+                        cfg,
+                        info,
+                        framework_version="unknown",
+                        device_name="unknown",
+                        param_count=None,
+                        backend=str(cfg.get("framework_options", {}).get("backend", "unknown")),
+                        start_time=start_time,
+                        incomplete=True,
+                    )
+                )
+            message = f"{type(exc).__name__}: {exc}"
+            logger.error(message, tb)
+            mllog.end("run_stop", metadata={"status": "aborted"})
+        except Exception as log_exc:  # the log itself failed (disk full, ...)
+            sys.stderr.write(f"ddlbench: cannot write the error record: {log_exc}\n")
+        return 1
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        logger.close()
