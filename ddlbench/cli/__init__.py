@@ -1,0 +1,109 @@
+"""The ``ddlbench`` command line.
+
+Every module ``ddlbench/cli/cmd_<name>.py`` defines a click command named ``command``; the group
+registers them all, so adding a command touches nothing else. Command modules keep heavy
+imports (pandas, matplotlib) inside their functions so that ``ddlbench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+
+import click
+
+import ddlbench
+from ddlbench.errors import DDLBenchError
+
+EPILOG = """\b
+Typical use on a login node:
+  ddlbench validate configs/resnet50.yaml
+  ddlbench plan configs/resnet50.yaml
+  ddlbench submit configs/resnet50.yaml --dry-run   # render only
+  ddlbench submit configs/resnet50.yaml
+  ddlbench status
+  ddlbench report
+
+Exit codes: 0 success, 2 bad input, 1 any other failure.
+Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
+"""
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list:
+        return sorted(_commands())
+
+    def get_command(self, ctx: click.Context, name: str):
+        module = _commands().get(name)
+        if module is None:
+            return None
+        return importlib.import_module(f"{__name__}.{module}").command
+
+    def resolve_command(self, ctx, args):
+        # suggest the closest command for a typo
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            from ddlbench.errors import did_you_mean
+
+            if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+                raise click.UsageError(
+                    f"no such command '{args[0]}'{did_you_mean(args[0], _commands())}", ctx
+                ) from None
+            raise exc
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DDLBenchError as exc:
+            for line in str(exc).splitlines():
+                click.echo(f"ddlbench: {line}" if not _has_position(line) else line, err=True)
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("ddlbench: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+            if os.environ.get("DDLBENCH_DEBUG"):
+                raise
+            click.echo(
+                f"ddlbench: internal error: {type(exc).__name__}: {exc} "
+                "(set DDLBENCH_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            ctx.exit(1)
+
+
+def _has_position(line: str) -> bool:
+    head = line.split(": ", 1)[0]
+    return ":" in head and any(ch.isdigit() for ch in head.rsplit(":", 1)[-1])
+
+
+_CACHE: dict = {}
+
+
+def _commands() -> dict:
+    if not _CACHE:
+        for info in pkgutil.iter_modules(__path__):
+            if info.name.startswith("cmd_"):
+                _CACHE[info.name[4:].replace("_", "-")] = info.name
+    return _CACHE
+
+
+@click.group(cls=_Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(ddlbench.__version__, prog_name="ddlbench")
+def main() -> None:
+    """Benchmark distributed deep-learning training across frameworks and scales on Slurm.
+
+    A YAML experiment spec says what to run (model, frameworks, scale points, batch sizes,
+    learning-rate rule, repeats); a cluster profile says where (partition, GPUs per node,
+    modules or venvs per framework). ddlbench renders one sbatch script per run, submits and
+    tracks the jobs, and turns the ranks' logs into tables, scaling plots and reports.
+    """
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

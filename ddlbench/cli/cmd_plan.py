@@ -1,0 +1,104 @@
+"""ddlbench plan SPEC."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ddlbench.cli.common import cluster_option, stdout_console
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench plan configs/resnet50.yaml
+  ddlbench plan configs/quickstart.yaml --cluster localslurm
+  ddlbench plan configs/large-batch.yaml --json | jq '.runs[].run_id'
+"""
+)
+@click.argument("spec_path", metavar="SPEC")
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
+    """Show the runs a spec expands to, without rendering or submitting anything.
+
+    One row per run: id, framework, nodes, GPUs (or CPU ranks), per-device and global batch,
+    peak learning rate after scaling, and the node-hours the run requests (nodes x time limit).
+    """
+    from ddlbench.plan import plan_runs
+    from ddlbench.spec.load import choose_profile, load_spec
+
+    spec = load_spec(spec_path)
+    profile, why = choose_profile(spec, cluster)
+    plan = plan_runs(spec.value, profile.value, spec.source)
+    p = profile.value
+    if as_json:
+        out = {
+            "spec": spec_path,
+            "cluster": p.name,
+            "cluster_source": why,
+            "scheduler": p.scheduler,
+            "device": p.device,
+            "node_hours": round(plan.node_hours, 3),
+            "runs": [
+                {
+                    "run_id": r.run_id,
+                    "framework": r.framework,
+                    "label": r.label,
+                    "workload": r.workload,
+                    "backend": r.backend,
+                    "nodes": r.nodes,
+                    "tasks_per_node": r.tasks_per_node,
+                    "gpus": r.gpus,
+                    "world_size": r.world_size,
+                    "batch_size": r.batch_size,
+                    "global_batch_size": r.global_batch_size,
+                    "lr": r.lr,
+                    "variant": r.variant,
+                    "repeat": r.repeat,
+                    "time_limit": r.time_limit,
+                    "node_hours": round(r.node_hours, 4),
+                }
+                for r in plan.runs
+            ],
+        }
+        click.echo(json.dumps(out, indent=1))
+        return
+
+    from rich.table import Table
+
+    console = stdout_console()
+    console.print(
+        f"[bold]{spec.value.name}[/]: {len(plan.runs)} runs on cluster profile "
+        f"[bold]{p.name}[/] ({p.scheduler}, {p.device}) [dim]- chosen by {why}[/]"
+    )
+    unit = "GPUs" if p.device == "gpu" else "ranks"
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (
+        ("run id", "left"),
+        ("framework", "left"),
+        ("nodes", "right"),
+        (unit, "right"),
+        ("batch/dev", "right"),
+        ("global batch", "right"),
+        ("lr", "right"),
+        ("node-h", "right"),
+    ):
+        table.add_column(name, justify=justify)
+    for r in plan.runs:
+        table.add_row(
+            r.run_id,
+            f"{r.label} ({r.backend})" if r.backend else r.label,
+            str(r.nodes),
+            str(r.world_size),
+            str(r.batch_size),
+            str(r.global_batch_size),
+            f"{r.lr:.4g}",
+            f"{r.node_hours:.2f}",
+        )
+    console.print(table)
+    console.print(
+        f"total: {len(plan.runs)} runs, {plan.node_hours:.1f} node-hours requested "
+        f"(time limit {plan.runs[0].time_limit} per run)"
+    )

@@ -1,0 +1,133 @@
+"""ddlbench submit SPEC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ddlbench.cli.common import campaign_dir, cluster_option, stderr_console
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench submit configs/resnet50.yaml --dry-run        # render only, contact no scheduler
+  ddlbench submit configs/quickstart.yaml                # local executor (cluster: local)
+  ddlbench submit configs/quickstart.yaml --cluster localslurm --campaign qs-slurm
+  ddlbench submit configs/resnet50.yaml --exclusive      # whole nodes, one run at a time
+  ddlbench submit --resume resnet50-scaling              # submit what never was
+"""
+)
+@click.argument("spec_path", metavar="SPEC", required=False)
+@cluster_option
+@click.option("--campaign", default=None, help="Campaign name (default: the spec's name).")
+@click.option(
+    "--out",
+    "--results",
+    "results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=lambda: __import__("os").environ.get("DDLBENCH_RESULTS", "results"),
+    show_default="./results, or $DDLBENCH_RESULTS",
+    help="Folder that holds the campaigns.",
+)
+@click.option("--dry-run", is_flag=True, help="Render every run and the manifest; submit nothing.")
+@click.option(
+    "--serial",
+    is_flag=True,
+    help="Chain runs with afterany dependencies so that only one runs at a time.",
+)
+@click.option(
+    "--exclusive",
+    is_flag=True,
+    help="Ask for whole nodes (#SBATCH --exclusive) and chain runs like --serial.",
+)
+@click.option("--array", is_flag=True, help="Group runs of the same shape into job arrays.")
+@click.option(
+    "--resume",
+    "resume",
+    metavar="CAMPAIGN",
+    default=None,
+    help="Submit the runs of an existing campaign that were never submitted.",
+)
+def command(
+    spec_path: str | None,
+    cluster: str | None,
+    campaign: str | None,
+    results: Path,
+    dry_run: bool,
+    serial: bool,
+    exclusive: bool,
+    array: bool,
+    resume: str | None,
+) -> None:
+    """Render one sbatch script per run of SPEC and submit them.
+
+    Each run gets results/CAMPAIGN/runs/RUN-ID/ with job.sh, run.json and logs/. Submitting
+    the same campaign again never submits a run twice: runs already submitted are skipped.
+    With a 'local' cluster profile the runs execute on this machine, one at a time by default.
+    """
+    from ddlbench.errors import InputError, Problem
+
+    if resume:
+        if spec_path or dry_run:
+            raise InputError(Problem("--resume takes a campaign name and no SPEC or --dry-run"))
+        _submit(campaign_dir(results, resume), serial or exclusive, array, resume=True)
+        return
+    if not spec_path:
+        raise InputError(Problem("missing SPEC (or use --resume CAMPAIGN)"))
+
+    from ddlbench.plan import plan_runs
+    from ddlbench.render import render_campaign
+    from ddlbench.spec.load import choose_profile, load_spec
+
+    spec = load_spec(spec_path)
+    profile, why = choose_profile(spec, cluster)
+    spec_value = spec.value
+    if exclusive:
+        spec_value = spec_value.model_copy(
+            update={"slurm": spec_value.slurm.model_copy(update={"exclusive": True})}
+        )
+    plan = plan_runs(spec_value, profile.value, spec.source)
+    name = campaign or spec_value.name
+    console = stderr_console()
+    console.print(
+        f"{spec_value.name}: {len(plan.runs)} runs on cluster profile '{profile.value.name}' "
+        f"({why})"
+    )
+    profile_text = profile.source.text + (f"\n# --exclusive\n" if exclusive else "")
+    rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
+    console.print(f"rendered {len(plan.runs)} runs into {rendered.root}")
+    if dry_run:
+        click.echo(str(rendered.root))
+        return
+    _submit(rendered.root, serial or exclusive, array, resume=False)
+
+
+def _render(render_campaign, plan, name, results, spec, profile, profile_text, console):
+    total = len(plan.runs)
+    if total < 200 or not console.is_terminal:
+        return render_campaign(
+            plan, name, results, spec.source.text, spec.path, profile_text, profile.path
+        )
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("rendering", total=total)
+
+        def progress(done: int, _total: int) -> None:
+            if done % 100 == 0 or done == _total:
+                bar.update(task, completed=done)
+
+        return render_campaign(
+            plan, name, results, spec.source.text, spec.path, profile_text, profile.path,
+            progress=progress,
+        )
+
+
+def _submit(root: Path, serial: bool, array: bool, resume: bool) -> None:
+    from ddlbench.execute import submit_campaign
+
+    summary = submit_campaign(root, serial=serial, array=array, resume=resume)
+    if getattr(summary, "failed", 0):
+        raise SystemExit(1)

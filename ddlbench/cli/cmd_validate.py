@@ -1,0 +1,42 @@
+"""ddlbench validate SPEC."""
+
+from __future__ import annotations
+
+import click
+
+from ddlbench.cli.common import cluster_option
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench validate configs/resnet50.yaml
+  ddlbench validate configs/*.yaml --cluster local
+"""
+)
+@click.argument("specs", nargs=-1, required=True, metavar="SPEC...")
+@cluster_option
+def command(specs: tuple, cluster: str | None) -> None:
+    """Check experiment specs and their cluster profiles without rendering anything.
+
+    Every problem is printed as FILE:LINE:COL: WHERE: WHAT, and the exit code is 2 if any
+    spec is invalid. The sweep is planned too, so impossible scale points are caught here.
+    """
+    from ddlbench.errors import InputError
+    from ddlbench.plan import plan_runs
+    from ddlbench.spec.load import choose_profile, load_spec
+
+    problems = []
+    for path in specs:
+        try:
+            spec = load_spec(path)
+            profile, _why = choose_profile(spec, cluster)
+            plan = plan_runs(spec.value, profile.value, spec.source)
+            click.echo(
+                f"{path}: ok ({len(plan.runs)} runs on '{profile.value.name}', "
+                f"{plan.node_hours:.1f} node-hours requested)"
+            )
+        except InputError as exc:
+            problems += exc.problems
+    if problems:
+        raise InputError(problems)

@@ -1,0 +1,258 @@
+"""Write a campaign folder: manifest, spec and profile copies, per-run scripts and configs.
+
+``results/<campaign>/`` gets ``campaign.json`` (the manifest), ``spec.yaml`` and ``cluster.yaml``
+(the inputs as given), ``pkg/`` (a frozen copy of ddlbench's workload code, which the jobs put on
+PYTHONPATH, so that a campaign always runs, and records, the code it was rendered with) and one
+``runs/<run-id>/`` per run with ``job.sh``, ``run.json`` and an empty ``logs/``.
+
+Rendering contacts no scheduler and starts no process: templates are compiled once per
+campaign and every file is written atomically (a running local job keeps reading its old
+script).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import jinja2
+
+import ddlbench
+from ddlbench.errors import InputError, Problem
+from ddlbench.names import check_safe_name
+from ddlbench.plan import Plan, Run
+from ddlbench.render.context import run_context
+from ddlbench.render.shell import ShellSafe, to_shell
+from ddlbench.spec.experiment import MODEL_SHAPES
+
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_DIR = Path(os.environ.get("DDLBENCH_TEMPLATES", SOURCE_ROOT / "slurm_templates"))
+MANIFEST_FORMAT = "ddlbench-campaign/1"
+RUN_FORMAT = "ddlbench-run/1"
+
+
+@dataclass(frozen=True)
+class CampaignRender:
+    campaign: str
+    root: Path
+    manifest: Dict[str, Any]
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "campaign.json"
+
+
+def template_environment(extra_dir: Optional[str] = None) -> jinja2.Environment:
+    dirs = [str(TEMPLATE_DIR)]
+    if extra_dir:
+        dirs.insert(0, os.path.expanduser(extra_dir))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(dirs),
+        finalize=to_shell,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["raw"] = ShellSafe
+    env.filters["q"] = lambda v: ShellSafe(to_shell(v))
+    return env
+
+
+def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path) -> Dict[str, Any]:
+    """The ``run.json`` a workload reads (docs/run-config.md)."""
+    spec = plan.spec
+    image_size, num_classes = MODEL_SHAPES[spec.model]
+    opt = dict(run.optimizer)
+    base_lr = opt.pop("lr")
+    return {
+        "format": RUN_FORMAT,
+        "run_id": run.run_id,
+        "campaign": campaign,
+        "framework": run.framework,
+        "workload": run.workload,
+        "framework_options": run.framework_options,
+        "backend": run.backend,
+        "mode": run.mode,
+        "model": run.model,
+        "data": spec.data.model_dump(),
+        "image_size": image_size,
+        "num_classes": num_classes,
+        "device": run.device,
+        "precision": run.precision,
+        "nodes": run.nodes,
+        "tasks_per_node": run.tasks_per_node,
+        "world_size": run.world_size,
+        "batch_size": run.batch_size,
+        "global_batch_size": run.global_batch_size,
+        "steps": spec.steps.model_dump(),
+        "epochs": spec.epochs,
+        "target_accuracy": spec.target_accuracy,
+        "optimizer": {"name": opt.pop("name"), "lr": run.lr, "base_lr": base_lr, **opt},
+        "lr_schedule": {
+            "scaling": run.lr_scaling["rule"],
+            "base_batch_size": run.lr_scaling["base_batch_size"],
+            "warmup_epochs": run.lr_scaling["warmup_epochs"],
+            "decay_epochs": list(run.lr_scaling["decay_epochs"]),
+            "decay_factor": run.lr_scaling["decay_factor"],
+        },
+        # repeats of a convergence run differ in their seed, so they sample the seed's variance
+        "seed": spec.seed + run.repeat,
+        "repeat": run.repeat,
+        "variant": run.variant,
+        "allreduce": spec.allreduce.model_dump(),
+        "log_dir": str(run_dir / "logs"),
+        "mllog": spec.mllog,
+    }
+
+
+def manifest_entry(run: Run, run_dir_rel: str) -> Dict[str, Any]:
+    entry = run.as_dict()
+    entry["gpus_per_node"] = run.tasks_per_node if run.device == "gpu" else 0
+    entry["node_hours"] = run.node_hours
+    entry["run_dir"] = run_dir_rel
+    entry["script"] = f"{run_dir_rel}/job.sh"
+    return entry
+
+
+def spec_digest(spec_text: str, profile_text: str) -> str:
+    h = hashlib.sha256()
+    h.update(spec_text.encode())
+    h.update(b"\0")
+    h.update(profile_text.encode())
+    return h.hexdigest()
+
+
+def _copy_workloads(pkg_root: Path) -> None:
+    """Freeze ddlbench's compute-node code (package root + workloads) into the campaign."""
+    src = Path(ddlbench.__file__).resolve().parent
+    dst = pkg_root / "ddlbench"
+    tmp = pkg_root / ".ddlbench.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    shutil.copy2(src / "__init__.py", tmp / "__init__.py")
+    if (src / "workloads").is_dir():
+        shutil.copytree(
+            src / "workloads",
+            tmp / "workloads",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.replace(tmp, dst)
+
+
+def render_campaign(
+    plan: Plan,
+    campaign: str,
+    results_root: Path,
+    spec_text: str,
+    spec_path: str,
+    profile_text: str,
+    profile_path: str,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> CampaignRender:
+    """Render every run of ``plan`` into ``results_root/<campaign>/``.
+
+    A campaign folder that already holds a *different* spec or profile is refused: its runs
+    would otherwise change under the jobs that were submitted from it.
+    """
+    try:
+        check_safe_name(campaign, "campaign name")
+    except ValueError as exc:
+        raise InputError(Problem(str(exc))) from None
+    root = (results_root / campaign).resolve()
+    digest = spec_digest(spec_text, profile_text)
+    manifest_path = root / "campaign.json"
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if manifest_path.exists():
+        try:
+            old = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if old.get("digest") and old.get("digest") != digest:
+            raise InputError(
+                Problem(
+                    f"campaign '{campaign}' in {root} was rendered from a different spec or "
+                    "profile; pick another name with --campaign, or remove that folder"
+                )
+            )
+        created = old.get("created", created)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "runs").mkdir(exist_ok=True)
+    pkg_root = root / "pkg"
+    _copy_workloads(pkg_root)
+    _atomic_write(root / "spec.yaml", spec_text)
+    _atomic_write(root / "cluster.yaml", profile_text)
+
+    env = template_environment(plan.profile.templates)
+    templates: Dict[str, jinja2.Template] = {}
+    entries: List[Dict[str, Any]] = []
+    total = len(plan.runs)
+    for i, run in enumerate(plan.runs):
+        run_dir = root / "runs" / run.run_id
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        name = _template_name(run)
+        if name not in templates:
+            try:
+                templates[name] = env.get_template(name)
+            except jinja2.TemplateNotFound:
+                raise InputError(
+                    Problem(f"no template {name} for framework '{run.framework}'")
+                ) from None
+        ctx = run_context(run, plan.spec, plan.profile, campaign, run_dir, pkg_root,
+                          results_root.resolve(), ddlbench.__version__)
+        _atomic_write(run_dir / "job.sh", templates[name].render(ctx), 0o755)
+        config = run_config(run, plan, campaign, run_dir)
+        _atomic_write(run_dir / "run.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
+        entries.append(manifest_entry(run, f"runs/{run.run_id}"))
+        if progress is not None:
+            progress(i + 1, total)
+
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "campaign": campaign,
+        "created": created,
+        "ddlbench_version": ddlbench.__version__,
+        "digest": digest,
+        "spec_path": spec_path,
+        "profile_path": profile_path,
+        "spec": plan.spec.model_dump(mode="json", exclude={"frameworks"})
+        | {"frameworks": [_entry_dict(e) for e in plan.spec.frameworks]},
+        "cluster": plan.profile.model_dump(mode="json"),
+        "runs": entries,
+    }
+    _atomic_write(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    return CampaignRender(campaign=campaign, root=root, manifest=manifest)
+
+
+def _entry_dict(entry: Any) -> Dict[str, Any]:
+    return {"name": entry.name, "label": entry.id_label, **entry.options.model_dump()}
+
+
+def _template_name(run: Run) -> str:
+    from ddlbench.frameworks import get_launcher
+
+    return get_launcher(run.framework).template_name

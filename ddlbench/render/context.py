@@ -1,0 +1,134 @@
+"""Per-run template context: #SBATCH options, environment set-up and launch fragments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ddlbench.frameworks import get_launcher
+from ddlbench.plan import Run
+from ddlbench.render.shell import ShellSafe, to_shell, words
+from ddlbench.spec.cluster import ClusterProfile, EnvSetup, expand_path
+from ddlbench.spec.experiment import ExperimentSpec
+
+
+def sbatch_options(run: Run, spec: ExperimentSpec, profile: ClusterProfile, run_dir: Path,
+                   job_name: str) -> List[ShellSafe]:
+    """The ``#SBATCH`` options, each one validated word."""
+    s = profile.slurm
+    o = spec.slurm
+    opts = [
+        f"--job-name={job_name}",
+        f"--nodes={run.nodes}",
+        f"--ntasks-per-node={run.tasks_per_node}",
+        f"--cpus-per-task={s.cpus_per_task}",
+        f"--time={run.time_limit}",
+        f"--output={run_dir}/slurm-%j.out",
+        f"--error={run_dir}/slurm-%j.err",
+    ]
+    for name, value in (
+        ("partition", o.partition or s.partition),
+        ("account", o.account or s.account),
+        ("qos", o.qos or s.qos),
+        ("constraint", o.constraint or s.constraint),
+        ("mem", s.mem),
+    ):
+        if value:
+            opts.append(f"--{name}={value}")
+    if profile.device == "gpu" and s.gpu_request != "none":
+        gpu = f"{s.gpu_type}:" if s.gpu_type else ""
+        if s.gpu_request == "gres":
+            opts.append(f"--gres=gpu:{gpu}{run.tasks_per_node}")
+        else:
+            opts.append(f"--gpus-per-node={gpu}{run.tasks_per_node}")
+    exclusive = o.exclusive if o.exclusive is not None else s.exclusive
+    if exclusive:
+        opts.append("--exclusive")
+    opts += list(s.extra_sbatch) + list(o.extra_sbatch)
+    for opt in opts:
+        if any(c in opt for c in " \t\n'\"`$\\;"):
+            raise ValueError(f"unsafe #SBATCH option {opt!r}")  # guarded by validation upstream
+    return [ShellSafe(opt) for opt in opts]
+
+
+def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
+    """Shell lines that make the framework's software available."""
+    lines: List[str] = []
+    if setup.module_purge:
+        lines.append("module purge")
+    for module in setup.modules:
+        lines.append(f"module load {to_shell(module)}")
+    if setup.venv:
+        lines.append(f"source {to_shell(str(Path(expand_path(setup.venv)) / 'bin' / 'activate'))}")
+    if setup.conda:
+        lines.append(f"conda activate {to_shell(expand_path(setup.conda))}")
+    lines += list(setup.commands)  # verbatim: the profile's author is the site administrator
+    return [ShellSafe(line) for line in lines]
+
+
+def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: List[str]
+                     ) -> Dict[str, Any]:
+    """srun options and the command prefix that starts a workload process."""
+    srun_opts: List[str] = [f"--cpus-per-task={profile.slurm.cpus_per_task}"]
+    prefix: List[str] = []
+    container = setup.container
+    if container is not None:
+        image = expand_path(container.image)
+        mounts = [expand_path(b) for b in container.bind] + binds
+        if container.runtime == "pyxis":
+            srun_opts.append(f"--container-image={image}")
+            srun_opts.append("--container-mounts=" + ",".join(f"{m}:{m}" if ":" not in m else m
+                                                              for m in mounts))
+        else:
+            prefix += [container.runtime, "exec"]
+            if profile.device == "gpu":
+                prefix.append("--nv")
+            for m in mounts:
+                prefix += ["--bind", m]
+            prefix += list(container.options) + [image]
+    uses_mpi = (run.framework == "horovod" and run.framework_options.get("controller") == "mpi") or (
+        run.framework == "pytorch" and run.backend == "mpi"
+    )
+    if uses_mpi and profile.slurm.mpi != "none":
+        srun_opts.append(f"--mpi={profile.slurm.mpi}")
+    python = expand_path(setup.python) if "/" in setup.python else setup.python
+    return {
+        "srun_opts": words(srun_opts),
+        # the interpreter, behind the container runtime when there is one
+        "python": ShellSafe(" ".join(w for w in (words(prefix), to_shell(python)) if w)),
+    }
+
+
+def run_context(run: Run, spec: ExperimentSpec, profile: ClusterProfile, campaign: str,
+                run_dir: Path, pkg_root: Path, results_root: Path, ddlbench_version: str
+                ) -> Dict[str, Any]:
+    setup = profile.setup_for(run.framework)
+    launcher = get_launcher(run.framework)
+    env: Dict[str, str] = {}
+    env.update(profile.env)
+    env.update(setup.env)
+    env.update(run.env)
+    job_name = f"{campaign}.{run.run_id}"
+    ctx: Dict[str, Any] = {
+        "run": run,
+        "campaign": campaign,
+        "job_name": job_name,
+        "run_dir": str(run_dir),
+        "pkg_root": str(pkg_root),
+        "sbatch": sbatch_options(run, spec, profile, run_dir, job_name),
+        "setup": setup_lines(setup),
+        "env": env,
+        "profile": profile,
+        "device": profile.device,
+        "ddlbench_version": ddlbench_version,
+    }
+    ctx.update(launch_fragments(run, profile, setup, [str(results_root), str(pkg_root)]))
+    ctx.update(launcher.template_vars(_Options(run.framework_options), run))
+    return ctx
+
+
+class _Options:
+    """Attribute access to a run's framework options for launchers' template_vars."""
+
+    def __init__(self, data: Dict[str, Any]):
+        self.__dict__.update(data)
