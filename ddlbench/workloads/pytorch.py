@@ -1,0 +1,486 @@
+"""PyTorch DistributedDataParallel workload.
+
+``python -m ddlbench.workloads.pytorch run.json`` on every task. Rank and world
+size come from SLURM_PROCID/SLURM_NTASKS, the rendezvous from
+MASTER_ADDR/MASTER_PORT (``init_method="env://"``), the backend from
+``framework_options.backend`` (default nccl on GPU, gloo on CPU). See
+docs/workloads.md for what is measured and how. The helpers here are shared
+with ``horovod_torch``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from datetime import timedelta
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .common import (
+    Context,
+    LRSchedule,
+    RankInfo,
+    cpu_name,
+    data_seed,
+    imagefolder_split,
+    input_channels,
+    load_rank_data,
+    master_addr_port,
+    param_checksum,
+    run_training,
+    shard_indices,
+    steps_per_epoch,
+    synthetic_batch,
+    warn,
+    workload_main,
+)
+from .models_torch import build_model, param_count
+
+Batch = Tuple[torch.Tensor, torch.Tensor]
+
+
+# -- set-up helpers (shared with horovod_torch) -------------------------------------------------
+def cpu_threads(cfg: Dict[str, Any], info: RankInfo) -> int:
+    """Intra-op threads per rank on CPU: ``framework_options.threads``, else
+    SLURM_CPUS_PER_TASK, else the usable cores divided by the tasks on this node."""
+    opts = cfg.get("framework_options") or {}
+    if opts.get("threads"):
+        return int(opts["threads"])
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, info.local_size))
+
+
+def setup_device(cfg: Dict[str, Any], info: RankInfo) -> Tuple[torch.device, str]:
+    """``cuda:<local rank>`` on GPU (the rank's GPU by SLURM_LOCALID), else the CPU."""
+    if cfg["device"] == "gpu":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device gpu requested but torch.cuda is not available")
+        index = info.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        torch.backends.cudnn.benchmark = True
+        return torch.device("cuda", index), torch.cuda.get_device_name(index)
+    torch.set_num_threads(cpu_threads(cfg, info))
+    return torch.device("cpu"), cpu_name()
+
+
+def resolve_precision(cfg: Dict[str, Any], device: torch.device) -> Tuple[bool, Dict[str, Any]]:
+    """``(use_amp, meta extras)``. AMP (fp16 autocast + GradScaler) runs on GPU only; on the
+    CPU an ``amp`` request runs fp32, with a warning and ``precision_requested`` in meta."""
+    if cfg["precision"] != "amp":
+        return False, {}
+    if device.type == "cuda":
+        return True, {}
+    warn("precision amp is not supported on the CPU; running fp32")
+    return False, {"precision": "fp32", "precision_requested": "amp"}
+
+
+def make_optimizer(cfg: Dict[str, Any], model: nn.Module) -> torch.optim.Optimizer:
+    opt = cfg["optimizer"]
+    if opt.get("name", "sgd") != "sgd":
+        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
+    momentum = float(opt.get("momentum") or 0.0)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=float(opt["lr"]),
+        momentum=momentum,
+        weight_decay=float(opt.get("weight_decay") or 0.0),
+        nesterov=bool(opt.get("nesterov")) and momentum > 0,
+    )
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def model_checksum(model: nn.Module) -> Tuple[float, str]:
+    """Checksum of the parameters in ``model.parameters()`` order (float32 on the host)."""
+    return param_checksum(p.detach().float().cpu().numpy() for p in model.parameters())
+
+
+class TrainData:
+    """The data side of a run: a fixed synthetic batch or per-epoch batch iterators."""
+
+    def __init__(
+        self,
+        steps_per_epoch: float,
+        fixed: Optional[Batch] = None,
+        batches: Optional[Callable[[int], Iterator[Batch]]] = None,
+        val: Optional[Callable[[], Iterator[Batch]]] = None,
+    ) -> None:
+        self.steps_per_epoch = steps_per_epoch
+        self.fixed = fixed
+        self.batches = batches
+        self.val = val
+
+
+def _to_device(x: np.ndarray, y: np.ndarray, device: torch.device) -> Batch:
+    nb = device.type == "cuda"
+    return (
+        torch.from_numpy(np.ascontiguousarray(x)).to(device, non_blocking=nb),
+        torch.from_numpy(np.ascontiguousarray(y)).to(device, non_blocking=nb),
+    )
+
+
+def make_data(cfg: Dict[str, Any], info: RankInfo, device: torch.device) -> TrainData:
+    """Training (and validation) data for this rank (see common/data.py for the kinds)."""
+    kind = cfg["data"]["kind"]
+    batch = int(cfg["batch_size"])
+    seed = data_seed(cfg["seed"], info.rank)
+    if kind == "synthetic":
+        x, y = synthetic_batch(
+            batch,
+            int(cfg["image_size"]),
+            int(cfg["num_classes"]),
+            input_channels(cfg["model"]),
+            "NCHW",
+            seed,
+        )
+        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
+        return TrainData(samples / cfg["global_batch_size"], fixed=_to_device(x, y, device))
+    if kind in ("digits", "mnist"):
+        data = load_rank_data(cfg, info, "NCHW")
+
+        def batches(epoch: int) -> Iterator[Batch]:
+            for bx, by in data.epoch_batches(epoch, batch, seed):
+                yield _to_device(bx, by, device)
+
+        def val() -> Iterator[Batch]:
+            for bx, by in data.val.batches(max(batch, 256)):
+                yield _to_device(bx, by, device)
+
+        return TrainData(data.steps_per_epoch, batches=batches, val=val)
+    if kind == "imagefolder":
+        return _imagefolder_data(cfg, info, device, seed)
+    raise ValueError(f"unknown data kind {kind!r}")
+
+
+def _imagefolder_data(
+    cfg: Dict[str, Any], info: RankInfo, device: torch.device, seed: int
+) -> TrainData:
+    """JPEG/PNG folders decoded with Pillow in DataLoader workers."""
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("data kind imagefolder needs Pillow in the torch environment") from exc
+    path = cfg["data"].get("path")
+    if not path:
+        raise ValueError("data kind imagefolder needs data.path")
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(path)
+    size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
+    workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+
+    class Folder(torch.utils.data.Dataset):
+        def __init__(self, paths: List[str], labels: np.ndarray, train: bool) -> None:
+            self.paths, self.labels, self.train = paths, labels, train
+
+        def __len__(self) -> int:
+            return len(self.paths)
+
+        def __getitem__(self, i: int) -> Batch:
+            img = Image.open(self.paths[i]).convert("RGB")
+            scale = size * 256 / 224 / min(img.size)
+            img = img.resize(
+                (max(size, round(img.size[0] * scale)), max(size, round(img.size[1] * scale)))
+            )
+            w, h = img.size
+            if self.train:
+                left, top = np.random.randint(0, w - size + 1), np.random.randint(0, h - size + 1)
+            else:
+                left, top = (w - size) // 2, (h - size) // 2
+            img = img.crop((left, top, left + size, top + size))
+            if self.train and np.random.rand() < 0.5:
+                img = img.transpose(Image.FLIP_LEFT_RIGHT)
+            arr = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)
+            return (arr - mean) / std, torch.tensor(int(self.labels[i]))
+
+    def loader(paths: List[str], labels: np.ndarray, train: bool, epoch: int) -> Iterator[Batch]:
+        idx = shard_indices(len(paths), info.rank, info.world_size)
+        ds = Folder([paths[i] for i in idx], labels[idx], train)
+        gen = torch.Generator()
+        gen.manual_seed(seed + epoch)
+        dl = torch.utils.data.DataLoader(
+            ds,
+            batch_size=batch,
+            shuffle=train,
+            drop_last=train,
+            num_workers=workers,
+            generator=gen,
+            pin_memory=device.type == "cuda",
+            worker_init_fn=lambda w: np.random.seed((seed + 7 * epoch + w) % (2**31)),
+        )
+        for x, y in dl:
+            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+    spe = steps_per_epoch(len(train_paths), info.world_size, batch)
+
+    def batches(epoch: int) -> Iterator[Batch]:
+        return itertools.islice(loader(train_paths, train_labels, True, epoch), spe)
+
+    val = None
+    if val_index is not None:
+        val_paths, val_labels, _ = val_index
+
+        def val() -> Iterator[Batch]:
+            return loader(val_paths, val_labels, False, 0)
+
+    return TrainData(spe, batches=batches, val=val)
+
+
+def evaluate(
+    model: nn.Module,
+    val: Callable[[], Iterator[Batch]],
+    device: torch.device,
+    allreduce_sum: Callable[[torch.Tensor], torch.Tensor],
+) -> Tuple[float, float, int]:
+    """Global ``(accuracy, mean loss, samples)`` over all ranks' validation shards."""
+    crit = nn.CrossEntropyLoss(reduction="sum")
+    totals = torch.zeros(3, dtype=torch.float64, device=device)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for x, y in val():
+            out = model(x)
+            totals[0] += (out.argmax(1) == y).sum().double()
+            totals[1] += crit(out.float(), y).double()
+            totals[2] += y.numel()
+    model.train(was_training)
+    totals = allreduce_sum(totals)
+    correct, loss_sum, n = (float(v) for v in totals.cpu())
+    return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+
+
+# -- compute / communication split -----------------------------------------------------------
+class CommTimer:
+    """A DDP communication hook that does what the default allreduce hook does (divide
+    the bucket by the world size, allreduce it asynchronously) and records, per bucket,
+    when the bucket was handed to communication and when its allreduce completed.
+
+    ``comm_s`` of a step is the length of the union of those intervals: the wall time
+    during which at least one gradient allreduce was in flight (waiting for slower ranks
+    included). On the CPU the ends are host timestamps taken in the future's callback; on
+    GPU they are CUDA events, recorded on the stream before and after the allreduce.
+    """
+
+    def __init__(self, world_size: int, cuda: bool) -> None:
+        self.world_size = world_size
+        self.cuda = cuda
+        self.intervals: List[Tuple[Any, Any]] = []
+        self.step_start: Any = None
+
+    def begin_step(self) -> None:
+        self.intervals = []
+        if self.cuda:
+            self.step_start = torch.cuda.Event(enable_timing=True)
+            self.step_start.record()
+
+    def _now(self) -> Any:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def hook(self, _state: Any, bucket: Any) -> Any:
+        import torch.distributed as dist
+
+        start = self._now()
+        tensor = bucket.buffer()
+        tensor.div_(self.world_size)
+        fut = dist.all_reduce(tensor, async_op=True).get_future()
+
+        def done(f: Any) -> torch.Tensor:
+            self.intervals.append((start, self._now()))
+            return f.value()[0]
+
+        return fut.then(done)
+
+    def comm_seconds(self) -> Optional[float]:
+        """Union of the step's in-flight intervals (call after the step has synchronised)."""
+        if not self.intervals:
+            return None
+        if self.cuda:
+            ref = self.step_start
+            spans = sorted(
+                (ref.elapsed_time(a) / 1e3, ref.elapsed_time(b) / 1e3) for a, b in self.intervals
+            )
+        else:
+            spans = sorted(self.intervals)
+        total, cur_start, cur_end = 0.0, spans[0][0], spans[0][1]
+        for a, b in spans[1:]:
+            if a > cur_end:
+                total += cur_end - cur_start
+                cur_start, cur_end = a, b
+            else:
+                cur_end = max(cur_end, b)
+        return total + (cur_end - cur_start)
+
+
+def make_step_fn(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    use_amp: bool,
+    fixed: Optional[Batch] = None,
+    comm_timer: Optional[CommTimer] = None,
+    horovod_optimizer: bool = False,
+) -> Callable[[Optional[Batch], float], Any]:
+    """One training step: forward, backward (gradient averaging happens in DDP's backward
+    hooks or in Horovod's optimizer), optimizer step; returns the loss read back from the
+    device (and, with ``comm_timer``, the compute/comm split)."""
+    crit = nn.CrossEntropyLoss()
+    cuda = device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda") if use_amp else None
+
+    def step_fn(batch: Optional[Batch], lr: float) -> Any:
+        x, y = fixed if batch is None else batch
+        t0 = time.perf_counter()
+        if comm_timer is not None:
+            comm_timer.begin_step()
+        set_lr(optimizer, lr)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = crit(model(x), y)
+            scaler.scale(loss).backward()
+            if horovod_optimizer:
+                optimizer.synchronize()  # type: ignore[attr-defined]
+                scaler.unscale_(optimizer)
+                with optimizer.skip_synchronize():  # type: ignore[attr-defined]
+                    scaler.step(optimizer)
+            else:
+                scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+        if cuda:
+            torch.cuda.synchronize()
+        value = loss.item()  # on the CPU this read is the synchronisation
+        if comm_timer is None:
+            return value
+        comm = comm_timer.comm_seconds()
+        if comm is None:
+            return value, None, None
+        elapsed = time.perf_counter() - t0
+        return value, max(0.0, elapsed - comm), comm
+
+    return step_fn
+
+
+# -- the workload ------------------------------------------------------------------------------
+def init_distributed(cfg: Dict[str, Any], info: RankInfo, device: torch.device) -> str:
+    """``init_process_group(backend, init_method="env://")``; returns the backend name."""
+    import torch.distributed as dist
+
+    opts = cfg.get("framework_options") or {}
+    backend = opts.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
+    addr, port = master_addr_port()
+    os.environ.setdefault("MASTER_ADDR", addr)
+    os.environ.setdefault("MASTER_PORT", str(port))
+    timeout = timedelta(seconds=int(opts.get("timeout_s", 600)))
+    kwargs: Dict[str, Any] = {}
+    if backend == "nccl":
+        kwargs["device_id"] = device
+    dist.init_process_group(
+        backend,
+        init_method="env://",
+        rank=info.rank,
+        world_size=info.world_size,
+        timeout=timeout,
+        **kwargs,
+    )
+    return backend
+
+
+def body(ctx: Context) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    cfg, info = ctx.cfg, ctx.info
+    opts = cfg.get("framework_options") or {}
+    if cfg["mode"] == "allreduce":
+        raise ValueError("mode allreduce is run by the allreduce_torch workload")
+    device, device_name = setup_device(cfg, info)
+    use_amp, precision_meta = resolve_precision(cfg, device)
+    distributed = info.world_size > 1 or bool(opts.get("ddp_single_rank"))
+    backend = opts.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
+    if distributed:
+        backend = init_distributed(cfg, info, device)
+    try:
+        model = build_model(
+            cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
+        )
+        model = model.to(device)
+        n_params = param_count(model)
+        ctx.write_meta(
+            torch.__version__,
+            device_name,
+            n_params,
+            backend,
+            ddp=distributed,
+            threads=torch.get_num_threads(),
+            **precision_meta,
+        )
+        data = make_data(cfg, info, device)
+        comm_timer = None
+        train_model: nn.Module = model
+        if distributed:
+            ddp = DDP(
+                model,
+                device_ids=[device.index] if device.type == "cuda" else None,
+                bucket_cap_mb=int(opts.get("bucket_cap_mb", 25)),
+            )
+            if opts.get("comm_timing", True) and backend in ("gloo", "nccl", "mpi"):
+                comm_timer = CommTimer(info.world_size, device.type == "cuda")
+                ddp.register_comm_hook(None, comm_timer.hook)
+            train_model = ddp
+        optimizer = make_optimizer(cfg, model)
+        step_fn = make_step_fn(train_model, optimizer, device, use_amp, data.fixed, comm_timer)
+        schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
+
+        def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
+            if distributed:
+                dist.all_reduce(t)
+            return t
+
+        evaluate_fn = None
+        if cfg["mode"] == "convergence":
+            if data.val is None:
+                raise ValueError("convergence mode needs a validation split")
+            val = data.val
+
+            def evaluate_fn(_epoch: int) -> Tuple[float, float, int]:
+                return evaluate(model, val, device, allreduce_sum)
+
+        measurement = run_training(
+            cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn
+        )
+        psum, sha = model_checksum(model)
+        ctx.finish(measurement.summary_fields(), psum, sha)
+        if distributed:
+            dist.barrier()  # gloo can abort at exit when a peer tears down first
+    finally:
+        # after a failure there is no barrier: the peers may never reach it
+        if distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def main() -> int:
+    return workload_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
