@@ -59,7 +59,9 @@ def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
     for module in setup.modules:
         lines.append(f"module load {to_shell(module)}")
     if setup.venv:
-        lines.append(f"source {to_shell(str(Path(expand_path(setup.venv)) / 'bin' / 'activate'))}")
+        activate = to_shell(str(Path(expand_path(setup.venv)) / "bin" / "activate"))
+        lines.append("# shellcheck source=/dev/null")
+        lines.append(f"source {activate}")
     if setup.conda:
         lines.append(f"conda activate {to_shell(expand_path(setup.conda))}")
     lines += list(setup.commands)  # verbatim: the profile's author is the site administrator

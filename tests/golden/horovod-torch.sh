@@ -1,0 +1,109 @@
+#!/bin/bash
+#SBATCH --job-name=golden.horovod-torch-resnet50-n2x4-b64-r0
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --cpus-per-task=7
+#SBATCH --time=01:00:00
+#SBATCH --output=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0/slurm-%j.out
+#SBATCH --error=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0/slurm-%j.err
+#SBATCH --partition=gpu
+#SBATCH --qos=normal
+#SBATCH --mem=0
+#SBATCH --gres=gpu:v100:4
+#SBATCH --exclusive
+#
+# ddlbench 0.1.0: campaign golden, run horovod-torch-resnet50-n2x4-b64-r0
+# horovod-torch | resnet50 | 2 node(s) x 4 GPU(s) | per-device batch 64, global 512 | repeat 0
+#
+# Rendered by ddlbench from slurm_templates/ (base.sh.j2 + horovod.sh.j2).
+# Every value that came from YAML is shell-quoted. Edit the templates, not this file.
+
+set -Eeuo pipefail
+
+export DDLBENCH_CAMPAIGN=golden
+export DDLBENCH_RUN_ID=horovod-torch-resnet50-n2x4-b64-r0
+export DDLBENCH_RUN_DIR=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0
+DDLBENCH_BG_PIDS=()
+
+ddlbench_cleanup() {
+  # stop background steps (servers, rendezvous) that outlive the workers
+  local pid
+  for pid in "${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+}
+ddlbench_fail() {
+  local rc=$1 line=$2
+  echo "ddlbench: run ${DDLBENCH_RUN_ID} failed: command at line ${line} of job.sh exited with ${rc}" >&2
+  echo "${rc}" > "${DDLBENCH_RUN_DIR}/exit_code"
+  ddlbench_cleanup
+  exit "${rc}"
+}
+trap 'ddlbench_fail $? $LINENO' ERR
+trap ddlbench_cleanup EXIT
+cd "${DDLBENCH_RUN_DIR}"
+
+# --- software environment -----------------------------------------------------------------
+set +u  # module and activation scripts often read unset variables
+module purge
+module load env/release/2020b
+module load tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0
+module load mpi/OpenMPI/4.0.5-gcccuda-2020b
+set -u
+export PYTHONPATH=<RESULTS>/golden/pkg${PYTHONPATH:+:${PYTHONPATH}}
+export PYTHONUNBUFFERED=1
+export NCCL_SOCKET_IFNAME=ib0
+export NCCL_IB_HCA=mlx5
+export NCCL_DEBUG=WARN
+export OMP_NUM_THREADS=7
+export DDLBENCH_NOTE='it'"'"'s a test; $(not run)'
+
+# --- nodes, addresses and ports ------------------------------------------------------------
+# Node names need not resolve (Slurm's NodeAddr is what to connect to), so read both once.
+DDLBENCH_HOSTS=$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | paste -sd, -)
+DDLBENCH_ADDRS=""
+declare -A ddlbench_addr=()
+while read -r ddlbench_line; do
+  ddlbench_name=$(sed -n 's/.*NodeName=\([^ ]*\).*/\1/p' <<<"${ddlbench_line}")
+  ddlbench_node_addr=$(sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p' <<<"${ddlbench_line}")
+  [[ -n "${ddlbench_name}" ]] && ddlbench_addr["${ddlbench_name}"]=${ddlbench_node_addr:-${ddlbench_name}}
+done < <(scontrol -o show node "${SLURM_JOB_NODELIST}" 2>/dev/null || true)
+IFS=, read -r -a ddlbench_hosts <<<"${DDLBENCH_HOSTS}"
+for ddlbench_h in "${ddlbench_hosts[@]}"; do
+  DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_addr[${ddlbench_h}]:-${ddlbench_h}}"
+done
+IFS=, read -r -a ddlbench_addrs <<<"${DDLBENCH_ADDRS}"
+# 64 ports per job, spread by job id, so that jobs sharing a node do not collide
+DDLBENCH_PORT_BASE=$(( 20000 + (SLURM_JOB_ID % 600) * 64 ))
+DDLBENCH_FIRST_HOST=${ddlbench_hosts[0]}
+DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
+export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_PORT_BASE DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
+
+# --- provenance ------------------------------------------------------------------------------
+mkdir -p "${DDLBENCH_RUN_DIR}/provenance" "${DDLBENCH_RUN_DIR}/logs"
+{
+  echo "job_id=${SLURM_JOB_ID}"
+  echo "nodelist=${SLURM_JOB_NODELIST}"
+  echo "hosts=${DDLBENCH_HOSTS}"
+  echo "addrs=${DDLBENCH_ADDRS}"
+  echo "batch_host=$(hostname)"
+  echo "start=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "ddlbench_version=0.1.0"
+  echo "kernel=$(uname -srm)"
+} > "${DDLBENCH_RUN_DIR}/provenance/job.txt"
+env | grep -E '^(SLURM_|CUDA_|NCCL_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_RUN_DIR}/provenance/env.txt" || true
+(module list) > "${DDLBENCH_RUN_DIR}/provenance/modules.txt" 2>&1 || true
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "${DDLBENCH_RUN_DIR}/provenance/gpus.txt" 2>&1 || true
+fi
+python -m pip freeze > "${DDLBENCH_RUN_DIR}/provenance/packages.txt" 2>/dev/null || true
+lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
+
+# --- launch ----------------------------------------------------------------------------------
+echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"
+# Horovod with MPI: srun starts every rank as an MPI process (--mpi from the cluster profile);
+# Horovod reads rank and size from MPI.
+srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --mpi=pmix \
+  python -m ddlbench.workloads.horovod_torch "${DDLBENCH_RUN_DIR}/run.json"
+echo "ddlbench: ${DDLBENCH_RUN_ID} finished"
+echo 0 > "${DDLBENCH_RUN_DIR}/exit_code"

@@ -1,0 +1,171 @@
+"""Rendered scripts: golden files, shell validity, quoting, layout and the run config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ddlbench.errors import InputError
+from ddlbench.plan import plan_runs
+from ddlbench.render import render_campaign
+from ddlbench.spec.load import load_profile, load_spec, load_spec_text
+from tests.conftest import ROOT, require_tool
+
+GOLDEN = ROOT / "tests" / "golden"
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+def _pairs():
+    """Each shipped config with its own cluster, with 'local', and with 'localslurm' if it fits."""
+    import yaml
+
+    out = []
+    for config in CONFIGS:
+        own = yaml.safe_load(config.read_text()).get("cluster") or "local"
+        for profile in dict.fromkeys([own, "local"]):
+            out.append((config, profile))
+        if config.stem in ("quickstart", "lenet-mnist"):
+            out.append((config, "localslurm"))
+    return out
+
+
+def render(spec_path, profile_name, out: Path, campaign=None):
+    spec = load_spec(spec_path)
+    profile = load_profile(profile_name)
+    plan = plan_runs(spec.value, profile.value, spec.source)
+    return render_campaign(
+        plan, campaign or spec.value.name, out, spec.source.text, str(spec_path),
+        profile.source.text, profile.path,
+    )
+
+
+@pytest.fixture
+def fixed_home(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/user")
+    monkeypatch.delenv("DDLBENCH_ENVS", raising=False)
+
+
+def normalise(text: str, out: Path) -> str:
+    return text.replace(str(out.resolve()), "<RESULTS>")
+
+
+def test_golden_scripts(tmp_path, fixed_home):
+    """The review artifact: one rendered job.sh per framework launch style.
+
+    Regenerate with DDLBENCH_UPDATE_GOLDEN=1 and read the diff.
+    """
+    rendered = render(GOLDEN / "spec.yaml", "iris", tmp_path)
+    runs = sorted((rendered.root / "runs").iterdir())
+    assert len(runs) == 6
+    update = os.environ.get("DDLBENCH_UPDATE_GOLDEN")
+    mismatched = []
+    for run_dir in runs:
+        label = run_dir.name.split("-resnet50-")[0]
+        got = normalise((run_dir / "job.sh").read_text(), tmp_path)
+        golden = GOLDEN / f"{label}.sh"
+        if update:
+            golden.write_text(got)
+        elif golden.read_text() != got:
+            mismatched.append(label)
+    assert not mismatched, f"rendered scripts differ from golden files: {mismatched}"
+
+
+@pytest.mark.parametrize(
+    "config,profile", _pairs(), ids=lambda v: v.stem if isinstance(v, Path) else v
+)
+def test_every_shipped_config_renders_valid_shell(config, profile, tmp_path, fixed_home):
+    shellcheck = require_tool("shellcheck")
+    rendered = render(config, profile, tmp_path)
+    scripts = sorted(rendered.root.glob("runs/*/job.sh"))
+    assert scripts
+    # one script per distinct template path is enough for shellcheck; bash -n checks all
+    for script in scripts:
+        subprocess.run(["bash", "-n", str(script)], check=True)
+    by_framework = {}
+    for script in scripts:
+        by_framework.setdefault(script.parent.name.split("-")[0], script)
+    proc = subprocess.run(
+        [shellcheck, "--severity=info", *map(str, by_framework.values())],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_hostile_values_are_quoted(tmp_path, fixed_home):
+    nasty = "a'b\"c $(touch PWNED) `id` ; rm -rf / && echo ${HOME}\nnext line"
+    text = f"""
+name: q
+model: lenet
+frameworks: [pytorch]
+scale: {{points: [1x1]}}
+env:
+  NASTY: {json.dumps(nasty)}
+"""
+    spec = load_spec_text(text, "q.yaml")
+    profile = load_profile("local")
+    plan = plan_runs(spec.value, profile.value, spec.source)
+    rendered = render_campaign(plan, "q", tmp_path, text, "q.yaml", profile.source.text, profile.path)
+    script = (rendered.root / "runs" / "pytorch-lenet-n1x1-b32-r0" / "job.sh").read_text()
+    start = script.index("export NASTY=")
+    end = script.index("\nexport", start + 1)
+    export_line = script[start:end]
+    proc = subprocess.run(
+        ["bash", "-c", export_line + '\nprintf %s "$NASTY"'],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert proc.stdout == nasty
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_layout_manifest_and_run_config(tmp_path, fixed_home):
+    rendered = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
+    root = rendered.root
+    manifest = json.loads((root / "campaign.json").read_text())
+    assert manifest["format"] == "ddlbench-campaign/1"
+    assert manifest["campaign"] == "quickstart"
+    assert len(manifest["runs"]) == 6
+    assert (root / "spec.yaml").read_text() == (ROOT / "configs" / "quickstart.yaml").read_text()
+    assert (root / "pkg" / "ddlbench" / "__init__.py").is_file()
+    entry = manifest["runs"][1]
+    run_dir = root / entry["run_dir"]
+    assert entry["script"] == f"runs/{entry['run_id']}/job.sh"
+    assert os.access(run_dir / "job.sh", os.X_OK)
+    assert (run_dir / "logs").is_dir()
+    config = json.loads((run_dir / "run.json").read_text())
+    assert config["format"] == "ddlbench-run/1"
+    assert config["world_size"] == 2 and config["global_batch_size"] == 64
+    assert config["optimizer"]["lr"] == pytest.approx(0.1)
+    assert config["optimizer"]["base_lr"] == pytest.approx(0.05)
+    assert config["image_size"] == 28 and config["num_classes"] == 10
+    assert config["log_dir"] == str(run_dir / "logs")
+    assert config["data"]["kind"] == "digits"
+
+
+def test_rerender_is_stable_and_different_spec_is_refused(tmp_path, fixed_home):
+    first = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
+    scripts = {p: p.read_text() for p in first.root.glob("runs/*/job.sh")}
+    again = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
+    assert {p: p.read_text() for p in again.root.glob("runs/*/job.sh")} == scripts
+    with pytest.raises(InputError, match="rendered from a different spec"):
+        render(ROOT / "configs" / "lenet-mnist.yaml", "local", tmp_path, campaign="quickstart")
+
+
+def test_bad_campaign_name(tmp_path):
+    with pytest.raises(InputError, match="campaign name"):
+        render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path, campaign="../x")
+
+
+def test_gpu_request_styles(tmp_path, fixed_home, monkeypatch):
+    rendered = render(GOLDEN / "spec.yaml", "iris", tmp_path)
+    text = next(rendered.root.glob("runs/pytorch-*/job.sh")).read_text()
+    assert "#SBATCH --gres=gpu:v100:4\n" in text
+    assert "#SBATCH --exclusive\n" in text
+    local = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path / "l")
+    text = next(local.root.glob("runs/*/job.sh")).read_text()
+    assert "--gres" not in text and "--gpus-per-node" not in text
+    assert 'export CUDA_VISIBLE_DEVICES=""' in text

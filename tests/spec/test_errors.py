@@ -1,0 +1,161 @@
+"""Bad specs and profiles give one `file:line:col: where: what` line per problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ddlbench.errors import InputError, closest
+from ddlbench.spec.load import load_spec_text, validate_profile
+from ddlbench.spec.yamlsource import parse_yaml
+
+GOOD = """\
+name: demo
+model: resnet50
+frameworks:
+  - name: pytorch
+    backend: nccl
+batch_size: 32
+scale:
+  nodes: [1, 2]
+  gpus_per_node: 4
+"""
+
+
+def errors(text: str) -> list[str]:
+    with pytest.raises(InputError) as info:
+        load_spec_text(textwrap.dedent(text), "x.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_good_spec_loads():
+    spec = load_spec_text(GOOD, "x.yaml").value
+    assert spec.frameworks[0].options.backend == "nccl"
+    assert spec.batch_sizes == [32]
+
+
+@pytest.mark.parametrize(
+    "old,new,expected",
+    [
+        (
+            "    backend: nccl",
+            "    backend: ncl",
+            "x.yaml:5:5: frameworks[0].backend: 'ncl' is not one of nccl, gloo, mpi "
+            "(did you mean 'nccl'?)",
+        ),
+        ("model: resnet50", "modle: resnet50", "x.yaml:2:1: modle: unknown key 'modle' (did you mean 'model'?)"),
+        (
+            "model: resnet50",
+            "model: resnet5",
+            "x.yaml:2:1: model: 'resnet5' is not one of resnet50, vgg16, vgg19, lenet "
+            "(did you mean 'resnet50'?)",
+        ),
+        ("batch_size: 32", "batch_size: big", "x.yaml:6:1: batch_size: expected an integer, got 'big'"),
+        (
+            "  - name: pytorch",
+            "  - name: pytorh",
+            "x.yaml:4:5: frameworks[0].name: 'pytorh' is not one of horovod, keras, mxnet, "
+            "pytorch, tensorflow (did you mean 'pytorch'?)",
+        ),
+        ("  gpus_per_node: 4", "  gpus_per_nod: 4", "x.yaml:9:3: scale.gpus_per_nod: unknown key 'gpus_per_nod' (did you mean 'gpus_per_node'?)"),
+        ("  nodes: [1, 2]", "  nodes: [1, 0]", "x.yaml:8:3: scale.nodes: node counts must be at least 1"),
+        ("name: demo", "name: ../evil", "x.yaml:1:1: name: name '../evil' must start with a letter or digit"),
+    ],
+)
+def test_one_problem(old, new, expected):
+    text = GOOD.replace(old, new)
+    assert text != GOOD
+    got = errors(text)
+    assert len(got) == 1, got
+    assert got[0].startswith(expected), got[0]
+
+
+def test_all_problems_reported_in_file_order():
+    text = GOOD.replace("model: resnet50", "model: resnet5").replace("backend: nccl", "backend: x")
+    text += "repeats: 0\n"
+    got = errors(text)
+    assert [g.split(":")[1] for g in got] == ["2", "5", "10"]
+    assert "must be at least 1, got 0" in got[2]
+
+
+def test_missing_required_key():
+    got = errors("name: demo\nscale: {nodes: [1]}\n")
+    assert got == ["x.yaml:1:1: frameworks: required key is missing"]
+
+
+def test_framework_option_of_other_framework():
+    got = errors(GOOD.replace("backend: nccl", "kvstore: dist_sync"))
+    assert got == ["x.yaml:5:5: frameworks[0].kvstore: unknown key 'kvstore' (allowed: backend)"]
+
+
+def test_yaml_syntax_error_has_position():
+    with pytest.raises(InputError) as info:
+        parse_yaml("a: [1, 2\nb: 3\n", "s.yaml")
+    assert str(info.value).startswith("s.yaml:")
+    assert "YAML syntax error" in str(info.value)
+
+
+def test_duplicate_key():
+    with pytest.raises(InputError, match=r"s.yaml:2:1: duplicate key 'a'"):
+        parse_yaml("a: 1\na: 2\n", "s.yaml")
+
+
+def test_not_a_mapping():
+    with pytest.raises(InputError, match="must be a YAML mapping"):
+        load_spec_text("- 1\n- 2\n", "x.yaml")
+
+
+def test_consistency_rules():
+    assert any("needs 'epochs'" in e for e in errors(GOOD + "mode: convergence\n"))
+    assert any("needs 'global_batch_size'" in e for e in errors(GOOD + "scaling: strong\n"))
+    assert any(
+        "has no allreduce workload" in e
+        for e in errors(GOOD.replace("name: pytorch\n    backend: nccl", "name: mxnet") + "mode: allreduce\n")
+    )
+
+
+def test_profile_errors():
+    source = parse_yaml(
+        "name: p\nscheduler: slurmm\nslurm:\n  partiton: gpu\n  time_limit: 1 hour\n", "p.yaml"
+    )
+    with pytest.raises(InputError) as info:
+        validate_profile(source)
+    got = [str(p) for p in info.value.problems]
+    assert got[0] == "p.yaml:2:1: scheduler: 'slurmm' is not one of slurm, local (did you mean 'slurm'?)"
+    assert got[1] == "p.yaml:4:3: slurm.partiton: unknown key 'partiton' (did you mean 'partition'?)"
+    assert got[2].startswith("p.yaml:5:3: slurm.time_limit: time limit '1 hour' is not a Slurm time")
+
+
+def test_unsafe_values_rejected():
+    source = parse_yaml(
+        "name: p\nscheduler: slurm\nslurm:\n  partition: 'gpu; rm -rf ~'\n"
+        "  extra_sbatch: ['--comment=$(id)']\nenv:\n  'BAD NAME': x\n",
+        "p.yaml",
+    )
+    with pytest.raises(InputError) as info:
+        validate_profile(source)
+    wheres = [p.where for p in info.value.problems]
+    assert wheres == ["slurm.partition", "slurm.extra_sbatch", "env"]
+
+
+def test_closest():
+    assert closest("glo", ["nccl", "gloo", "mpi"]) == "gloo"
+    assert closest("zzzz", ["nccl", "gloo", "mpi"]) is None
+
+
+def test_cli_bad_spec_exit_2_no_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("backend: nccl", "backend: ncl"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddlbench", "validate", str(bad), "--cluster", "local"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        f"{bad}:5:5: frameworks[0].backend: 'ncl' is not one of nccl, gloo, mpi (did you mean 'nccl'?)"
+    )
