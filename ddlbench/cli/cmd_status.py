@@ -1,0 +1,176 @@
+"""ddlbench status [CAMPAIGN]."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+import click
+
+from ddlbench.cli.common import campaign_dir, results_option
+
+STYLE = {
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    "PENDING": "yellow",
+    "SUBMITTING": "yellow",
+    "REQUEUED": "yellow",
+    "SUSPENDED": "yellow",
+    "PREEMPTED": "yellow",
+    "NOT_SUBMITTED": "dim",
+}
+
+
+def _elapsed(row: Dict, now: float) -> str:
+    start = row.get("start_time")
+    if not start:
+        return ""
+    secs = int(max(0.0, (row.get("end_time") or now) - start))
+    h, rest = divmod(secs, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def _exit(row: Dict) -> str:
+    if row.get("exit_code") is None:
+        return ""
+    sig = row.get("signal") or 0
+    return f"{row['exit_code']}" + (f" (sig {sig})" if sig else "")
+
+
+def counts_line(status: Dict) -> str:
+    from ddlbench.execute.states import ALL
+
+    counts = status["counts"]
+    parts = [f"{counts[s]} {s}" for s in ALL if counts.get(s)]
+    done = "all ended" if status["final"] else "in progress"
+    return f"{status['total']} runs ({done}): " + ", ".join(parts)
+
+
+def render_table(status: Dict):
+    from rich.table import Table
+
+    now = status.get("time") or time.time()
+    table = Table(
+        title=f"campaign {status['campaign']} ({status['scheduler']})",
+        title_justify="left",
+        caption=counts_line(status),
+        caption_justify="left",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+    )
+    for col in ("RUN", "STATE", "JOB", "TRY", "EXIT", "NODES", "ELAPSED", "REASON"):
+        table.add_column(col, no_wrap=col != "REASON", overflow="fold")
+    for r in status["runs"]:
+        style = STYLE.get(r["state"], "red" if r["final"] else "")
+        table.add_row(
+            r["run_id"],
+            f"[{style}]{r['state']}[/]" if style else r["state"],
+            r["job_id"] or "",
+            str(r["attempts"] or ""),
+            _exit(r),
+            r["nodelist"] or str(r["nodes"]),
+            _elapsed(r, now),
+            r["reason"] or "",
+        )
+    return table
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench status                      # the most recent campaign under ./results
+  ddlbench status resnet50-scaling     # a campaign by name
+  ddlbench status resnet50-scaling --watch
+  ddlbench status --json | jq '.counts'
+  ddlbench status --results /scratch/me/results quickstart
+
+States: NOT_SUBMITTED, SUBMITTING, PENDING, RUNNING, SUSPENDED, REQUEUED, PREEMPTED (not
+ended); COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST
+(ended). One poll of Slurm costs one or two scheduler commands for the whole campaign.
+"""
+)
+@click.argument("campaign", required=False)
+@results_option
+@click.option("--watch", is_flag=True, help="Keep the table up to date until every run ended.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option(
+    "--interval",
+    type=float,
+    default=None,
+    help="Seconds between polls with --watch (default: backs off from 2 s to 30 s on Slurm).",
+)
+def command(
+    campaign: Optional[str], results: Path, watch: bool, as_json: bool, interval: Optional[float]
+) -> None:
+    """Show the runs of CAMPAIGN and their states (default: the most recent campaign).
+
+    Polls the scheduler once and updates the campaign's store (results/CAMPAIGN/state.sqlite),
+    then prints one row per run: its newest attempt's state, job id, attempt number, exit code,
+    nodes, elapsed time and reason. With a local campaign whose runner has stopped while runs
+    remain, status restarts the runner.
+    """
+    from ddlbench.execute import campaign_status
+
+    root = campaign_dir(results, campaign)
+    if as_json and not watch:
+        import json
+
+        click.echo(json.dumps(campaign_status(root, echo=_err), indent=1, sort_keys=True))
+        return
+    if not watch:
+        _print(campaign_status(root, echo=_err))
+        return
+    _watch(root, interval, as_json)
+
+
+def _err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _print(status: Dict) -> None:
+    from ddlbench.cli.common import stdout_console
+
+    console = stdout_console()
+    console.print(render_table(status))
+    for note in status["notes"]:
+        console.print(f"note: {note}", highlight=False)
+
+
+def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
+    import json
+
+    from rich.live import Live
+
+    from ddlbench.cli.common import stdout_console
+    from ddlbench.execute import campaign_status
+    from ddlbench.execute.campaign import load_campaign
+
+    scheduler = load_campaign(root).scheduler
+    first, longest = (0.5, 5.0) if scheduler == "local" else (2.0, 30.0)
+    wait = interval or first
+    console = stdout_console()
+    last = None
+    if as_json or not console.is_terminal:
+        while True:
+            status = campaign_status(root, echo=_err)
+            if as_json:
+                click.echo(json.dumps(status, sort_keys=True))
+            else:
+                click.echo(counts_line(status))
+            if status["final"]:
+                return
+            wait = interval or (first if status["counts"] != last else min(longest, wait * 1.5))
+            last = status["counts"]
+            time.sleep(wait)
+    with Live(console=console, auto_refresh=False) as live:
+        while True:
+            status = campaign_status(root, echo=_err)
+            live.update(render_table(status), refresh=True)
+            if status["final"]:
+                return
+            wait = interval or (first if status["counts"] != last else min(longest, wait * 1.5))
+            last = status["counts"]
+            time.sleep(wait)

@@ -1,0 +1,387 @@
+"""What the CLI calls: submit, refresh/status, cancel, retry and wait on a campaign folder."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from ddlbench.errors import DDLBenchError, InputError
+from ddlbench.execute import states as S
+from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
+from ddlbench.execute.campaign import Campaign, load_campaign
+from ddlbench.execute.store import Attempt, CampaignStore
+
+
+def make_executor(campaign: Campaign, store: CampaignStore, echo: Echo = print) -> Executor:
+    """The executor that the campaign's cluster profile names (``scheduler: slurm|local``)."""
+    if campaign.scheduler == "local":
+        from ddlbench.execute.local import LocalExecutor
+
+        return LocalExecutor(campaign, store, echo)
+    if campaign.scheduler == "slurm":
+        from ddlbench.execute.slurm import SlurmExecutor
+
+        return SlurmExecutor(campaign, store, echo)
+    raise InputError(
+        f"campaign {campaign.name}: unknown scheduler {campaign.scheduler!r} (slurm or local)"
+    )
+
+
+@contextlib.contextmanager
+def open_campaign(
+    campaign_dir: Path, echo: Echo = print
+) -> Iterator[Tuple[Campaign, CampaignStore, Executor]]:
+    campaign = load_campaign(campaign_dir)
+    store = CampaignStore.open(campaign.dir)
+    try:
+        store.sync_runs(campaign.runs)
+        yield campaign, store, make_executor(campaign, store, echo)
+    finally:
+        store.close()
+
+
+def submit_lock(campaign: Campaign) -> FileLock:
+    return FileLock(campaign.work_dir / "submit.lock")
+
+
+def _hold_submit_lock(campaign: Campaign) -> FileLock:
+    lock = submit_lock(campaign)
+    if not lock.acquire():
+        holder = lock.holder()
+        raise DDLBenchError(
+            f"another ddlbench command (pid {holder}) is submitting runs of campaign "
+            f"{campaign.name} right now; wait for it to finish (see `ddlbench status "
+            f"{campaign.name}`)"
+        )
+    return lock
+
+
+class _Progress:
+    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
+
+    def __init__(self, total: int, label: str):
+        self.bar = None
+        self.task = None
+        if total <= 1:
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        except ImportError:  # pragma: no cover
+            return
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            return
+        self.bar = Progress(
+            TextColumn(label), BarColumn(), MofNCompleteColumn(), console=console, transient=True
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(label, total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def submit_campaign(
+    campaign_dir: Path,
+    *,
+    serial: bool = False,
+    array: bool = False,
+    resume: bool = False,
+    echo: Echo = print,
+) -> SubmitSummary:
+    """Submit every run of a rendered campaign that was never submitted.
+
+    Safe to repeat: a run with an attempt is skipped, and attempts left SUBMITTING by an
+    interrupted submit are first looked up at the scheduler (by the token in their comment and
+    job name) and adopted, or submitted again under the same token if the scheduler never saw
+    them. ``resume`` also resubmits runs whose only outcome was a rejection by sbatch.
+    ``serial`` chains the runs (afterany) so only one runs at a time; ``array`` groups runs of
+    identical shape into job arrays (Slurm only).
+    """
+    with open_campaign(campaign_dir, echo) as (campaign, store, ex):
+        ex.check()
+        summary = SubmitSummary(campaign=campaign.name, executor=ex.name)
+        lock = _hold_submit_lock(campaign)
+        try:
+            store.del_meta("cancel_requested")
+            summary.adopted.extend(ex.reconcile())
+            latest = store.latest()
+            intents = store.attempts(states=[S.SUBMITTING], scheduler=ex.name)
+            todo = []
+            for run in campaign.runs:
+                a = latest.get(run.run_id)
+                if a is None or (resume and a.state == S.SUBMIT_FAILED):
+                    todo.append(run)
+                elif a.state != S.SUBMITTING:
+                    summary.skipped.append(run.run_id)
+            total = len(todo) + len(intents)
+            bar = _Progress(total, f"submitting {campaign.name}")
+            try:
+                ex.submit(
+                    todo,
+                    intents,
+                    serial=serial,
+                    array=array,
+                    summary=summary,
+                    advance=bar.advance,
+                )
+            finally:
+                bar.close()
+        finally:
+            lock.release()
+        if summary.skipped and not resume:
+            summary.notes.append(
+                "runs already submitted are never submitted again; "
+                f"`ddlbench retry {campaign.name}` resubmits those that failed"
+            )
+        for line in summary.lines():
+            echo(line)
+        return summary
+
+
+def refresh(campaign_dir: Path, echo: Echo = print) -> RefreshResult:
+    """Poll the scheduler once and update the store (1-2 scheduler calls for Slurm)."""
+    with open_campaign(campaign_dir, echo) as (_c, _s, ex):
+        return ex.refresh()
+
+
+def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
+    with store.snapshot():
+        latest = store.latest()
+        numbers = {
+            row[0]: row[1]
+            for row in store.conn.execute("SELECT run_id, COUNT(*) FROM attempts GROUP BY run_id")
+        }
+    rows = []
+    for run in campaign.runs:
+        a = latest.get(run.run_id)
+        row = {
+            "run_id": run.run_id,
+            "state": a.state if a else S.NOT_SUBMITTED,
+            "final": bool(a and a.final),
+            "attempts": numbers.get(run.run_id, 0),
+            "job_id": a.job_id if a else None,
+            "exit_code": a.exit_code if a else None,
+            "signal": a.signal if a else None,
+            "reason": (a.message or a.reason) if a else None,
+            "nodes": run.nodes,
+            "nodelist": a.nodelist if a else None,
+            "submit_time": a.submit_time if a else None,
+            "start_time": a.start_time if a else None,
+            "end_time": a.end_time if a else None,
+            "scheduler": a.scheduler if a else None,
+        }
+        rows.append(row)
+    return rows
+
+
+def campaign_status(campaign_dir: Path, *, poll: bool = True, echo: Echo = print) -> Dict:
+    """Runs, their newest attempt's state and counts; polls the scheduler first if ``poll``."""
+    with open_campaign(campaign_dir, echo) as (campaign, store, ex):
+        result = ex.refresh() if poll else RefreshResult()
+        rows = _run_rows(campaign, store)
+        counts: Dict[str, int] = {}
+        for r in rows:
+            counts[r["state"]] = counts.get(r["state"], 0) + 1
+        interrupted = counts.get(S.SUBMITTING, 0) and not submit_lock(campaign).is_held()
+        notes = list(result.notes)
+        if interrupted:
+            notes.append(
+                f"{counts[S.SUBMITTING]} run(s) were being submitted when a submit stopped; "
+                f"`ddlbench submit --resume {campaign.name}` finishes the job"
+            )
+        if counts.get(S.NOT_SUBMITTED):
+            notes.append(
+                f"{counts[S.NOT_SUBMITTED]} run(s) not submitted; "
+                f"`ddlbench submit --resume {campaign.name}` submits them"
+            )
+        return {
+            "campaign": campaign.name,
+            "path": str(campaign.dir),
+            "scheduler": ex.name,
+            "total": len(rows),
+            "counts": counts,
+            "final": all(r["final"] for r in rows),
+            "succeeded": all(r["state"] == S.COMPLETED for r in rows),
+            "runs": rows,
+            "notes": notes,
+            "scheduler_calls": result.calls,
+            "time": time.time(),
+        }
+
+
+def cancel_campaign(
+    campaign_dir: Path, *, run_ids: Optional[Iterable[str]] = None, echo: Echo = print
+) -> List[str]:
+    """Cancel live runs (all, or ``run_ids``); runs never submitted are marked CANCELLED too.
+
+    Cancelling the whole campaign also stops a submit that is still going.
+    """
+    with open_campaign(campaign_dir, echo) as (campaign, store, ex):
+        wanted = list(run_ids) if run_ids else None
+        if wanted:
+            for rid in wanted:
+                campaign.run(rid)  # unknown ids are an input error
+        else:
+            store.set_meta("cancel_requested", time.time())
+        selected = set(wanted or [r.run_id for r in campaign.runs])
+        latest = store.latest()
+        targets = [a for rid, a in latest.items() if rid in selected and a.state in S.LIVE]
+        msgs = ex.cancel(targets) if targets else []
+        never = [r.run_id for r in campaign.runs if r.run_id in selected and r.run_id not in latest]
+        now = time.time()
+        with store.tx():
+            for rid in never:
+                store.new_attempt(
+                    rid,
+                    ex.name,
+                    S.CANCELLED,
+                    end_time=now,
+                    reason="cancelled before it was submitted",
+                )
+        for m in msgs:
+            echo(m)
+        if targets and ex.name == "slurm":
+            time.sleep(0.5)
+            ex.refresh()
+        done = sorted({a.run_id for a in targets} | set(never))
+        if not done:
+            echo(f"campaign {campaign.name}: nothing to cancel (no run is pending or running)")
+        else:
+            echo(f"campaign {campaign.name}: cancelled {len(done)} run(s)")
+        return done
+
+
+def retry_campaign(
+    campaign_dir: Path,
+    *,
+    run_ids: Optional[Iterable[str]] = None,
+    states: Optional[Iterable[str]] = None,
+    serial: bool = False,
+    echo: Echo = print,
+) -> SubmitSummary:
+    """Submit new attempts for runs that ended without success (or the named ``run_ids``).
+
+    Old attempts stay in the store; a run that is still pending or running is never retried.
+    """
+    wanted_states = set(states) if states else set(S.UNSUCCESSFUL)
+    with open_campaign(campaign_dir, echo) as (campaign, store, ex):
+        ex.check()
+        summary = SubmitSummary(campaign=campaign.name, executor=ex.name)
+        lock = _hold_submit_lock(campaign)
+        try:
+            store.del_meta("cancel_requested")
+            ex.refresh()
+            latest = store.latest()
+            todo = []
+            if run_ids:
+                for rid in run_ids:
+                    run = campaign.run(rid)
+                    a = latest.get(rid)
+                    if a is not None and not a.final:
+                        raise InputError(
+                            f"run {rid} is {a.state}: only runs that ended can be retried "
+                            f"(cancel it first: `ddlbench cancel {campaign.name} --run {rid}`)"
+                        )
+                    todo.append(run)
+            else:
+                todo = [
+                    r
+                    for r in campaign.runs
+                    if r.run_id in latest and latest[r.run_id].state in wanted_states
+                ]
+            bar = _Progress(len(todo), f"retrying {campaign.name}")
+            try:
+                ex.submit(
+                    todo, [], serial=serial, array=False, summary=summary, advance=bar.advance
+                )
+            finally:
+                bar.close()
+        finally:
+            lock.release()
+        if not todo:
+            echo(f"campaign {campaign.name}: no run to retry")
+            return summary
+        for line in summary.lines():
+            echo(line.replace(" submitted", " resubmitted", 1))
+        return summary
+
+
+def wait_campaign(
+    campaign_dir: Path,
+    *,
+    timeout: Optional[float] = None,
+    echo: Echo = print,
+    on_change: Optional[Callable[[Dict, List[Tuple[str, str, str]]], None]] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Block until every run has ended. 0: all COMPLETED; 1: some did not; 124: timed out.
+
+    Polls with backoff (quickly after a change, then slower). Runs that cannot end by
+    themselves (never submitted, or left SUBMITTING by an interrupted submit) count as
+    unsuccessful, with a hint.
+    """
+    started = time.monotonic()
+    campaign = load_campaign(campaign_dir)
+    with open_campaign(campaign_dir, echo) as (_c, _s, ex):
+        first, longest = ex.poll_interval
+    interval = first
+    previous: Dict[str, str] = {}
+    while True:
+        status = campaign_status(campaign.dir, echo=echo)
+        changes = []
+        for r in status["runs"]:
+            old = previous.get(r["run_id"])
+            if old != r["state"]:
+                changes.append((r["run_id"], old or "", r["state"]))
+                previous[r["run_id"]] = r["state"]
+        if on_change is not None:
+            on_change(status, changes)
+        stuck = [
+            r
+            for r in status["runs"]
+            if r["state"] == S.NOT_SUBMITTED
+            or (r["state"] == S.SUBMITTING and not submit_lock(campaign).is_held())
+        ]
+        live = [r for r in status["runs"] if not r["final"] and r not in stuck]
+        if not live:
+            if stuck:
+                echo(
+                    f"{len(stuck)} run(s) were never submitted; "
+                    f"`ddlbench submit --resume {campaign.name}` submits them"
+                )
+            ok = not stuck and status["succeeded"]
+            return 0 if ok else 1
+        if timeout is not None and time.monotonic() - started >= timeout:
+            echo(f"timed out after {timeout:g} s with {len(live)} run(s) not finished")
+            return 124
+        interval = first if changes else min(longest, interval * 1.5)
+        if timeout is not None:
+            interval = max(0.05, min(interval, timeout - (time.monotonic() - started)))
+        sleep(interval)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+__all__ = [
+    "Attempt",
+    "SubmitSummary",
+    "campaign_status",
+    "cancel_campaign",
+    "make_executor",
+    "refresh",
+    "retry_campaign",
+    "submit_campaign",
+    "wait_campaign",
+]

@@ -1,0 +1,152 @@
+"""Reading a rendered campaign folder (``results/<campaign>/campaign.json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ddlbench.errors import InputError
+
+CAMPAIGN_FILE = "campaign.json"
+STATE_FILE = "state.sqlite"
+#: ddlbench's own working files inside a campaign folder (locks, shims, runner log, arrays)
+WORK_DIR = ".ddlbench"
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    seq: int
+    script: Path  # absolute
+    run_dir: Path  # absolute
+    nodes: int = 1
+    tasks_per_node: int = 1
+    gpus_per_node: int = 0
+    world_size: int = 1
+    time_limit_min: Optional[float] = None
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Campaign:
+    name: str
+    dir: Path
+    cluster: Dict[str, Any]
+    runs: List[RunInfo]
+    raw: Dict[str, Any]
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.cluster.get("scheduler") or "slurm")
+
+    @property
+    def work_dir(self) -> Path:
+        return self.dir / WORK_DIR
+
+    @property
+    def state_path(self) -> Path:
+        return self.dir / STATE_FILE
+
+    def run(self, run_id: str) -> RunInfo:
+        for r in self.runs:
+            if r.run_id == run_id:
+                return r
+        known = ", ".join(r.run_id for r in self.runs[:10])
+        raise InputError(f"campaign {self.name!r} has no run {run_id!r} (runs: {known} ...)")
+
+    def slurm_setting(self, key: str, default: Any = None) -> Any:
+        return (self.cluster.get("slurm") or {}).get(key, default)
+
+    def local_setting(self, key: str, default: Any = None) -> Any:
+        return (self.cluster.get("local") or {}).get(key, default)
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def load_campaign(campaign_dir: Path) -> Campaign:
+    campaign_dir = Path(campaign_dir).resolve()
+    path = campaign_dir / CAMPAIGN_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(
+            f"{campaign_dir} is not a campaign folder (no {CAMPAIGN_FILE}); "
+            "create one with `ddlbench submit SPEC`"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    fmt = str(raw.get("format", ""))
+    if not fmt.startswith("ddlbench-campaign/"):
+        raise InputError(f"{path}: format {fmt!r} is not a ddlbench campaign")
+    runs: List[RunInfo] = []
+    for seq, r in enumerate(raw.get("runs") or []):
+        run_id = str(r["run_id"])
+        run_dir = campaign_dir / str(r.get("run_dir") or f"runs/{run_id}")
+        script = campaign_dir / str(r.get("script") or f"runs/{run_id}/job.sh")
+        tl = r.get("time_limit_min")
+        runs.append(
+            RunInfo(
+                run_id=run_id,
+                seq=seq,
+                script=script,
+                run_dir=run_dir,
+                nodes=_int(r.get("nodes"), 1),
+                tasks_per_node=_int(r.get("tasks_per_node"), 1),
+                gpus_per_node=_int(r.get("gpus_per_node"), 0),
+                world_size=_int(r.get("world_size"), 1),
+                time_limit_min=float(tl) if tl is not None else None,
+                raw=r,
+            )
+        )
+    name = str(raw.get("campaign") or campaign_dir.name)
+    return Campaign(
+        name=name, dir=campaign_dir, cluster=dict(raw.get("cluster") or {}), runs=runs, raw=raw
+    )
+
+
+def results_root(results: Optional[str] = None) -> Path:
+    """``--results``, else ``$DDLBENCH_RESULTS``, else ``./results``."""
+    return Path(results or os.environ.get("DDLBENCH_RESULTS") or "results").resolve()
+
+
+def resolve_campaign(campaign: Optional[str], results: Optional[str] = None) -> Path:
+    """A campaign folder from a name under the results root, a path, or (None) the newest one."""
+    root = results_root(results)
+    if campaign:
+        for cand in (root / campaign, Path(campaign)):
+            if (cand / CAMPAIGN_FILE).is_file():
+                return cand.resolve()
+        raise InputError(
+            f"no campaign {campaign!r} under {root} (nor a campaign folder at that path); "
+            f"campaigns there: {', '.join(list_campaigns(root)[:8]) or 'none'}"
+        )
+    names = list_campaigns(root)
+    if not names:
+        raise InputError(f"no campaigns under {root}; run `ddlbench submit SPEC` first")
+    return (root / names[0]).resolve()
+
+
+def list_campaigns(root: Path) -> List[str]:
+    """Campaign names under ``root``, newest first (by when campaign.json was written)."""
+    found = []
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if not entry.is_dir():
+            continue
+        cj = Path(entry.path) / CAMPAIGN_FILE
+        if not cj.is_file():
+            continue
+        found.append((cj.stat().st_mtime, entry.name))
+    found.sort(reverse=True)
+    return [n for _, n in found]

@@ -1,0 +1,176 @@
+"""The local executor: runs rendered jobs on this machine, no Slurm needed.
+
+``submit`` queues one PENDING attempt per run (job ids from a counter in the store) and makes
+sure a detached runner process (``python -m ddlbench.execute.local_runner``) is draining the
+queue. The runner starts one supervisor per job (``ddlbench.execute.local_job``), at most
+``local.max_parallel`` at once; the supervisor plays slurmstepd: it sets the job's SLURM_*
+variables, puts the ``srun``/``scontrol`` shims first on PATH, runs ``bash job.sh`` with
+output where Slurm would write it, enforces the time limit and records how the job ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from ddlbench.execute import states as S
+from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
+from ddlbench.execute.campaign import Campaign
+from ddlbench.execute.store import Attempt
+
+NODE_PREFIX = "node"
+NODE_ADDR = "127.0.0.1"
+SHIMS = ("srun", "scontrol")
+
+
+def runner_lock(campaign_dir: Path) -> FileLock:
+    from ddlbench.execute.campaign import WORK_DIR
+
+    return FileLock(Path(campaign_dir) / WORK_DIR / "runner.lock")
+
+
+def install_shims(bin_dir: Path) -> Path:
+    """Write the ``srun`` and ``scontrol`` shims (tiny launchers of ddlbench.execute.shims)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    for name in SHIMS:
+        text = (
+            f"#!{sys.executable} -Es\n"
+            f"# ddlbench local executor: emulates Slurm's {name} (see docs/executors.md)\n"
+            "import sys\n"
+            f"sys.path.insert(0, {pkg_parent!r})\n"
+            f"from ddlbench.execute.shims.{name} import main\n"
+            "sys.exit(main(sys.argv[1:]))\n"
+        )
+        path = bin_dir / name
+        if not path.exists() or path.read_text() != text:
+            tmp = bin_dir / f".{name}.tmp"
+            tmp.write_text(text)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, path)
+    return bin_dir
+
+
+def ensure_runner(campaign_dir: Path) -> Optional[int]:
+    """Start the detached runner unless one holds the runner lock; return the new pid."""
+    campaign_dir = Path(campaign_dir)
+    if runner_lock(campaign_dir).is_held():
+        return None
+    from ddlbench.execute.campaign import WORK_DIR
+
+    work = campaign_dir / WORK_DIR
+    work.mkdir(parents=True, exist_ok=True)
+    log = open(work / "runner.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ddlbench.execute.local_runner", "--detach", str(campaign_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+            start_new_session=True,
+            cwd=str(campaign_dir),
+            env=_child_env(),
+        )
+        proc.wait()  # the first process forks the runner and exits at once
+    finally:
+        log.close()
+    return proc.pid
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_parent + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    return env
+
+
+def pid_runs(pid: Optional[int], token: Optional[str] = None) -> bool:
+    """Whether ``pid`` is alive (and, where /proc says, is the supervisor of ``token``)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    proc = Path(f"/proc/{pid}")
+    if proc.exists():
+        try:
+            stat = (proc / "stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+            if token is not None:
+                return token in (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+    return True
+
+
+class LocalExecutor(Executor):
+    name = "local"
+    poll_interval = (0.5, 5.0)
+
+    def __init__(self, campaign: Campaign, store, echo=print):
+        super().__init__(campaign, store, echo)
+
+    def submit(self, runs, intents, *, serial, array, summary: SubmitSummary, advance) -> None:
+        install_shims(self.campaign.work_dir / "bin")
+        if serial:
+            self.store.set_meta("local_serial", True)
+        if array:
+            summary.notes.append("--array has no effect on the local executor")
+        for run in runs:
+            if self.store.get_meta("cancel_requested"):
+                summary.stopped = "the campaign was cancelled (ddlbench cancel) meanwhile"
+                break
+            job_id = str(self.store.next_counter("local_job_id"))
+            self.store.new_attempt(
+                run.run_id, "local", S.PENDING, job_id=job_id, submit_time=time.time()
+            )
+            summary.submitted.append((run.run_id, job_id))
+            advance(1)
+        ensure_runner(self.campaign.dir)
+        limit = 1 if serial else int(self.campaign.local_setting("max_parallel", 1) or 1)
+        summary.notes.append(
+            f"runs execute on this machine, {limit} at a time; "
+            f"`ddlbench wait {self.campaign.name}` blocks until they are done"
+        )
+
+    def refresh(self) -> RefreshResult:
+        result = RefreshResult()
+        live = self.store.live_attempts("local")
+        if live and not runner_lock(self.campaign.dir).is_held():
+            pid = ensure_runner(self.campaign.dir)
+            if pid:
+                result.notes.append("the local runner had stopped; restarted it")
+        return result
+
+    def cancel(self, attempts: List[Attempt]) -> List[str]:
+        msgs: List[str] = []
+        for a in attempts:
+            if a.state == S.PENDING and self.store.update_attempt(
+                a.id,
+                if_state_in=[S.PENDING],
+                state=S.CANCELLED,
+                cancel_requested=1,
+                end_time=time.time(),
+                reason="cancelled before it started",
+            ):
+                continue
+            self.store.update_attempt(a.id, if_live=True, cancel_requested=1)
+            fresh = self.store.get_attempt(a.id)
+            if fresh and fresh.state == S.RUNNING and pid_runs(fresh.pid, fresh.token):
+                try:
+                    os.kill(fresh.pid, signal.SIGTERM)  # the supervisor stops the job
+                except ProcessLookupError:
+                    pass
+        return msgs

@@ -1,0 +1,278 @@
+"""Supervisor of one local job: what slurmstepd does for a batch job on a cluster.
+
+``python -m ddlbench.execute.local_job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` claims the attempt
+(PENDING -> RUNNING, atomically, so a job never starts twice), runs ``bash job.sh`` in its own
+process group with the job-level SLURM_* variables and the shims first on PATH, sends its
+output where Slurm would, stops it at its time limit (TIMEOUT) or when cancelled (CANCELLED),
+kills what is left of it when the script ends, and records the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ddlbench.execute import states as S
+from ddlbench.execute.campaign import load_campaign
+from ddlbench.execute.hostlist import compress
+from ddlbench.execute.local import NODE_ADDR, NODE_PREFIX, install_shims
+from ddlbench.execute.sbatchfile import JobScript, expand_pattern
+from ddlbench.execute.store import CampaignStore
+
+KILL_WAIT_S = float(os.environ.get("DDLBENCH_LOCAL_KILL_WAIT", "5"))
+_STOP = {"why": None}
+
+
+def job_dir(campaign_dir: Path, job_id: str) -> Path:
+    from ddlbench.execute.campaign import WORK_DIR
+
+    return Path(campaign_dir) / WORK_DIR / "jobs" / str(job_id)
+
+
+def read_pgid(campaign_dir: Path, job_id: str) -> Optional[int]:
+    """The process group of a local job, as its supervisor recorded it."""
+    try:
+        return int((job_dir(campaign_dir, job_id) / "pgid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def kill_group(pgid: int, grace: float = KILL_WAIT_S) -> None:
+    """SIGTERM (with SIGCONT) the process group, then SIGKILL after ``grace`` seconds."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _per_node(value: int, nodes: int) -> str:
+    return f"{value}(x{nodes})" if nodes > 1 else str(value)
+
+
+def job_environment(
+    *,
+    job_id: str,
+    job_name: str,
+    nodes: int,
+    tasks_per_node: int,
+    ntasks: int,
+    cpus_per_task: Optional[int],
+    gpus_per_node: int,
+    submit_dir: str,
+    bin_dir: Path,
+    jdir: Path,
+    base: Optional[Dict[str, str]] = None,
+) -> Dict[str, str]:
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if not k.startswith(("SLURM_", "SLURMD_", "SBATCH_", "SRUN_", "SALLOC_"))
+    }
+    names = [f"{NODE_PREFIX}{i + 1}" for i in range(nodes)]
+    nodelist = compress(names)
+    cpn = tasks_per_node * (cpus_per_task or 1)
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001
+        user = str(os.getuid())
+    env.update(
+        {
+            "SLURM_JOB_ID": job_id,
+            "SLURM_JOBID": job_id,
+            "SLURM_JOB_NAME": job_name,
+            "SLURM_JOB_NODELIST": nodelist,
+            "SLURM_NODELIST": nodelist,
+            "SLURM_JOB_NUM_NODES": str(nodes),
+            "SLURM_NNODES": str(nodes),
+            "SLURM_NTASKS": str(ntasks),
+            "SLURM_NPROCS": str(ntasks),
+            "SLURM_NTASKS_PER_NODE": str(tasks_per_node),
+            "SLURM_TASKS_PER_NODE": _per_node(tasks_per_node, nodes),
+            "SLURM_JOB_CPUS_PER_NODE": _per_node(cpn, nodes),
+            "SLURM_CPUS_ON_NODE": str(cpn),
+            "SLURM_SUBMIT_DIR": submit_dir,
+            "SLURM_SUBMIT_HOST": socket.gethostname(),
+            "SLURM_CLUSTER_NAME": "local",
+            "SLURM_JOB_PARTITION": "local",
+            "SLURM_JOB_USER": user,
+            "SLURM_JOB_UID": str(os.getuid()),
+            "SLURM_JOB_GID": str(os.getgid()),
+            "SLURMD_NODENAME": names[0],
+            "SLURM_TOPOLOGY_ADDR": names[0],
+            "SLURM_NODEID": "0",
+            "SLURM_PROCID": "0",
+            "SLURM_LOCALID": "0",
+            "SLURM_GTIDS": "0",
+            "SLURM_EXPORT_ENV": "ALL",
+            "DDLBENCH_LOCAL_EXECUTOR": "1",
+            "DDLBENCH_LOCAL_JOB_DIR": str(jdir),
+            "DDLBENCH_LOCAL_NODE_ADDR": NODE_ADDR,
+            "PATH": str(bin_dir) + os.pathsep + env.get("PATH", os.defpath),
+        }
+    )
+    if cpus_per_task:
+        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
+    if gpus_per_node:
+        env["SLURM_GPUS_ON_NODE"] = str(gpus_per_node)
+    return env
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
+    store = CampaignStore.open(campaign_dir)
+    a = store.get_attempt(attempt_id)
+    if a is None or a.token != token or a.state != S.PENDING:
+        return 0
+    campaign = load_campaign(campaign_dir)
+    run = campaign.run(a.run_id)
+    script = JobScript.read(run.script)
+    nodes = script.get_int("--nodes") or run.nodes or 1
+    tpn = script.get_int("--ntasks-per-node") or run.tasks_per_node or 1
+    ntasks = script.get_int("--ntasks") or nodes * tpn
+    cpus = script.get_int("--cpus-per-task")
+    job_id = str(a.job_id)
+    job_name = script.job_name or run.run_id
+    names = [f"{NODE_PREFIX}{i + 1}" for i in range(nodes)]
+    submit_dir = script.get("--chdir") or str(run.run_dir)
+    limit_s = script.time_limit_s
+    if limit_s is None and run.time_limit_min:
+        limit_s = run.time_limit_min * 60.0
+
+    if not store.update_attempt(
+        attempt_id,
+        if_state_in=[S.PENDING],
+        state=S.RUNNING,
+        pid=os.getpid(),
+        start_time=time.time(),
+        nodelist=compress(names),
+        reason=None,
+    ):
+        return 0  # cancelled, or another supervisor got it first
+
+    def stop(signum, _frame):
+        _STOP["why"] = _STOP["why"] or "cancel"
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+    bin_dir = install_shims(campaign.work_dir / "bin")
+    jdir = job_dir(campaign.dir, job_id)
+    jdir.mkdir(parents=True, exist_ok=True)
+    env = job_environment(
+        job_id=job_id,
+        job_name=job_name,
+        nodes=nodes,
+        tasks_per_node=tpn,
+        ntasks=ntasks,
+        cpus_per_task=cpus,
+        gpus_per_node=run.gpus_per_node,
+        submit_dir=submit_dir,
+        bin_dir=bin_dir,
+        jdir=jdir,
+    )
+    pat = dict(job_id=job_id, job_name=job_name, node=names[0])
+    out_path = Path(submit_dir, expand_pattern(script.get("--output") or "slurm-%j.out", **pat))
+    err_pat = script.get("--error")
+    err_path = Path(submit_dir, expand_pattern(err_pat, **pat)) if err_pat else None
+
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(out_path, "wb")
+        err = open(err_path, "wb") if err_path and err_path != out_path else None
+        proc = subprocess.Popen(
+            ["bash", str(run.script)],
+            cwd=submit_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err if err is not None else subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        store.update_attempt(
+            attempt_id,
+            if_state_in=[S.RUNNING],
+            state=S.FAILED,
+            end_time=time.time(),
+            message=f"could not start the job: {exc}",
+        )
+        return 1
+    (jdir / "pgid").write_text(str(proc.pid))
+    started = time.monotonic()
+    last_check = 0.0
+    rc: Optional[int] = None
+    while rc is None:
+        try:
+            rc = proc.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if _STOP["why"] is None and limit_s is not None and now - started >= limit_s:
+            _STOP["why"] = "timeout"
+        if _STOP["why"] is None and now - last_check >= 1.0:
+            last_check = now
+            fresh = store.get_attempt(attempt_id)
+            if fresh is not None and fresh.cancel_requested:
+                _STOP["why"] = "cancel"
+        if _STOP["why"] is not None:
+            note = " DUE TO TIME LIMIT" if _STOP["why"] == "timeout" else ""
+            msg = f"slurmstepd: error: *** JOB {job_id} ON {names[0]} CANCELLED AT {_stamp()}{note} ***\n"
+            (err or out).write(msg.encode())
+            (err or out).flush()
+            kill_group(proc.pid)
+            rc = proc.wait()
+    kill_group(proc.pid, grace=0.5)  # what the script left behind dies with the job
+    for fh in (out, err):
+        if fh is not None:
+            fh.close()
+    end = time.time()
+    values: Dict[str, object] = {"end_time": end}
+    if _STOP["why"] == "timeout":
+        values.update(state=S.TIMEOUT, reason="TimeLimit", exit_code=0, signal=15)
+    elif _STOP["why"] == "cancel":
+        values.update(state=S.CANCELLED, exit_code=0, signal=15)
+    elif rc == 0:
+        values.update(state=S.COMPLETED, exit_code=0, signal=0)
+    elif rc > 0:
+        values.update(state=S.FAILED, exit_code=rc, signal=0, reason="NonZeroExitCode")
+    else:
+        values.update(state=S.FAILED, exit_code=0, signal=-rc, reason=f"signal {-rc}")
+    store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
+    store.close()
+    return 0
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 3:
+        print(
+            "usage: python -m ddlbench.execute.local_job CAMPAIGN_DIR ATTEMPT_ID TOKEN",
+            file=sys.stderr,
+        )
+        return 2
+    return supervise(Path(argv[0]).resolve(), int(argv[1]), argv[2])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,146 @@
+"""The local executor's runner: drains a campaign's queue of PENDING local attempts.
+
+Started detached by ``ddlbench submit`` (and restarted by status/wait when it is gone). One
+runner per campaign: it holds ``.ddlbench/runner.lock`` (an flock, released when the process
+dies, so a dead runner never blocks a new one). It starts supervisors
+(``ddlbench.execute.local_job``) up to ``local.max_parallel`` at once and exits when nothing
+is left to run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from ddlbench.execute import states as S
+from ddlbench.execute.campaign import load_campaign
+from ddlbench.execute.local import pid_runs, runner_lock
+from ddlbench.execute.store import CampaignStore
+
+MAX_START_FAILURES = 3
+
+
+def _log(msg: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} runner {os.getpid()}: {msg}", flush=True)
+
+
+def run(campaign_dir: Path) -> int:
+    lock = runner_lock(campaign_dir)
+    if not lock.acquire():
+        return 0
+    campaign = load_campaign(campaign_dir)
+    store = CampaignStore.open(campaign_dir)
+    store.set_meta("local_runner", {"pid": os.getpid(), "started": time.time()})
+    _log(f"draining {campaign.dir}")
+    children: Dict[int, subprocess.Popen] = {}
+    failures: Dict[int, int] = {}
+    while True:
+        for aid, proc in list(children.items()):
+            if proc.poll() is None:
+                continue
+            del children[aid]
+            a = store.get_attempt(aid)
+            if a is None:
+                continue
+            if a.state == S.RUNNING and a.pid == proc.pid:
+                store.update_attempt(
+                    aid,
+                    if_state_in=[S.RUNNING],
+                    state=S.FAILED,
+                    end_time=time.time(),
+                    message=f"the job's supervisor exited with {proc.returncode} "
+                    "(see .ddlbench/runner.log)",
+                )
+            elif a.state == S.PENDING:
+                failures[aid] = failures.get(aid, 0) + 1
+                if failures[aid] >= MAX_START_FAILURES:
+                    store.update_attempt(
+                        aid,
+                        if_state_in=[S.PENDING],
+                        state=S.FAILED,
+                        end_time=time.time(),
+                        message="the job could not be started (see .ddlbench/runner.log)",
+                    )
+        running = store.attempts(states=[S.RUNNING], scheduler="local")
+        alive = []
+        for a in running:
+            if a.id in children or pid_runs(a.pid, a.token):
+                alive.append(a)
+            else:  # its supervisor died (killed with the previous runner?)
+                _kill_group(campaign.dir, a.job_id)
+                store.update_attempt(
+                    a.id,
+                    if_state_in=[S.RUNNING],
+                    state=S.LOST,
+                    end_time=time.time(),
+                    message="the job's supervisor died before recording how the job ended",
+                )
+        limit = int(campaign.local_setting("max_parallel", 1) or 1)
+        if store.get_meta("local_serial"):
+            limit = 1
+        busy = len(alive) + sum(1 for aid in children if aid not in {a.id for a in alive})
+        pending = store.attempts(states=[S.PENDING], scheduler="local")
+        for a in pending:
+            if busy >= limit:
+                break
+            if a.id in children:
+                continue
+            children[a.id] = _spawn(campaign.dir, a.id, a.token)
+            busy += 1
+        if not children and not pending and not alive:
+            lock.release()
+            left = store.attempts(states=[S.PENDING], scheduler="local")
+            if left and lock.acquire():
+                continue
+            _log("nothing left to run; exiting")
+            return 0
+        time.sleep(0.1 if pending and busy < limit else 0.25)
+
+
+def _spawn(campaign_dir: Path, attempt_id: int, token: str) -> subprocess.Popen:
+    _log(f"starting attempt {attempt_id}")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ddlbench.execute.local_job",
+            str(campaign_dir),
+            str(attempt_id),
+            token,
+        ],
+        stdin=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+    )
+
+
+def _kill_group(campaign_dir: Path, job_id: str) -> None:
+    """Kill what is left of a job whose supervisor died."""
+    from ddlbench.execute.local_job import kill_group, read_pgid
+
+    pgid = read_pgid(campaign_dir, job_id)
+    if pgid:
+        kill_group(pgid, grace=0.0)
+
+
+def main(argv: List[str]) -> int:
+    detach = "--detach" in argv
+    args = [a for a in argv if a != "--detach"]
+    if len(args) != 1:
+        print(
+            "usage: python -m ddlbench.execute.local_runner [--detach] CAMPAIGN_DIR",
+            file=sys.stderr,
+        )
+        return 2
+    if detach and os.fork() > 0:
+        os._exit(0)  # the caller waits for this first process only; the runner lives on
+    return run(Path(args[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,565 @@
+"""The Slurm executor: sbatch to submit, one squeue (+ one sacct or scontrol) per poll."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ddlbench.errors import DDLBenchError
+from ddlbench.execute import states as S
+from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
+from ddlbench.execute.campaign import RunInfo
+from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
+from ddlbench.execute.slurmcmd import (
+    JobRecord,
+    SlurmClient,
+    is_no_accounting,
+    is_transient,
+    no_sbatch_error,
+    parse_config,
+    parse_jobcomp,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_jobs,
+    parse_squeue,
+    sacct_args,
+    squeue_args,
+)
+from ddlbench.execute.store import Attempt, new_token
+
+COMMENT_PREFIX = "ddlbench:"
+#: a job missing from squeue and from every record of ended jobs for this long is LOST
+LOST_AFTER_S = float(os.environ.get("DDLBENCH_LOST_AFTER", "60"))
+
+
+def token_of(comment: Optional[str], name: Optional[str]) -> Optional[str]:
+    if comment and comment.startswith(COMMENT_PREFIX):
+        return comment[len(COMMENT_PREFIX) :].strip() or None
+    m = re.search(r"~([0-9a-f]{12})$", name or "")
+    return m.group(1) if m else None
+
+
+class SlurmExecutor(Executor):
+    name = "slurm"
+    poll_interval = (2.0, 30.0)
+
+    def __init__(self, campaign, store, echo=print, client: Optional[SlurmClient] = None):
+        super().__init__(campaign, store, echo)
+        self.client = client or SlurmClient()
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def check(self) -> None:
+        if self.client.which("sbatch") is None:
+            raise no_sbatch_error("sbatch")
+
+    def slurm_config(self, *, fetch: bool = True) -> Dict[str, str]:
+        """The few ``scontrol show config`` facts ddlbench uses, cached in the store."""
+        cached = self.store.get_meta("slurm_config")
+        if cached is not None or not fetch:
+            return cached or {}
+        res = self.client.run(["scontrol", "show", "config"])
+        conf = parse_config(res.stdout) if res.ok else {}
+        keep = {
+            k: conf.get(k, "")
+            for k in (
+                "AccountingStorageType",
+                "JobCompType",
+                "JobCompLoc",
+                "MinJobAge",
+                "ClusterName",
+                "SLURM_VERSION",
+            )
+        }
+        self.store.set_meta("slurm_config", keep)
+        return keep
+
+    def sacct_mode(self) -> str:
+        """``yes`` or ``no``: whether finished jobs are looked up with sacct."""
+        forced = os.environ.get("DDLBENCH_SLURM_SACCT", "").strip().lower()
+        setting = forced or str(self.campaign.slurm_setting("sacct", "auto")).lower()
+        if setting in ("no", "false", "0", "off"):
+            return "no"
+        if setting in ("yes", "true", "1", "on"):
+            return "yes"
+        if self.store.get_meta("sacct_works") is False:
+            return "no"
+        conf = self.slurm_config(fetch=False)
+        if conf.get("AccountingStorageType", "").endswith("/none"):
+            return "no"
+        return "yes"
+
+    def jobcomp_path(self) -> Optional[Path]:
+        loc = self.campaign.slurm_setting("jobcomp_loc") or os.environ.get("DDLBENCH_JOBCOMP")
+        if not loc:
+            conf = self.slurm_config(fetch=False)
+            if conf.get("JobCompType", "").endswith("filetxt"):
+                loc = conf.get("JobCompLoc")
+        if loc and os.access(str(loc), os.R_OK):
+            return Path(str(loc))
+        return None
+
+    # -- submitting --------------------------------------------------------------------------
+
+    def _cancelled(self) -> bool:
+        return bool(self.store.get_meta("cancel_requested"))
+
+    def _sbatch(self, args: List[str], cwd: Path, token: str):
+        """sbatch with care: after a transient failure, look for the job before trying again."""
+        delay = self.client.backoff
+        for attempt in range(1 + self.client.retries):
+            res = self.client.run(args, cwd=str(cwd), retry=False, check_reachable=False)
+            if res.ok or not is_transient(res.stderr):
+                return res, None
+            if attempt < self.client.retries:
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                found = self._find_by_token({token}, check_reachable=False)
+                if found.get(token):
+                    return res, found[token]
+        from ddlbench.execute.slurmcmd import SchedulerUnreachable
+
+        raise SchedulerUnreachable(
+            f"sbatch could not reach the Slurm controller ({res.message}). Nothing is lost: "
+            f"once `sinfo` answers, run `ddlbench submit --resume {self.campaign.name}`."
+        )
+
+    def submit(self, runs, intents, *, serial, array, summary: SubmitSummary, advance) -> None:
+        self.slurm_config()  # one call; tells later polls where ended jobs are recorded
+        units = self._units(runs, intents, array)
+        previous = self._last_live_job() if serial else None
+        for unit in units:
+            if self._cancelled():
+                summary.stopped = "the campaign was cancelled (ddlbench cancel) meanwhile"
+                break
+            intent = unit[0][1]
+            if len(unit) == 1 and (intent is None or intent.array_task_id is None):
+                job = self._submit_one(unit[0][0], intent, previous, summary)
+            else:
+                job = self._submit_array(unit, previous, serial, summary)
+            if job and serial:
+                previous = job
+            advance(len(unit))
+
+    def _units(
+        self, runs: List[RunInfo], intents: List[Attempt], array: bool
+    ) -> List[List[Tuple[RunInfo, Optional[Attempt]]]]:
+        units: List[List[Tuple[RunInfo, Optional[Attempt]]]] = []
+        by_batch: Dict[str, List[Tuple[RunInfo, Optional[Attempt]]]] = {}
+        for a in intents:  # interrupted submissions go again as they were, same tokens
+            by_batch.setdefault(a.batch_token, []).append((self.campaign.run(a.run_id), a))
+        for batch in by_batch.values():
+            batch.sort(key=lambda ra: ra[1].array_task_id or 0)  # type: ignore[union-attr]
+            units.append(batch)
+        if not array:
+            units.extend([(r, None)] for r in runs)
+            return units
+        groups: Dict[tuple, List[RunInfo]] = {}
+        for r in runs:
+            groups.setdefault(JobScript.read(r.script).shape_key(), []).append(r)
+        for group in groups.values():
+            if len(group) == 1:
+                units.append([(group[0], None)])
+            else:
+                units.append([(r, None) for r in group])
+        units.sort(key=lambda u: min(r.seq for r, _ in u))
+        return units
+
+    def _last_live_job(self) -> Optional[str]:
+        live = [a for a in self.store.live_attempts("slurm") if a.job_id]
+        if not live:
+            return None
+        last = max(live, key=lambda a: a.id)
+        return last.base_job_id
+
+    def _dependency(self, previous: Optional[str]) -> List[str]:
+        return [f"--dependency=afterany:{previous}"] if previous else []
+
+    def _submit_one(
+        self, run: RunInfo, intent: Optional[Attempt], previous: Optional[str], summary
+    ) -> Optional[str]:
+        token = intent.token if intent else new_token()
+        if intent is None:
+            intent = self.store.new_attempt(run.run_id, "slurm", S.SUBMITTING, token=token)
+        script = JobScript.read(run.script)
+        name = f"{script.job_name or run.run_id}~{token}"
+        args = ["sbatch", "--parsable", f"--comment={COMMENT_PREFIX}{token}", f"--job-name={name}"]
+        args += self._dependency(previous) + [str(run.script)]
+        res, found = self._sbatch(args, run.run_dir, token)
+        if found:
+            self._apply(intent, found[0])
+            summary.adopted.append((run.run_id, found[0].key))
+            return found[0].key
+        job_id = parse_sbatch_parsable(res.stdout) if res.ok else None
+        if job_id is None:
+            msg = res.message
+            self.store.update_attempt(
+                intent.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
+            )
+            summary.rejected.append((run.run_id, msg))
+            self.echo(f"sbatch rejected {run.run_id}: {msg}")
+            return None
+        self.store.update_attempt(
+            intent.id,
+            if_state_in=[S.SUBMITTING],
+            state=S.PENDING,
+            job_id=job_id,
+            submit_time=time.time(),
+        )
+        summary.submitted.append((run.run_id, job_id))
+        return job_id
+
+    def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
+        intents = [a for _, a in unit if a is not None]
+        token = intents[0].batch_token if intents else new_token()
+        attempts: List[Attempt] = []
+        if intents:
+            attempts = intents
+        else:
+            with self.store.tx():
+                for i, (run, _) in enumerate(unit):
+                    attempts.append(
+                        self.store.new_attempt(
+                            run.run_id,
+                            "slurm",
+                            S.SUBMITTING,
+                            token=f"{token}-{i}",
+                            batch_token=token,
+                            array_task_id=i,
+                        )
+                    )
+        runs = [r for r, _ in unit]
+        path = self._write_array_script(token, runs)
+        throttle = "%1" if serial else ""
+        name = f"{self.campaign.name}.array~{token}"
+        args = [
+            "sbatch",
+            "--parsable",
+            f"--array=0-{len(runs) - 1}{throttle}",
+            f"--comment={COMMENT_PREFIX}{token}",
+            f"--job-name={name}",
+        ]
+        args += self._dependency(previous) + [str(path)]
+        res, found = self._sbatch(args, path.parent, token)
+        if found:
+            self._adopt(attempts, found, summary)
+            return found[0].array_job_id or found[0].key
+        array_id = parse_sbatch_parsable(res.stdout) if res.ok else None
+        if array_id is None:
+            msg = res.message
+            with self.store.tx():
+                for a in attempts:
+                    self.store.update_attempt(
+                        a.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
+                    )
+            summary.rejected.extend((r.run_id, msg) for r in runs)
+            self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
+            return None
+        now = time.time()
+        with self.store.tx():
+            for a in attempts:
+                self.store.update_attempt(
+                    a.id,
+                    if_state_in=[S.SUBMITTING],
+                    state=S.PENDING,
+                    job_id=f"{array_id}_{a.array_task_id}",
+                    array_job_id=array_id,
+                    submit_time=now,
+                )
+        summary.submitted.extend((a.run_id, f"{array_id}_{a.array_task_id}") for a in attempts)
+        summary.array_jobs.append(array_id)
+        return array_id
+
+    def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:
+        """One sbatch script for a group of same-shape runs; task i runs the i-th job.sh.
+
+        The group's #SBATCH lines are those of its runs (identical but for names and output
+        files); each task writes its output where the run's own job would have.
+        """
+        first = JobScript.read(runs[0].script)
+        lines = ["#!/bin/bash"]
+        for opt, val in first.options:
+            if opt in ("--job-name", "--output", "--error", "--array", "--comment"):
+                continue
+            lines.append(f"#SBATCH {opt}" + (f"={val}" if val is not None else ""))
+        out_dir = self.campaign.work_dir / "arrays"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        lines.append(f"#SBATCH --output={out_dir}/{token}-%A_%a.out")
+        lines.append("#")
+        lines.append(f"# ddlbench job array for campaign {self.campaign.name}: task i runs the")
+        lines.append("# i-th run's job.sh with its output where that run's own job would put it.")
+        lines.append('case "${SLURM_ARRAY_TASK_ID}" in')
+        for i, run in enumerate(runs):
+            js = JobScript.read(run.script)
+            out = js.get("--output") or str(run.run_dir / "slurm-%j.out")
+            err = js.get("--error") or out
+            lines.append(
+                f"  {i}) cd {shlex.quote(str(run.run_dir))} && exec bash "
+                f"{shlex.quote(str(run.script))} >{pattern_to_shell(out)} "
+                f"2>{pattern_to_shell(err)} ;;"
+            )
+        lines.append(
+            '  *) echo "ddlbench: no run for array task ${SLURM_ARRAY_TASK_ID}" >&2; exit 1 ;;'
+        )
+        lines.append("esac")
+        path = out_dir / f"{token}.sh"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    # -- reconciling interrupted submissions ----------------------------------------------
+
+    def _find_by_token(self, tokens, check_reachable: bool = True) -> Dict[str, List[JobRecord]]:
+        """This user's jobs whose comment or name carries one of ``tokens`` (one squeue)."""
+        res = self.client.run(squeue_args(me=True), check_reachable=check_reachable)
+        found: Dict[str, List[JobRecord]] = {}
+        if not res.ok:
+            return found
+        for rec in parse_squeue(res.stdout):
+            tok = token_of(rec.comment, rec.name)
+            if tok in tokens:
+                found.setdefault(tok, []).append(rec)
+        return found
+
+    def _adopt(self, attempts: List[Attempt], records: List[JobRecord], summary=None) -> None:
+        by_task = {r.array_task_id: r for r in records}
+        for a in attempts:
+            rec = by_task.get(a.array_task_id) if a.array_task_id is not None else records[0]
+            if rec is None:
+                continue
+            self._apply(a, rec)
+            if summary is not None:
+                summary.adopted.append((a.run_id, rec.key))
+
+    def reconcile(self) -> List[Tuple[str, str]]:
+        intents = self.store.attempts(states=[S.SUBMITTING], scheduler="slurm")
+        if not intents:
+            return []
+        tokens = {a.batch_token for a in intents}
+        found = self._find_by_token(tokens)
+        missing = tokens - set(found)
+        if missing:
+            for rec in self._ended_records_by_token(missing):
+                tok = token_of(rec.comment, rec.name)
+                if tok:
+                    found.setdefault(tok, []).append(rec)
+        adopted: List[Tuple[str, str]] = []
+        for a in intents:
+            recs = found.get(a.batch_token)
+            if not recs:
+                continue
+            if a.array_task_id is not None:
+                recs = [r for r in recs if r.array_task_id == a.array_task_id]
+                if not recs:
+                    continue
+            self._apply(a, recs[0])
+            adopted.append((a.run_id, recs[0].key))
+        return adopted
+
+    def _ended_records_by_token(self, tokens) -> List[JobRecord]:
+        """Jobs that already ended and left squeue: the jobcomp file, else sacct by name."""
+        out: List[JobRecord] = []
+        path = self.jobcomp_path()
+        if path is not None:
+            out = [r for r in parse_jobcomp(_read_text(path)) if token_of(None, r.name) in tokens]
+        elif self.sacct_mode() == "yes":
+            since = min(a.created for a in self.store.attempts(states=[S.SUBMITTING]))
+            start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 300))
+            res = self.client.run(
+                [
+                    "sacct",
+                    "--noheader",
+                    "--parsable2",
+                    "--allocations",
+                    f"--starttime={start}",
+                    "--format=JobID,JobIDRaw,State,ExitCode,Submit,Start,End,NodeList,JobName",
+                ]
+            )
+            if res.ok:
+                out = [r for r in parse_sacct(res.stdout) if token_of(None, r.name) in tokens]
+        return out
+
+    # -- polling -------------------------------------------------------------------------------
+
+    def _apply(self, attempt: Attempt, rec: JobRecord, conn_tx: bool = False) -> bool:
+        values = {"state": rec.state, "missing_since": None}
+        if attempt.job_id is None or attempt.state == S.SUBMITTING:
+            values["job_id"] = rec.key
+            values["array_job_id"] = rec.array_job_id
+            values["array_task_id"] = rec.array_task_id
+        for key in ("reason", "nodelist", "submit_time", "start_time", "end_time"):
+            val = getattr(rec, key)
+            if val is not None:
+                values[key] = val
+        if rec.exit_code is not None:
+            values["exit_code"] = rec.exit_code
+            values["signal"] = rec.signal
+        if rec.state == S.COMPLETED and values.get("exit_code") is None:
+            values["exit_code"] = 0
+        changed = {k: v for k, v in values.items() if getattr(attempt, k) != v}
+        if not changed:
+            return False
+        return self.store.update_attempt(attempt.id, if_live=True, **changed)
+
+    def refresh(self) -> RefreshResult:
+        result = RefreshResult()
+        calls0 = self.client.calls
+        live = self.store.live_attempts("slurm")
+        if not live:
+            return result
+        with_id = [a for a in live if a.job_id]
+        intents = [a for a in live if not a.job_id]
+        ids = {a.base_job_id for a in with_id if a.base_job_id}
+        res = self.client.run(squeue_args(ids, me=bool(intents) or not ids))
+        if res.ok:
+            records = parse_squeue(res.stdout)
+        elif "invalid job id" in res.stderr.lower():
+            records = []  # every job asked about has left the controller
+        else:
+            raise DDLBenchError(f"squeue failed: {res.message}")
+        by_key = {r.key: r for r in records}
+        by_token: Dict[str, List[JobRecord]] = {}
+        for r in records:
+            tok = token_of(r.comment, r.name)
+            if tok:
+                by_token.setdefault(tok, []).append(r)
+
+        need: List[Tuple[Attempt, Optional[JobRecord]]] = []
+        now = time.time()
+        with self.store.tx():
+            for a in intents:
+                recs = by_token.get(a.batch_token) or []
+                if a.array_task_id is not None:
+                    recs = [r for r in recs if r.array_task_id == a.array_task_id]
+                if recs:
+                    result.changed += self._apply(a, recs[0])
+            for a in with_id:
+                rec = by_key.get(a.job_id or "")
+                if rec is not None and rec.state in (S.FAILED, S.OUT_OF_MEMORY):
+                    need.append((a, rec))  # squeue prints no exit code: look it up first
+                elif rec is None:
+                    need.append((a, None))
+                else:
+                    result.changed += self._apply(a, rec)
+        if need:
+            result.changed += self._details(need, now, calls_left=2 - (self.client.calls - calls0))
+        result.calls = self.client.calls - calls0
+        return result
+
+    def _details(
+        self, need: List[Tuple[Attempt, Optional[JobRecord]]], now: float, calls_left: int
+    ) -> int:
+        """How jobs ended: sacct, else the jobcomp file (no call), else scontrol."""
+        recs: Dict[str, JobRecord] = {}
+        tried_sacct = False
+        if calls_left > 0 and self.sacct_mode() == "yes":
+            tried_sacct = True
+            res = self.client.run(sacct_args({a.base_job_id for a, _ in need if a.base_job_id}))
+            if res.ok:
+                recs.update({r.key: r for r in parse_sacct(res.stdout)})
+            elif is_no_accounting(res.stderr + res.stdout):
+                self.store.set_meta("sacct_works", False)
+            calls_left -= 1
+        missing = {a.job_id for a, _ in need if a.job_id not in recs}
+        if missing:
+            recs.update(self._jobcomp_records(missing))
+        missing = {a.job_id for a, _ in need if a.job_id not in recs}
+        if missing and calls_left > 0 and not tried_sacct:
+            # no accounting, no jobcomp: the controller still knows the jobs squeue listed
+            if any(sq is not None for a, sq in need if a.job_id in missing):
+                res = self.client.run(["scontrol", "-o", "show", "job"])
+                if res.ok:
+                    recs.update(
+                        {r.key: r for r in parse_scontrol_jobs(res.stdout) if r.key in missing}
+                    )
+        changed = 0
+        with self.store.tx():
+            for a, sq in need:
+                rec = recs.get(a.job_id or "")
+                if rec is not None and (rec.state in S.FINAL or sq is None):
+                    changed += self._apply(a, rec)
+                elif sq is not None:
+                    changed += self._apply(a, sq)
+                elif a.missing_since is None:
+                    changed += self.store.update_attempt(a.id, if_live=True, missing_since=now)
+                elif now - a.missing_since > LOST_AFTER_S:
+                    changed += self.store.update_attempt(
+                        a.id,
+                        if_live=True,
+                        state=S.LOST,
+                        end_time=now,
+                        message="the job left the Slurm controller and no record of how it "
+                        "ended was found (no sacct, no readable jobcomp file)",
+                    )
+        return changed
+
+    def _jobcomp_records(self, keys) -> Dict[str, JobRecord]:
+        """Records for ``keys`` from the jobcomp file, read incrementally (offset in meta)."""
+        path = self.jobcomp_path()
+        if path is None:
+            return {}
+        state = self.store.get_meta("jobcomp_read") or {}
+        try:
+            st = path.stat()
+        except OSError:
+            return {}
+        offset = int(state.get("offset", 0))
+        if state.get("path") != str(path) or st.st_size < offset or state.get("ino") != st.st_ino:
+            offset = 0
+        cache: Dict[str, dict] = state.get("records", {})
+        live_keys = {a.job_id for a in self.store.live_attempts("slurm") if a.job_id} | set(keys)
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1
+        for rec in parse_jobcomp(data[:end].decode("utf-8", "replace")):
+            if rec.key in live_keys:
+                cache[rec.key] = rec.__dict__
+        cache = {k: v for k, v in cache.items() if k in live_keys}
+        self.store.set_meta(
+            "jobcomp_read",
+            {"path": str(path), "ino": st.st_ino, "offset": offset + end, "records": cache},
+        )
+        return {k: JobRecord(**v) for k, v in cache.items() if k in keys}
+
+    # -- cancelling ------------------------------------------------------------------------------
+
+    def cancel(self, attempts: List[Attempt]) -> List[str]:
+        ids: List[str] = []
+        whole_arrays = {}
+        for a in attempts:
+            if a.job_id:
+                ids.append(a.job_id)
+                if a.array_job_id:
+                    whole_arrays.setdefault(a.array_job_id, 0)
+                    whole_arrays[a.array_job_id] += 1
+        msgs: List[str] = []
+        if ids:
+            res = self.client.run(["scancel", *sorted(set(ids), key=_job_sort)])
+            if not res.ok and "invalid job id" not in res.stderr.lower():
+                msgs.append(f"scancel: {res.message}")
+            with self.store.tx():
+                for a in attempts:
+                    if a.job_id:
+                        self.store.update_attempt(a.id, if_live=True, cancel_requested=1)
+        return msgs
+
+
+def _job_sort(text: str):
+    m = re.match(r"^(\d+)(?:_(\d+))?", text)
+    return (int(m.group(1)), int(m.group(2) or -1)) if m else (0, 0)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+Clock = Callable[[], float]

@@ -1,0 +1,442 @@
+"""Calling Slurm's client commands and reading what they print.
+
+Every call goes through :class:`SlurmClient`, which counts calls (a poll of a whole campaign
+costs one or two), retries with backoff while the controller cannot be reached, and turns a
+missing client into a clear error. The parsers are plain functions over text so that recorded
+outputs (tests/fixtures/slurm/) exercise them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from ddlbench.errors import DDLBenchError, InputError
+from ddlbench.execute import states as S
+
+# what Slurm's clients print when the controller did not answer (worth retrying)
+_TRANSIENT = re.compile(
+    r"unable to contact slurm controller|socket timed out|connection refused|"
+    r"zero bytes were transmitted|temporarily unable to accept|resource temporarily unavailable|"
+    r"communication connection failure|connection reset|transport endpoint|"
+    r"slurm_receive_msg|slurmctld not responding|controller may be down",
+    re.IGNORECASE,
+)
+# sacct on a cluster without accounting storage
+_NO_ACCOUNTING = re.compile(
+    r"accounting storage is disabled|slurmdbd|accounting_storage/none|"
+    r"not running a supported accounting_storage",
+    re.IGNORECASE,
+)
+
+
+class SchedulerUnreachable(DDLBenchError):
+    """The Slurm controller did not answer after the retries."""
+
+
+def no_sbatch_error(what: str = "sbatch") -> InputError:
+    return InputError(
+        f"{what} was not found on PATH: this machine has no Slurm client. Run on the cluster's "
+        "login node, or run the campaign on this machine with `--cluster local`."
+    )
+
+
+@dataclass
+class Result:
+    args: List[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def message(self) -> str:
+        """Slurm's own one-line explanation, from stderr."""
+        lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip()]
+        errs = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
+        return errs[-1] if errs else (lines[-1] if lines else f"exit code {self.returncode}")
+
+
+def is_transient(text: str) -> bool:
+    return bool(_TRANSIENT.search(text or ""))
+
+
+def is_no_accounting(text: str) -> bool:
+    return bool(_NO_ACCOUNTING.search(text or ""))
+
+
+class SlurmClient:
+    """Runs Slurm commands, counting them and retrying transient failures."""
+
+    def __init__(
+        self,
+        *,
+        retries: Optional[int] = None,
+        backoff: Optional[float] = None,
+        timeout: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        env_retries = os.environ.get("DDLBENCH_SLURM_RETRIES")
+        env_backoff = os.environ.get("DDLBENCH_SLURM_BACKOFF")
+        self.retries = retries if retries is not None else int(env_retries or 4)
+        self.backoff = backoff if backoff is not None else float(env_backoff or 1.0)
+        self.timeout = timeout
+        self.sleep = sleep
+        self.calls = 0
+        self.log: List[List[str]] = []
+
+    def which(self, prog: str) -> Optional[str]:
+        return shutil.which(prog)
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Optional[str] = None,
+        retry: bool = True,
+        check_reachable: bool = True,
+    ) -> Result:
+        """Run one client command; on a transient failure retry with backoff.
+
+        With ``check_reachable``, still failing after the retries raises SchedulerUnreachable.
+        """
+        args = list(args)
+        if shutil.which(args[0]) is None:
+            raise no_sbatch_error(args[0])
+        delay = self.backoff
+        tries = 1 + (self.retries if retry else 0)
+        res = None
+        started = time.monotonic()
+        for attempt in range(tries):
+            self.calls += 1
+            self.log.append(args)
+            try:
+                proc = subprocess.run(
+                    args,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=self.timeout,
+                )
+                res = Result(args, proc.returncode, proc.stdout, proc.stderr)
+            except subprocess.TimeoutExpired:
+                res = Result(args, 124, "", f"{args[0]}: timed out after {self.timeout:.0f}s")
+                res.stderr += " (socket timed out)"
+            if res.ok or not is_transient(res.stderr):
+                return res
+            if attempt + 1 < tries:
+                self.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        assert res is not None
+        if check_reachable:
+            took = time.monotonic() - started
+            raise SchedulerUnreachable(
+                f"the Slurm controller did not answer `{' '.join(args[:2])}` after {tries} "
+                f"tries over {took:.0f} s ({res.message}). Check `sinfo`/`scontrol ping`, then "
+                "run the same ddlbench command again: nothing was lost."
+            )
+        return res
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+@dataclass
+class JobRecord:
+    """What one source says about one job (or one task of a job array)."""
+
+    key: str  # "123", or "123_4" for an array task: how ddlbench names the job
+    slurm_state: str
+    state: str
+    own_id: Optional[str] = None  # the task's own job id (= SLURM_JOB_ID)
+    array_job_id: Optional[str] = None
+    array_task_id: Optional[int] = None
+    reason: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    nodelist: Optional[str] = None
+    submit_time: Optional[float] = None
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    comment: Optional[str] = None
+    name: Optional[str] = None
+    source: str = ""
+
+
+def parse_time(text: Optional[str]) -> Optional[float]:
+    """Slurm's ``2024-05-01T12:00:00`` (local time) to epoch seconds; None for Unknown/N/A."""
+    if not text:
+        return None
+    text = text.strip()
+    if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$", text):
+        return None
+    return float(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+
+
+def parse_utc_epoch(value: object) -> Optional[float]:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def _none(text: Optional[str]) -> Optional[str]:
+    if text is None:
+        return None
+    text = text.strip()
+    return None if text in ("", "(null)", "None", "N/A", "Unknown") else text
+
+
+def parse_exit(text: Optional[str]) -> tuple[Optional[int], Optional[int]]:
+    """``3:0`` (exit code:signal) to ``(3, 0)``."""
+    if not text:
+        return None, None
+    m = re.match(r"^\s*(\d+):(\d+)\s*$", text)
+    if not m:
+        return None, None
+    return int(m.group(1)), int(m.group(2))
+
+
+def expand_task_ids(text: str) -> List[int]:
+    """Array task expressions: ``0-4``, ``[1-3,7]``, ``2-9%1``, ``1-9:2``."""
+    text = text.strip().strip("[]").split("%", 1)[0]
+    out: List[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        step = 1
+        if ":" in part:
+            part, st = part.split(":", 1)
+            step = int(st)
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1, step))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def _array_keys(job_field: str) -> tuple[Optional[str], List[Optional[int]]]:
+    """``123_[1-3]`` -> ("123", [1, 2, 3]); ``123_4`` -> ("123", [4]); ``123`` -> (None, [None])."""
+    m = re.match(r"^(\d+)_(.+)$", job_field.strip())
+    if not m:
+        return None, [None]
+    ids = expand_task_ids(m.group(2))
+    return m.group(1), (ids or [None])
+
+
+# squeue -o format: fixed fields first; the user-controlled comment and name come last
+SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%N|%V|%S|%e|%k|%j"
+
+
+def squeue_args(job_ids: Optional[Iterable[str]] = None, *, me: bool = False) -> List[str]:
+    args = ["squeue", "--noheader", "--array", "--states=all", f"--format={SQUEUE_FORMAT}"]
+    if me or not job_ids:
+        args.append("--me")
+    else:
+        args.append("--jobs=" + ",".join(sorted(set(job_ids), key=_num_key)))
+    return args
+
+
+def _num_key(text: str) -> tuple[int, str]:
+    m = re.match(r"^(\d+)", text)
+    return (int(m.group(1)) if m else 0, text)
+
+
+def parse_squeue(text: str) -> List[JobRecord]:
+    out: List[JobRecord] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 11)
+        if len(parts) < 12:
+            continue
+        jid, own, arr, task, st, reason, nodes, sub, start, end, comment, name = parts
+        jid = jid.strip()
+        array_job_id, array_task_id = None, None
+        if task.strip().isdigit():
+            array_job_id, array_task_id = arr.strip(), int(task)
+            key = f"{array_job_id}_{array_task_id}"
+        else:
+            key = jid
+        state = S.from_slurm(st)
+        out.append(
+            JobRecord(
+                key=key,
+                slurm_state=st.strip(),
+                state=state,
+                own_id=own.strip() or None,
+                array_job_id=array_job_id,
+                array_task_id=array_task_id,
+                reason=_none(reason),
+                nodelist=_none(nodes),
+                submit_time=parse_time(sub),
+                start_time=parse_time(start) if state != S.PENDING else None,
+                end_time=parse_time(end) if state in S.FINAL else None,
+                comment=_none(comment),
+                name=name,
+                source="squeue",
+            )
+        )
+    return out
+
+
+SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,NodeList,JobName"
+
+
+def sacct_args(job_ids: Iterable[str]) -> List[str]:
+    ids = ",".join(sorted(set(job_ids), key=_num_key))
+    return [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        "--allocations",
+        f"--format={SACCT_FIELDS}",
+        f"--jobs={ids}",
+    ]
+
+
+def parse_sacct(text: str) -> List[JobRecord]:
+    out: List[JobRecord] = []
+    for line in text.splitlines():
+        parts = line.split("|", 8)
+        if len(parts) < 9:
+            continue
+        jid, raw, st, ec, sub, start, end, nodes, name = parts
+        if "." in jid:  # a step (batch, extern, 0...) despite --allocations
+            continue
+        arr, tasks = _array_keys(jid)
+        code, sig = parse_exit(ec)
+        state = S.from_slurm(st, finished=True)
+        for task in tasks:
+            key = f"{arr}_{task}" if arr is not None and task is not None else jid
+            out.append(
+                JobRecord(
+                    key=key,
+                    slurm_state=st,
+                    state=state,
+                    own_id=raw if len(tasks) == 1 else None,
+                    array_job_id=arr,
+                    array_task_id=task,
+                    exit_code=code,
+                    signal=sig,
+                    nodelist=_none(nodes),
+                    submit_time=parse_time(sub),
+                    start_time=parse_time(start),
+                    end_time=parse_time(end),
+                    name=name,
+                    reason=st.strip() if st.strip().startswith("CANCELLED by") else None,
+                    source="sacct",
+                )
+            )
+    return out
+
+
+_KV = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
+
+
+def parse_kv_line(line: str) -> Dict[str, str]:
+    """``Key=value Key2=value with spaces Key3=...`` (scontrol -o, jobcomp/filetxt)."""
+    out: Dict[str, str] = {}
+    matches = list(_KV.finditer(line))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out.setdefault(m.group(1), line[m.end() : end].strip())
+    return out
+
+
+def _kv_records(line: str, source: str) -> List[JobRecord]:
+    kv = parse_kv_line(line)
+    jid = kv.get("JobId")
+    if not jid:
+        return []
+    st = kv.get("JobState", "")
+    finished = source == "jobcomp"
+    state = S.from_slurm(st, finished=finished)
+    code, sig = parse_exit(kv.get("ExitCode"))
+    arr = _none(kv.get("ArrayJobId"))
+    task_text = _none(kv.get("ArrayTaskId"))
+    tasks: List[Optional[int]] = [None]
+    if arr and task_text:
+        tasks = list(expand_task_ids(task_text)) or [None]
+    out = []
+    for task in tasks:
+        key = f"{arr}_{task}" if arr and task is not None else jid
+        out.append(
+            JobRecord(
+                key=key,
+                slurm_state=st,
+                state=state,
+                own_id=jid if len(tasks) == 1 else None,
+                array_job_id=arr if task is not None else None,
+                array_task_id=task,
+                reason=_none(kv.get("Reason")),
+                exit_code=code,
+                signal=sig,
+                nodelist=_none(kv.get("NodeList")),
+                submit_time=parse_time(kv.get("SubmitTime")),
+                start_time=parse_time(kv.get("StartTime")),
+                end_time=parse_time(kv.get("EndTime")) if state in S.FINAL else None,
+                comment=_none(kv.get("Comment")),
+                name=kv.get("JobName") or kv.get("Name"),
+                source=source,
+            )
+        )
+    return out
+
+
+def parse_scontrol_jobs(text: str) -> List[JobRecord]:
+    """``scontrol -o show job`` (one job per line)."""
+    out: List[JobRecord] = []
+    for line in text.splitlines():
+        if line.strip():
+            out.extend(_kv_records(line, "scontrol"))
+    return out
+
+
+def parse_jobcomp(text: str) -> List[JobRecord]:
+    """The ``jobcomp/filetxt`` log: one line per ended job, oldest first."""
+    out: List[JobRecord] = []
+    for line in text.splitlines():
+        if line.startswith("JobId="):
+            out.extend(_kv_records(line, "jobcomp"))
+    return out
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    """``scontrol show config``: ``Key = value`` lines."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\S+)\s*=\s?(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def parse_sbatch_parsable(text: str) -> Optional[str]:
+    """``sbatch --parsable`` prints ``jobid`` or ``jobid;cluster``."""
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\d+)(?:;\S+)?\s*$", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def utc_to_epoch(text: str) -> Optional[float]:
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None

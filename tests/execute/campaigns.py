@@ -1,0 +1,89 @@
+"""Hand-written campaign folders (campaign.json + job.sh per run) for the executor tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ENV_DUMP = (
+    'env | grep -E "^(SLURM_|DDLBENCH_)" | sort > "$DDLBENCH_RUN_DIR/env.$SLURM_PROCID" || true'
+)
+
+
+def make_campaign(
+    root: Path,
+    name: str,
+    runs: List[Dict],
+    *,
+    scheduler: str = "local",
+    slurm: Optional[Dict] = None,
+    local: Optional[Dict] = None,
+) -> Path:
+    """Write ``root/name`` with one job.sh per run.
+
+    Each run dict: ``run_id``, ``body`` (shell lines after the #SBATCH block), and optionally
+    ``nodes``, ``tasks_per_node``, ``time`` (sbatch --time), ``partition``, ``extra`` (more
+    #SBATCH options).
+    """
+    cdir = (root / name).resolve()
+    (cdir / "runs").mkdir(parents=True, exist_ok=True)
+    manifest_runs = []
+    for r in runs:
+        rid = r["run_id"]
+        rdir = cdir / "runs" / rid
+        rdir.mkdir(parents=True, exist_ok=True)
+        nodes = r.get("nodes", 1)
+        tpn = r.get("tasks_per_node", 1)
+        lines = [
+            "#!/bin/bash",
+            f"#SBATCH --job-name={name}.{rid}",
+            f"#SBATCH --nodes={nodes}",
+            f"#SBATCH --ntasks-per-node={tpn}",
+            f"#SBATCH --time={r.get('time', '00:10:00')}",
+            f"#SBATCH --output={rdir}/slurm-%j.out",
+            f"#SBATCH --error={rdir}/slurm-%j.err",
+        ]
+        part = r.get("partition", (slurm or {}).get("partition"))
+        if part and scheduler == "slurm":
+            lines.append(f"#SBATCH --partition={part}")
+        for extra in r.get("extra", []):
+            lines.append(f"#SBATCH {extra}")
+        lines += [
+            "set -euo pipefail",
+            f"export DDLBENCH_RUN_DIR={rdir}",
+            'cd "$DDLBENCH_RUN_DIR"',
+        ]
+        lines += r["body"] if isinstance(r["body"], list) else [r["body"]]
+        (rdir / "job.sh").write_text("\n".join(lines) + "\n")
+        manifest_runs.append(
+            {
+                "run_id": rid,
+                "framework": "none",
+                "workload": "none",
+                "nodes": nodes,
+                "tasks_per_node": tpn,
+                "gpus_per_node": 0,
+                "world_size": nodes * tpn,
+                "time_limit_min": 10,
+                "script": f"runs/{rid}/job.sh",
+                "run_dir": f"runs/{rid}",
+            }
+        )
+    cluster = {
+        "name": "test-" + scheduler,
+        "scheduler": scheduler,
+        "slurm": dict(slurm or {}),
+        "local": dict(local or {"max_parallel": 1}),
+    }
+    manifest = {
+        "format": "ddlbench-campaign/1",
+        "campaign": name,
+        "created": "2026-01-01T00:00:00+00:00",
+        "ddlbench_version": "test",
+        "spec_path": "test.yaml",
+        "cluster": cluster,
+        "runs": manifest_runs,
+    }
+    (cdir / "campaign.json").write_text(json.dumps(manifest, indent=1))
+    return cdir
