@@ -392,7 +392,9 @@ class SlurmExecutor(Executor):
             values["job_id"] = rec.key
             values["array_job_id"] = rec.array_job_id
             values["array_task_id"] = rec.array_task_id
-        for key in ("reason", "nodelist", "submit_time", "start_time", "end_time"):
+        if rec.reason is not None or rec.state != attempt.state:
+            values["reason"] = rec.reason  # a new state makes the old reason stale
+        for key in ("nodelist", "submit_time", "start_time", "end_time"):
             val = getattr(rec, key)
             if val is not None:
                 values[key] = val
@@ -482,6 +484,8 @@ class SlurmExecutor(Executor):
             for a, sq in need:
                 rec = recs.get(a.job_id or "")
                 if rec is not None and (rec.state in S.FINAL or sq is None):
+                    if sq is not None and rec.reason is None:
+                        rec.reason = sq.reason
                     changed += self._apply(a, rec)
                 elif sq is not None:
                     changed += self._apply(a, sq)

@@ -63,7 +63,8 @@ class Result:
         """Slurm's own one-line explanation, from stderr."""
         lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip()]
         errs = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
-        return errs[-1] if errs else (lines[-1] if lines else f"exit code {self.returncode}")
+        line = errs[-1] if errs else (lines[-1] if lines else f"exit code {self.returncode}")
+        return re.sub(r"^\w+: (error|fatal): ", "", line)
 
 
 def is_transient(text: str) -> bool:

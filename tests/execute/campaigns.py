@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 ENV_DUMP = (
-    'env | grep -E "^(SLURM_|DDLBENCH_)" | sort > "$DDLBENCH_RUN_DIR/env.$SLURM_PROCID" || true'
+    'env | grep -E "^(SLURM|DDLBENCH_)" | sort > "$DDLBENCH_RUN_DIR/env.$SLURM_PROCID" || true'
 )
 
 

@@ -1,0 +1,217 @@
+"""The local executor: the same user paths as on Slurm, with no scheduler at all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from campaigns import ENV_DUMP, make_campaign
+from conftest import wait_for
+
+from ddlbench.execute import (
+    campaign_status,
+    cancel_campaign,
+    retry_campaign,
+    submit_campaign,
+    wait_campaign,
+)
+from ddlbench.execute.store import CampaignStore
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def _status(cdir):
+    return {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}
+
+
+def _env(path):
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def test_two_emulated_nodes_and_a_failure(tmp_path):
+    srun = "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 --cpus-per-task=1"
+    cdir = make_campaign(
+        tmp_path,
+        "c",
+        [
+            {
+                "run_id": "two",
+                "nodes": 2,
+                "tasks_per_node": 2,
+                "body": [
+                    f"{srun} bash -c '{ENV_DUMP}'",
+                    'scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts',
+                    'scontrol -o show node "$SLURM_JOB_NODELIST" > nodes',
+                    "echo done",
+                ],
+            },
+            {"run_id": "bad", "body": ["echo failing >&2", "exit 3"]},
+        ],
+    )
+    summary = submit_campaign(cdir, echo=_quiet)
+    assert len(summary.submitted) == 2 and summary.exit_code == 0
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 1
+    st = _status(cdir)
+    assert st["two"]["state"] == "COMPLETED" and st["two"]["exit_code"] == 0
+    assert st["bad"]["state"] == "FAILED" and st["bad"]["exit_code"] == 3
+    rdir = cdir / "runs" / "two"
+    envs = [_env(rdir / f"env.{i}") for i in range(4)]
+    assert [e["SLURM_NODEID"] for e in envs] == ["0", "0", "1", "1"]
+    assert [e["SLURM_LOCALID"] for e in envs] == ["0", "1", "0", "1"]
+    assert [e["SLURMD_NODENAME"] for e in envs] == ["node1", "node1", "node2", "node2"]
+    assert {e["SLURM_NTASKS"] for e in envs} == {"4"}
+    assert {e["SLURM_JOB_NODELIST"] for e in envs} == {"node[1-2]"}
+    assert envs[0]["SLURM_JOB_ID"] == st["two"]["job_id"]
+    assert (rdir / "hosts").read_text().split() == ["node1", "node2"]
+    assert (rdir / "nodes").read_text().count("NodeAddr=127.0.0.1") == 2
+    job = st["two"]["job_id"]
+    assert (rdir / f"slurm-{job}.out").read_text().strip() == "done"
+    bad_err = cdir / "runs" / "bad" / f"slurm-{st['bad']['job_id']}.err"
+    assert bad_err.read_text().strip() == "failing"
+    # job ids never repeat within the store
+    assert st["two"]["job_id"] != st["bad"]["job_id"]
+
+
+def test_kill_on_bad_exit_and_unknown_srun_flag(tmp_path):
+    cdir = make_campaign(
+        tmp_path,
+        "k",
+        [
+            {
+                "run_id": "kobe",
+                "nodes": 2,
+                "body": [
+                    "start=$SECONDS",
+                    "rc=0; srun --nodes=2 --ntasks=2 --kill-on-bad-exit=1 bash -c "
+                    "'if [ $SLURM_PROCID = 1 ]; then exit 7; fi; sleep 30' || rc=$?",
+                    'echo "rc=$rc took=$((SECONDS-start))"',
+                ],
+            },
+            {"run_id": "flag", "body": ["srun --distribution=cyclic true"]},
+        ],
+    )
+    submit_campaign(cdir, echo=_quiet)
+    wait_campaign(cdir, timeout=60, echo=_quiet)
+    st = _status(cdir)
+    out = (cdir / "runs" / "kobe" / f"slurm-{st['kobe']['job_id']}.out").read_text()
+    rc, took = (int(p.split("=")[1]) for p in out.split())
+    assert rc == 7 and took < 10
+    err = (cdir / "runs" / "flag" / f"slurm-{st['flag']['job_id']}.err").read_text()
+    assert "unsupported option --distribution" in err
+    assert st["flag"]["state"] == "FAILED" and st["flag"]["exit_code"] == 1
+
+
+def test_cancel_timeout_and_retry(tmp_path):
+    cdir = make_campaign(
+        tmp_path,
+        "t",
+        [
+            {"run_id": "slow", "time": "0:02", "body": ["sleep 60"]},
+            {
+                "run_id": "flaky",
+                "body": ["if [ ! -e ../once ]; then touch ../once; exit 5; fi", "echo ok"],
+            },
+            {"run_id": "long", "body": ["srun sleep 60"]},
+        ],
+        local={"max_parallel": 2},
+    )
+    submit_campaign(cdir, echo=_quiet)
+    wait_for(lambda: _status(cdir)["long"]["state"] == "RUNNING", timeout=30)
+    cancel_campaign(cdir, run_ids=["long"], echo=_quiet)
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 1
+    st = _status(cdir)
+    assert st["slow"]["state"] == "TIMEOUT"
+    assert st["long"]["state"] == "CANCELLED"
+    assert st["flaky"]["state"] == "FAILED" and st["flaky"]["exit_code"] == 5
+    err = (cdir / "runs" / "slow" / f"slurm-{st['slow']['job_id']}.err").read_text()
+    assert "DUE TO TIME LIMIT" in err
+    # nothing of the cancelled job is left running
+    assert subprocess.run(["pgrep", "-f", f"{cdir}.*sleep"], capture_output=True).stdout == b""
+
+    summary = retry_campaign(cdir, states={"FAILED"}, echo=_quiet)
+    assert [r for r, _ in summary.submitted] == ["flaky"]
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 1
+    st = _status(cdir)
+    assert st["flaky"]["state"] == "COMPLETED" and st["flaky"]["attempts"] == 2
+    with CampaignStore.open(cdir) as store:
+        old = store.attempts("flaky")
+    assert [a.state for a in old] == ["FAILED", "COMPLETED"]
+
+
+def test_submit_twice_never_runs_twice_and_runs_one_at_a_time(tmp_path):
+    runs = [{"run_id": f"r{i}", "body": ["sleep 0.3"]} for i in range(4)]
+    cdir = make_campaign(tmp_path, "twice", runs)
+    first = submit_campaign(cdir, echo=_quiet)
+    second = submit_campaign(cdir, echo=_quiet)
+    assert len(first.submitted) == 4
+    assert second.submitted == [] and len(second.skipped) == 4
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 0
+    with CampaignStore.open(cdir) as store:
+        attempts = store.attempts()
+    assert len(attempts) == 4
+    spans = sorted((a.start_time, a.end_time) for a in attempts)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end  # max_parallel 1: never two at once
+
+
+def test_dead_runner_is_detected_and_resumed(tmp_path):
+    runs = [{"run_id": f"r{i}", "body": ["sleep 1", "echo $SLURM_JOB_ID >> ../ran"]} for i in range(3)]
+    cdir = make_campaign(tmp_path, "stale", runs)
+    submit_campaign(cdir, echo=_quiet)
+    with CampaignStore.open(cdir) as store:
+        wait_for(lambda: store.attempts(states=["RUNNING"]), timeout=30)
+        pid = store.get_meta("local_runner")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    # status notices the dead runner and starts a new one; every run runs exactly once
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 0
+    ran = (cdir / "runs" / "ran").read_text().split()
+    assert sorted(ran) == ["1", "2", "3"]
+    with CampaignStore.open(cdir) as store:
+        assert store.get_meta("local_runner")["pid"] != pid
+
+
+def test_concurrent_status_and_submit_keep_the_store_intact(tmp_path):
+    runs = [{"run_id": f"r{i:03d}", "body": ["true"]} for i in range(60)]
+    cdir = make_campaign(tmp_path, "conc", runs, local={"max_parallel": 2})
+    code = (
+        "import sys\n"
+        "from ddlbench.execute import campaign_status\n"
+        "for _ in range(40):\n"
+        "    campaign_status(sys.argv[1], echo=lambda m: None)\n"
+    )
+    readers = [
+        subprocess.Popen([sys.executable, "-c", code, str(cdir)], stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    summary = submit_campaign(cdir, echo=_quiet)
+    for p in readers:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    assert len(summary.submitted) == 60
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    with CampaignStore.open(cdir) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store.journal_mode == "wal"
+        assert len(store.attempts()) == 60
+        assert len({a.job_id for a in store.attempts()}) == 60
+
+
+@pytest.mark.parametrize("flag", ["--mpi=pmix", "--container-image=x"])
+def test_srun_refuses_what_it_cannot_emulate(tmp_path, flag):
+    from ddlbench.execute.shims import srun
+
+    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1"}
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        assert srun.main([flag, "--ntasks=2", "true"]) == 1
+    finally:
+        os.environ.clear()
+        os.environ.update(old)

@@ -1,0 +1,267 @@
+"""The Slurm executor against the project's real local cluster (scripts/local-slurm.sh)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from campaigns import ENV_DUMP, make_campaign
+from conftest import wait_for
+
+from ddlbench.execute import (
+    campaign_status,
+    cancel_campaign,
+    retry_campaign,
+    submit_campaign,
+    wait_campaign,
+)
+from ddlbench.execute.slurm import SlurmExecutor
+from ddlbench.execute.slurmcmd import SlurmClient
+from ddlbench.execute.store import CampaignStore
+
+pytestmark = pytest.mark.slurm
+SLURM = {"partition": "debug", "sacct": "no"}
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def _status(cdir):
+    return {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}
+
+
+def _env(path):
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def test_two_nodes_failure_and_bad_partition(slurm_cluster, tmp_path):
+    cdir = make_campaign(
+        tmp_path,
+        "s2",
+        [
+            {
+                "run_id": "two",
+                "nodes": 2,
+                "body": [
+                    "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                    f"bash -c '{ENV_DUMP}'"
+                ],
+            },
+            {"run_id": "bad", "body": ["exit 3"]},
+            {"run_id": "nopart", "partition": "no-such-partition", "body": ["true"]},
+            {"run_id": "after", "body": ["true"]},
+        ],
+        scheduler="slurm",
+        slurm=SLURM,
+    )
+    said = []
+    summary = submit_campaign(cdir, echo=said.append)
+    assert [r for r, _ in summary.submitted] == ["two", "bad", "after"]
+    assert summary.failed == 1 and "Invalid partition" in summary.rejected[0][1]
+    assert any("Invalid partition name" in line for line in said)
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    st = _status(cdir)
+    assert st["two"]["state"] == "COMPLETED"
+    assert st["bad"]["state"] == "FAILED" and st["bad"]["exit_code"] == 3
+    assert st["nopart"]["state"] == "SUBMIT_FAILED"
+    assert st["after"]["state"] == "COMPLETED"
+    envs = [_env(cdir / "runs" / "two" / f"env.{i}") for i in range(2)]
+    assert [e["SLURM_NODEID"] for e in envs] == ["0", "1"]
+    assert {e["SLURM_JOB_ID"] for e in envs} == {st["two"]["job_id"]}
+    assert [e["SLURMD_NODENAME"] for e in envs] == ["n1", "n2"]
+
+
+def test_cancel_and_retry(slurm_cluster, tmp_path):
+    cdir = make_campaign(
+        tmp_path,
+        "sc",
+        [
+            {"run_id": "long", "body": ["sleep 120"]},
+            {
+                "run_id": "flaky",
+                "body": ["if [ ! -e ../once ]; then touch ../once; exit 4; fi"],
+            },
+        ],
+        scheduler="slurm",
+        slurm=SLURM,
+    )
+    submit_campaign(cdir, echo=_quiet)
+    wait_for(lambda: _status(cdir)["long"]["state"] == "RUNNING", timeout=60, interval=0.5)
+    assert cancel_campaign(cdir, run_ids=["long"], echo=_quiet) == ["long"]
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    st = _status(cdir)
+    assert st["long"]["state"] == "CANCELLED"
+    assert st["flaky"]["state"] == "FAILED" and st["flaky"]["exit_code"] == 4
+    summary = retry_campaign(cdir, echo=_quiet)
+    assert sorted(r for r, _ in summary.submitted) == ["flaky", "long"]
+    cancel_campaign(cdir, run_ids=["long"], echo=_quiet)
+    wait_campaign(cdir, timeout=120, echo=_quiet)
+    st = _status(cdir)
+    assert st["flaky"]["state"] == "COMPLETED" and st["flaky"]["attempts"] == 2
+    with CampaignStore.open(cdir) as store:
+        assert [a.state for a in store.attempts("flaky")] == ["FAILED", "COMPLETED"]
+
+
+def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir(exist_ok=True)
+    path = bindir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+    return bindir
+
+
+def test_resume_after_sigkill_mid_submit_submits_each_run_once(slurm_cluster, tmp_path):
+    runs = [{"run_id": f"r{i:02d}", "body": ["true"]} for i in range(20)]
+    cdir = make_campaign(tmp_path, "resume", runs, scheduler="slurm", slurm=SLURM)
+    real = subprocess.run(["bash", "-c", "command -v sbatch"], capture_output=True, text=True)
+    # the 8th sbatch reaches the controller, then ddlbench dies before hearing the job id
+    bindir = _fake_bin(
+        tmp_path,
+        "sbatch",
+        f'n=$(( $(cat {tmp_path}/count 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/count\n'
+        f'out=$({real.stdout.strip()} "$@"); rc=$?\n'
+        'if [ "$n" -eq 8 ]; then kill -9 $PPID; sleep 2; fi\n'
+        'echo "$out"; exit $rc\n',
+    )
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    code = "import sys; from ddlbench.execute import submit_campaign; submit_campaign(sys.argv[1])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(cdir)], env=env, capture_output=True, timeout=120
+    )
+    assert proc.returncode == -9
+    with CampaignStore.open(cdir) as store:
+        states = [a.state for a in store.attempts()]
+    assert states.count("SUBMITTING") == 1 and len(states) == 8
+    summary = submit_campaign(cdir, resume=True, echo=_quiet)
+    assert len(summary.adopted) == 1 and len(summary.submitted) == 12
+    again = submit_campaign(cdir, resume=True, echo=_quiet)
+    assert again.submitted == [] and len(again.skipped) == 20
+    assert wait_campaign(cdir, timeout=180, echo=_quiet) == 0
+    with CampaignStore.open(cdir) as store:
+        attempts = store.attempts()
+    assert len(attempts) == 20 and len({a.run_id for a in attempts}) == 20
+    tokens = {a.token for a in attempts}
+    jobs = subprocess.run(
+        ["squeue", "--me", "--states=all", "--noheader", "--format=%i|%k"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    ours = [line for line in jobs if line.split("|")[1].removeprefix("ddlbench:") in tokens]
+    assert len(ours) == 20  # exactly one Slurm job per run
+
+
+def test_status_with_and_without_sacct(slurm_cluster, tmp_path, monkeypatch):
+    cdir = make_campaign(
+        tmp_path, "acct", [{"run_id": "bad", "body": ["exit 3"]}], scheduler="slurm", slurm=SLURM
+    )
+    submit_campaign(cdir, echo=_quiet)
+    # without sacct (forced): squeue, then the jobcomp file for the exit code
+    monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "no")
+    wait_for(lambda: _status(cdir)["bad"]["state"] == "FAILED", timeout=60, interval=0.3)
+    assert _status(cdir)["bad"]["exit_code"] == 3
+    # with sacct: a stand-in sacct answers for the job (the local cluster has no slurmdbd)
+    with CampaignStore.open(cdir) as store:
+        a = store.attempts()[0]
+        store.update_attempt(a.id, if_state_in=["FAILED"], state="RUNNING", exit_code=None)
+    bindir = _fake_bin(
+        tmp_path,
+        "sacct",
+        'ids=""; for a in "$@"; do case $a in --jobs=*) ids=${a#--jobs=};; esac; done\n'
+        'echo "$ids" >> ' + str(tmp_path / "sacct-calls") + "\n"
+        'echo "$ids|$ids|FAILED|9:0|2026-01-01T00:00:00|2026-01-01T00:00:01|'
+        '2026-01-01T00:00:02|n1|x"\n',
+    )
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "yes")
+    st = campaign_status(cdir, echo=_quiet)
+    assert st["runs"][0]["exit_code"] == 9 and st["runs"][0]["state"] == "FAILED"
+    assert st["scheduler_calls"] == 2  # one squeue + one sacct
+    assert (tmp_path / "sacct-calls").read_text().split() == [a.job_id]
+
+
+def test_sacct_disabled_falls_back(slurm_cluster, tmp_path, monkeypatch):
+    cdir = make_campaign(
+        tmp_path, "acct2", [{"run_id": "bad", "body": ["exit 6"]}], scheduler="slurm", slurm={}
+    )
+    submit_campaign(cdir, echo=_quiet)
+    monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "yes")  # the real sacct says: disabled
+    wait_for(lambda: _status(cdir)["bad"]["state"] == "FAILED", timeout=60, interval=0.3)
+    assert _status(cdir)["bad"]["exit_code"] == 6
+
+
+def test_no_sbatch_on_path_suggests_local(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from ddlbench.cli import main
+
+    cdir = make_campaign(tmp_path, "nosb", [{"run_id": "a", "body": ["true"]}], scheduler="slurm")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    res = CliRunner().invoke(main, ["submit", "--resume", "nosb", "--results", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "--cluster local" in res.output
+    assert cdir.exists()
+
+
+@pytest.mark.slow
+def test_controller_unreachable(slurm_cluster, tmp_path, monkeypatch):
+    conf = Path(slurm_cluster["SLURM_CONF"]).read_text()
+    bad = tmp_path / "slurm.conf"
+    bad.write_text(
+        "\n".join(
+            "SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
+            for line in conf.splitlines()
+        )
+    )
+    cdir = make_campaign(tmp_path, "down", [{"run_id": "a", "body": ["true"]}], scheduler="slurm")
+    with CampaignStore.open(cdir) as store:
+        store.sync_runs([])
+    monkeypatch.setenv("SLURM_CONF", str(bad))
+    monkeypatch.setenv("DDLBENCH_SLURM_RETRIES", "1")
+    from ddlbench.execute.campaign import load_campaign
+    from ddlbench.execute.slurmcmd import SchedulerUnreachable
+
+    campaign = load_campaign(cdir)
+    with CampaignStore.open(cdir) as store:
+        a = store.new_attempt("a", "slurm", "PENDING", job_id="999999")
+        ex = SlurmExecutor(campaign, store, client=SlurmClient(retries=1, backoff=0.1))
+        with pytest.raises(SchedulerUnreachable, match="did not answer"):
+            ex.refresh()
+        assert store.get_attempt(a.id).state == "PENDING"
+
+
+@pytest.mark.slow
+def test_time_limit_gives_timeout(slurm_cluster, tmp_path):
+    cdir = make_campaign(
+        tmp_path,
+        "tl",
+        [{"run_id": "slow", "time": "1", "partition": "short", "body": ["sleep 300"]}],
+        scheduler="slurm",
+        slurm=SLURM,
+    )
+    submit_campaign(cdir, echo=_quiet)
+    assert wait_campaign(cdir, timeout=240, echo=_quiet) == 1
+    assert _status(cdir)["slow"]["state"] == "TIMEOUT"
+
+
+def test_job_arrays_map_tasks_to_runs(slurm_cluster, tmp_path):
+    runs = [
+        {"run_id": f"a{i}", "body": ['echo "$SLURM_JOB_ID $SLURM_ARRAY_TASK_ID" > where']}
+        for i in range(3)
+    ]
+    runs.append({"run_id": "wide", "nodes": 2, "body": ["true"]})
+    cdir = make_campaign(tmp_path, "arr", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, serial=True, echo=_quiet)
+    assert len(summary.array_jobs) == 1 and len(summary.submitted) == 4
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    st = _status(cdir)
+    for i in range(3):
+        job, task = (cdir / "runs" / f"a{i}" / "where").read_text().split()
+        assert task == str(i)
+        assert st[f"a{i}"]["job_id"] == f"{summary.array_jobs[0]}_{i}"
+        assert (cdir / "runs" / f"a{i}" / f"slurm-{job}.out").exists()
