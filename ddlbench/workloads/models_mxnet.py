@@ -6,9 +6,14 @@ Same architectures and trainable-parameter counts as ``models_tf`` and torchvisi
   without bias): 25,557,032 trainable parameters. ``gluon.model_zoo.vision.resnet50_v1`` is *not*
   used: it is ResNet v1 (stride in the first 1x1 convolution) and has 25,575,912 trainable
   parameters, i.e. a different network.
-* ``vgg16`` / ``vgg19``: ``gluon.model_zoo.vision.vgg16/vgg19`` (no batch norm), which match the
-  canonical 138,357,544 / 143,667,240.
+* ``vgg16`` / ``vgg19``: configurations D and E without batch norm, 138,357,544 /
+  143,667,240 (the same layers as ``gluon.model_zoo.vision.vgg16/vgg19``, written here to get
+  torchvision's initialisation).
 * ``lenet``: the LeNet-5 variant of ``docs/workloads.md`` (61,706 parameters).
+
+Initialisation follows torchvision/PyTorch (see ``models_tf``): Kaiming normal (fan-out) for
+the ResNet and VGG convolutions, normal(0, 0.01) for the VGG classifier, PyTorch's default
+uniform +-1/sqrt(fan_in) for LeNet and the ResNet head, ones/zeros for batch norm.
 
 Models return logits. Parameter counts exclude batch-norm running statistics (``grad_req`` is
 ``null`` for them), as the other frameworks count only trainable parameters.
@@ -28,28 +33,58 @@ EXPECTED_PARAMS: Dict[str, int] = {
 }
 
 
+_VGG_CFG: Dict[str, List[Any]] = {
+    "vgg16": [
+        64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
+        512, 512, 512, "M", 512, 512, 512, "M",
+    ],
+    "vgg19": [
+        64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
+        512, 512, 512, 512, "M", 512, 512, 512, 512, "M",
+    ],
+}  # fmt: skip
+
+
 def default_channels(model: str) -> int:
     return 1 if model == "lenet" else 3
 
 
 def _blocks() -> Any:
+    import mxnet as mx
     from mxnet import gluon
     from mxnet.gluon import nn
+
+    def torch_default(fan_in: int) -> Dict[str, Any]:
+        # PyTorch's default for Conv2d/Linear: weights and biases uniform in +-1/sqrt(fan_in)
+        bound = 1.0 / fan_in**0.5
+        return {
+            "weight_initializer": mx.init.Uniform(bound),
+            "bias_initializer": mx.init.Uniform(bound),
+        }
+
+    def kaiming_out() -> Any:
+        # kaiming_normal_(mode="fan_out", nonlinearity="relu"): normal, std sqrt(2 / fan_out)
+        return mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
 
     class LeNet(gluon.HybridBlock):
         """conv 5x5 6 (pad 2) -> relu -> maxpool 2 -> conv 5x5 16 -> relu -> maxpool 2 ->
         flatten -> dense 120 -> relu -> dense 84 -> relu -> dense classes."""
 
-        def __init__(self, num_classes: int = 10, **kwargs: Any) -> None:
+        def __init__(
+            self, num_classes: int = 10, image_size: int = 28, channels: int = 1, **kwargs: Any
+        ) -> None:
             super().__init__(**kwargs)
+            flat = 16 * (((image_size // 2) - 4) // 2) ** 2
             with self.name_scope():
-                self.conv1 = nn.Conv2D(6, 5, padding=2, activation="relu")
+                self.conv1 = nn.Conv2D(
+                    6, 5, padding=2, activation="relu", **torch_default(25 * channels)
+                )
                 self.pool1 = nn.MaxPool2D(2)
-                self.conv2 = nn.Conv2D(16, 5, activation="relu")
+                self.conv2 = nn.Conv2D(16, 5, activation="relu", **torch_default(25 * 6))
                 self.pool2 = nn.MaxPool2D(2)
-                self.fc1 = nn.Dense(120, activation="relu")
-                self.fc2 = nn.Dense(84, activation="relu")
-                self.fc3 = nn.Dense(num_classes)
+                self.fc1 = nn.Dense(120, activation="relu", **torch_default(flat))
+                self.fc2 = nn.Dense(84, activation="relu", **torch_default(120))
+                self.fc3 = nn.Dense(num_classes, **torch_default(84))
 
         def hybrid_forward(self, F: Any, x: Any) -> Any:
             x = self.pool1(self.conv1(x))
@@ -68,17 +103,37 @@ def _blocks() -> Any:
             super().__init__(**kwargs)
             with self.name_scope():
                 self.body = nn.HybridSequential(prefix="")
-                self.body.add(nn.Conv2D(planes, 1, use_bias=False), bn(), nn.Activation("relu"))
                 self.body.add(
-                    nn.Conv2D(planes, 3, strides=stride, padding=1, use_bias=False),
+                    nn.Conv2D(planes, 1, use_bias=False, weight_initializer=kaiming_out()),
                     bn(),
                     nn.Activation("relu"),
                 )
-                self.body.add(nn.Conv2D(planes * 4, 1, use_bias=False), bn())
+                self.body.add(
+                    nn.Conv2D(
+                        planes,
+                        3,
+                        strides=stride,
+                        padding=1,
+                        use_bias=False,
+                        weight_initializer=kaiming_out(),
+                    ),
+                    bn(),
+                    nn.Activation("relu"),
+                )
+                self.body.add(
+                    nn.Conv2D(planes * 4, 1, use_bias=False, weight_initializer=kaiming_out()), bn()
+                )
                 if downsample:
                     self.downsample = nn.HybridSequential(prefix="")
                     self.downsample.add(
-                        nn.Conv2D(planes * 4, 1, strides=stride, use_bias=False), bn()
+                        nn.Conv2D(
+                            planes * 4,
+                            1,
+                            strides=stride,
+                            use_bias=False,
+                            weight_initializer=kaiming_out(),
+                        ),
+                        bn(),
                     )
                 else:
                     self.downsample = None
@@ -92,18 +147,55 @@ def _blocks() -> Any:
             super().__init__(**kwargs)
             with self.name_scope():
                 self.features = nn.HybridSequential(prefix="")
-                self.features.add(nn.Conv2D(64, 7, strides=2, padding=3, use_bias=False))
+                self.features.add(
+                    nn.Conv2D(
+                        64,
+                        7,
+                        strides=2,
+                        padding=3,
+                        use_bias=False,
+                        weight_initializer=kaiming_out(),
+                    )
+                )
                 self.features.add(bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
                 for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
                     for b in range(blocks):
                         self.features.add(Bottleneck(planes, stride if b == 0 else 1, b == 0))
                 self.features.add(nn.GlobalAvgPool2D())
-                self.fc = nn.Dense(num_classes)
+                self.fc = nn.Dense(num_classes, **torch_default(2048))
 
         def hybrid_forward(self, F: Any, x: Any) -> Any:
             return self.fc(self.features(x))
 
-    return LeNet, ResNet50
+    class VGG(gluon.HybridBlock):
+        def __init__(self, config: List[Any], num_classes: int = 1000, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.features = nn.HybridSequential(prefix="")
+                for v in config:
+                    if v == "M":
+                        self.features.add(nn.MaxPool2D(2, 2))
+                    else:
+                        self.features.add(
+                            nn.Conv2D(
+                                v,
+                                3,
+                                padding=1,
+                                activation="relu",
+                                weight_initializer=kaiming_out(),
+                                bias_initializer="zeros",
+                            )
+                        )
+                dense = {"weight_initializer": mx.init.Normal(0.01), "bias_initializer": "zeros"}
+                self.classifier = nn.HybridSequential(prefix="")
+                self.classifier.add(nn.Dense(4096, activation="relu", **dense), nn.Dropout(0.5))
+                self.classifier.add(nn.Dense(4096, activation="relu", **dense), nn.Dropout(0.5))
+                self.classifier.add(nn.Dense(num_classes, **dense))
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            return self.classifier(self.features(x))
+
+    return LeNet, ResNet50, VGG
 
 
 def build_model(name: str, num_classes: int, image_size: int = 224) -> Any:
@@ -113,22 +205,21 @@ def build_model(name: str, num_classes: int, image_size: int = 224) -> Any:
     """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
-    lenet_cls, resnet_cls = _blocks()
+    lenet_cls, resnet_cls, vgg_cls = _blocks()
     if name == "lenet":
-        return lenet_cls(num_classes=num_classes, prefix="lenet_")
+        return lenet_cls(num_classes, image_size, default_channels(name), prefix="lenet_")
     if name == "resnet50":
         return resnet_cls(num_classes=num_classes, prefix="resnet50_")
-    from mxnet.gluon.model_zoo import vision
-
-    return getattr(vision, name)(classes=num_classes)
+    return vgg_cls(_VGG_CFG[name], num_classes=num_classes, prefix=name + "_")
 
 
 def initialize(net: Any, ctx: Any, image_size: int, channels: int, seed: int) -> None:
-    """Seeded initialisation (Kaiming for conv/dense weights), shapes resolved by a dry run."""
+    """Seeded initialisation (each layer carries its initialiser; batch norm is ones/zeros),
+    shapes resolved by a dry run."""
     import mxnet as mx
 
     mx.random.seed(seed)
-    net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2), ctx=ctx)
+    net.initialize(mx.init.Uniform(0.07), ctx=ctx)
     net(mx.nd.zeros((1, channels, image_size, image_size), ctx=ctx))
 
 

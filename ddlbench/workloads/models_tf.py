@@ -18,6 +18,11 @@ trains the same network with the same number of trainable parameters:
 * ``lenet``: the LeNet-5 variant of ``docs/workloads.md`` (61,706 parameters for 28x28x1 input
   and 10 classes).
 
+Initialisation follows torchvision/PyTorch too (convolutions of ResNet and VGG: Kaiming normal,
+fan-out; VGG classifier: normal(0, 0.01); LeNet layers and the ResNet head: PyTorch's default
+uniform +-1/sqrt(fan_in) for weights and biases; batch norm: ones and zeros), so that
+convergence runs of different frameworks start from the same distribution.
+
 Pure Python at import time: the framework is only touched inside the builders.
 """
 
@@ -53,8 +58,23 @@ def default_channels(model: str) -> int:
 
 
 def _he_normal(keras: Any) -> Any:
-    # Kaiming normal, fan_out, as torchvision initialises convolutions of ResNet and VGG.
-    return keras.initializers.VarianceScaling(scale=2.0, mode="fan_out", distribution="normal")
+    # torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu"): untruncated normal,
+    # std sqrt(2 / fan_out), for the convolutions of ResNet and VGG.
+    return keras.initializers.VarianceScaling(
+        scale=2.0, mode="fan_out", distribution="untruncated_normal"
+    )
+
+
+def _torch_default(keras: Any, fan_in: int) -> Dict[str, Any]:
+    """PyTorch's default initialisation of ``nn.Conv2d``/``nn.Linear``: weights and biases
+    uniform in +-1/sqrt(fan_in) (kaiming_uniform with a=sqrt(5))."""
+    bound = 1.0 / fan_in**0.5
+    return {
+        "kernel_initializer": keras.initializers.VarianceScaling(
+            scale=1.0 / 3.0, mode="fan_in", distribution="uniform"
+        ),
+        "bias_initializer": keras.initializers.RandomUniform(-bound, bound),
+    }
 
 
 def build_lenet(
@@ -63,18 +83,24 @@ def build_lenet(
     """LeNet-5 as listed in docs/workloads.md.
 
     conv 5x5 6 (pad 2) -> relu -> maxpool 2 -> conv 5x5 16 -> relu -> maxpool 2 -> flatten ->
-    dense 120 -> relu -> dense 84 -> relu -> dense num_classes.
+    dense 120 -> relu -> dense 84 -> relu -> dense num_classes. PyTorch's default init.
     """
     layers = keras.layers
     inputs = keras.Input(shape=(image_size, image_size, channels), name="input")
-    x = layers.Conv2D(6, 5, padding="same", activation="relu", name="conv1")(inputs)
+    init = _torch_default
+    x = layers.Conv2D(
+        6, 5, padding="same", activation="relu", name="conv1", **init(keras, 25 * channels)
+    )(inputs)
     x = layers.MaxPooling2D(2, name="pool1")(x)
-    x = layers.Conv2D(16, 5, padding="valid", activation="relu", name="conv2")(x)
+    x = layers.Conv2D(
+        16, 5, padding="valid", activation="relu", name="conv2", **init(keras, 25 * 6)
+    )(x)
     x = layers.MaxPooling2D(2, name="pool2")(x)
     x = layers.Flatten(name="flatten")(x)
-    x = layers.Dense(120, activation="relu", name="fc1")(x)
-    x = layers.Dense(84, activation="relu", name="fc2")(x)
-    outputs = layers.Dense(num_classes, name="fc3", dtype="float32")(x)
+    flat = int(x.shape[-1])
+    x = layers.Dense(120, activation="relu", name="fc1", **init(keras, flat))(x)
+    x = layers.Dense(84, activation="relu", name="fc2", **init(keras, 120))(x)
+    outputs = layers.Dense(num_classes, name="fc3", dtype="float32", **init(keras, 84))(x)
     return keras.Model(inputs, outputs, name="lenet")
 
 
@@ -106,21 +132,24 @@ def build_vgg(
             conv += 1
     # torchvision pools adaptively to 7x7; at 224x224 input the feature map already is 7x7.
     x = layers.Flatten(name="flatten")(x)
-    x = layers.Dense(4096, activation="relu", name="fc1")(x)
+    # torchvision: classifier weights normal(0, 0.01), zero biases
+    dense_init = keras.initializers.RandomNormal(0.0, 0.01)
+    x = layers.Dense(4096, activation="relu", kernel_initializer=dense_init, name="fc1")(x)
     x = layers.Dropout(0.5, name="drop1")(x)
-    x = layers.Dense(4096, activation="relu", name="fc2")(x)
+    x = layers.Dense(4096, activation="relu", kernel_initializer=dense_init, name="fc2")(x)
     x = layers.Dropout(0.5, name="drop2")(x)
-    outputs = layers.Dense(num_classes, name="predictions", dtype="float32")(x)
+    outputs = layers.Dense(
+        num_classes, kernel_initializer=dense_init, name="predictions", dtype="float32"
+    )(x)
     return keras.Model(inputs, outputs, name=name)
 
 
-def _bn(keras: Any, name: str, zero_gamma: bool = False) -> Any:
+def _bn(keras: Any, name: str) -> Any:
     # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Keras: 0.9).
     return keras.layers.BatchNormalization(
         axis=-1,
         epsilon=1e-5,
         momentum=0.9,
-        gamma_initializer="zeros" if zero_gamma else "ones",
         name=name,
     )
 
@@ -189,7 +218,9 @@ def build_resnet50(
                 name=f"layer{stage}_{b}",
             )
     x = layers.GlobalAveragePooling2D(name="avgpool")(x)
-    outputs = layers.Dense(num_classes, name="fc", dtype="float32")(x)
+    outputs = layers.Dense(num_classes, name="fc", dtype="float32", **_torch_default(keras, 2048))(
+        x
+    )
     return keras.Model(inputs, outputs, name="resnet50")
 
 
