@@ -20,6 +20,7 @@
 set -euo pipefail
 
 PROG=$(basename "$0")
+SELF="$(cd "$(dirname "$0")" && pwd)/$PROG"
 NODES=(n1 n2)
 MEM_MB=${DDLBENCH_SLURM_MEM_MB:-1000}
 UP_TIMEOUT=${DDLBENCH_SLURM_UP_TIMEOUT:-30}
@@ -404,7 +405,7 @@ cmd_up() {
     done
     t1=$(date +%s.%N)
     say "cluster up in $DIR (${#NODES[@]} nodes idle) in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
-    say "clients: eval \"\$($0 env)\""
+    say "clients: eval \"\$($SELF env)\""
 }
 
 # controller answers and both nodes are known (idle, mixed, allocated...)
