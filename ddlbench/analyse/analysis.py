@@ -1,0 +1,558 @@
+"""Campaign-level analysis: repeat statistics, scaling, stragglers, convergence, allreduce.
+
+Input is the collected :class:`~ddlbench.collect.collector.CampaignData`; every formula is
+written out in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import numpy as np
+import pandas as pd
+
+from .stats import summarize
+
+
+@dataclass
+class Settings:
+    """Thresholds of the analysis (defaults documented in docs/metrics.md)."""
+
+    efficiency_threshold: float = 0.8  # knee: largest scale with efficiency >= this
+    noise_threshold: float = 0.05  # a configuration is noisy when CV > this
+    straggler_threshold: float = 1.10  # a run has a straggler when its index > this
+
+
+@dataclass
+class Analysis:
+    """Tables derived from one campaign (all pandas DataFrames; empty when not applicable)."""
+
+    settings: Settings
+    runs: pd.DataFrame
+    configs: pd.DataFrame  # one row per configuration (group): statistics over repeats
+    points: pd.DataFrame  # one row per (scaling series, device count)
+    series: pd.DataFrame  # one row per scaling series: base, knee, peak
+    stragglers: pd.DataFrame  # runs with a straggler index, worst first
+    largest_run: Optional[str]  # run whose per-rank distribution is plotted
+    largest_ranks: pd.DataFrame  # that run's ranks (step-time quantiles per rank)
+    convergence: pd.DataFrame  # per convergence configuration
+    curves: pd.DataFrame  # eval records (lowest rank per run) of convergence runs
+    allreduce: pd.DataFrame  # per (configuration, message size)
+    problem_runs: pd.DataFrame  # failed, incomplete, not run, or ok with problems
+    provenance: Dict[str, object] = field(default_factory=dict)
+
+
+def _isnum(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v)) and v is not pd.NA
+
+
+# ------------------------------------------------------------------ configurations
+
+CONFIG_FIELDS = [
+    "framework",
+    "workload",
+    "model",
+    "mode",
+    "precision",
+    "data_kind",
+    "scaling",
+    "device",
+    "nodes",
+    "tasks_per_node",
+    "world_size",
+    "batch_size",
+    "global_batch_size",
+    "lr",
+    "lr_scaling",
+    "warmup_epochs",
+    "backend",
+]
+
+
+def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """Statistics over the repeats of every configuration (``group``).
+
+    Only complete runs contribute (``complete``: every rank wrote its summary, no error).
+    """
+    rows = []
+    if not len(runs):
+        return pd.DataFrame()
+    for group, g in runs.groupby("group", sort=True):
+        g = g.sort_values("repeat")
+        first = g.iloc[0]
+        row = {"group": group}
+        for c in CONFIG_FIELDS:
+            row[c] = first.get(c)
+        done = g[g["complete"]]
+        row["runs"] = len(g)
+        row["runs_complete"] = len(done)
+        row["runs_failed"] = int((g["status"] == "failed").sum())
+        tp = done["throughput"].to_numpy(dtype=float)
+        st = summarize(tp, settings.noise_threshold)
+        row["repeats"] = st["n"]
+        for k in ("median", "mean", "std", "cv", "min", "max", "ci95_low", "ci95_high"):
+            row[f"throughput_{k}"] = st[k]
+        row["throughput_median_ci95_low"] = st["median_ci95_low"]
+        row["throughput_median_ci95_high"] = st["median_ci95_high"]
+        row["noisy"] = st["noisy"]
+        ws = row["world_size"]
+        row["per_device_median"] = st["median"] / ws if _isnum(ws) and ws else math.nan
+        row["step_time_median_s"] = (
+            float(np.nanmedian(done["step_time_median_s"]))
+            if len(done) and done["step_time_median_s"].notna().any()
+            else math.nan
+        )
+        row["step_time_jitter_s"] = (
+            float(np.nanmedian(done["step_time_jitter_s"]))
+            if len(done) and done["step_time_jitter_s"].notna().any()
+            else math.nan
+        )
+        row["straggler_index_max"] = (
+            float(done["straggler_index"].max())
+            if len(done) and done["straggler_index"].notna().any()
+            else math.nan
+        )
+        row["run_ids"] = ",".join(g["run_id"])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    return df
+
+
+# ------------------------------------------------------------------ scaling
+
+SERIES_FIELDS = [
+    "framework",
+    "workload",
+    "model",
+    "mode",
+    "precision",
+    "data_kind",
+    "scaling",
+    "device",
+    "backend",
+    "lr_scaling",
+    "warmup_epochs",
+]
+
+
+def _key(v) -> str:
+    return "" if not _isnum(v) else str(v)
+
+
+def scaling_tables(configs: pd.DataFrame, settings: Settings):
+    """Scaling series (configurations that differ only in scale) -> (points, series).
+
+    A series fixes every field of :data:`SERIES_FIELDS` and the batch that scaling keeps
+    constant: the per-device batch for weak scaling, the global batch for strong scaling.
+    Efficiency and speedup are relative to the series' smallest device count (its base).
+    """
+    empty = (pd.DataFrame(), pd.DataFrame())
+    if not len(configs):
+        return empty
+    c = configs[(configs["mode"] != "allreduce") & configs["world_size"].notna()].copy()
+    if not len(c):
+        return empty
+    c["scaling"] = c["scaling"].map(lambda s: s if _isnum(s) else "weak")
+    fixed = np.where(
+        c["scaling"] == "strong",
+        "G" + c["global_batch_size"].astype(str),
+        "B" + c["batch_size"].astype(str),
+    )
+    c["series"] = ["|".join(_key(r[f]) for f in SERIES_FIELDS) for _, r in c.iterrows()]
+    c["series"] = c["series"] + "|" + fixed
+    # two layouts of the same device count (4x1 vs 1x4) are two series
+    dup = c.duplicated(["series", "world_size"], keep=False)
+    if dup.any():
+        split = c.groupby("series")["world_size"].transform(lambda s: s.duplicated().any())
+        c.loc[split, "series"] = (
+            c.loc[split, "series"] + "|tpn" + c.loc[split]["tasks_per_node"].astype(str)
+        )
+    labels = _series_labels(c)
+    points, series = [], []
+    for sid, g in c.groupby("series", sort=True):
+        g = g.sort_values("world_size")
+        valid = g[g["throughput_median"].notna() & (g["throughput_median"] > 0)]
+        first = g.iloc[0]
+        srow = {
+            "series": sid,
+            "label": labels[sid],
+            "framework": first["framework"],
+            "model": first["model"],
+            "mode": first["mode"],
+            "scaling": first["scaling"],
+            "batch_size": first["batch_size"] if first["scaling"] != "strong" else None,
+            "global_batch_size": first["global_batch_size"]
+            if first["scaling"] == "strong"
+            else None,
+            "points": len(valid),
+            "base_devices": None,
+            "base_throughput": math.nan,
+            "max_devices": None,
+            "efficiency_at_max": math.nan,
+            "knee_devices": None,
+            "peak_devices": None,
+            "saturates": None,
+            "efficiency_threshold": settings.efficiency_threshold,
+        }
+        base_n = base_t = None
+        if len(valid):
+            base_n = int(valid["world_size"].iloc[0])
+            base_t = float(valid["throughput_median"].iloc[0])
+        for _, r in g.iterrows():
+            n = int(r["world_size"])
+            t = float(r["throughput_median"]) if _isnum(r["throughput_median"]) else math.nan
+            p = {
+                "series": sid,
+                "label": labels[sid],
+                "framework": r["framework"],
+                "group": r["group"],
+                "devices": n,
+                "nodes": r["nodes"],
+                "tasks_per_node": r["tasks_per_node"],
+                "repeats": r["repeats"],
+                "throughput_median": t,
+                "ci95_low": r["throughput_ci95_low"],
+                "ci95_high": r["throughput_ci95_high"],
+                "per_device": t / n if n else math.nan,
+                "base_devices": base_n,
+                "speedup": math.nan,
+                "efficiency": math.nan,
+                "ideal_throughput": math.nan,
+                "noisy": r["noisy"],
+            }
+            if base_t and not math.isnan(t):
+                p["speedup"] = t / base_t
+                p["efficiency"] = (t / n) / (base_t / base_n)
+            if base_t:
+                p["ideal_throughput"] = base_t * n / base_n
+            points.append(p)
+        if base_n is not None:
+            pts = [p for p in points if p["series"] == sid and not math.isnan(p["efficiency"])]
+            srow["base_devices"] = base_n
+            srow["base_throughput"] = base_t
+            srow["max_devices"] = pts[-1]["devices"]
+            srow["efficiency_at_max"] = pts[-1]["efficiency"]
+            srow["speedup_at_max"] = pts[-1]["speedup"]
+            ok = [p["devices"] for p in pts if p["efficiency"] >= settings.efficiency_threshold]
+            srow["knee_devices"] = max(ok) if ok else None
+            peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
+            srow["peak_devices"] = peak["devices"]
+            srow["peak_throughput"] = peak["throughput_median"]
+            srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
+        series.append(srow)
+    return pd.DataFrame(points), pd.DataFrame(series)
+
+
+def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
+    """Short legend labels: the framework plus whatever else tells series apart.
+
+    Labels are made per mode (series of different modes are never drawn together). A
+    field is shown when it varies among the series of that mode (backend and workload:
+    when they vary among the series of one framework).
+    """
+    firsts = c.groupby("series", sort=True).first()
+    labels: Dict[str, str] = {}
+    for _, fm in firsts.groupby("mode", sort=True, dropna=False):
+        parts = {sid: [str(r["framework"])] for sid, r in fm.iterrows()}
+
+        def varies(col, fm=fm):
+            return fm[col].map(_key).nunique() > 1
+
+        def varies_within_framework(col, fm=fm):
+            return (fm.groupby("framework")[col].agg(lambda s: s.map(_key).nunique()) > 1).any()
+
+        if varies_within_framework("workload"):
+            for sid, r in fm.iterrows():
+                parts[sid].append(f"({r['workload']})")
+        if varies("model"):
+            for sid, r in fm.iterrows():
+                parts[sid].append(str(r["model"]))
+        fixed = fm.apply(
+            lambda r: (
+                f"GBS {r['global_batch_size']}"
+                if r["scaling"] == "strong"
+                else f"BS {r['batch_size']}/dev"
+            ),
+            axis=1,
+        )
+        if fixed.nunique() > 1:
+            for sid in parts:
+                parts[sid].append(fixed[sid])
+        for col in ("precision", "scaling", "device"):
+            if varies(col):
+                for sid, r in fm.iterrows():
+                    parts[sid].append(_key(r[col]))
+        if varies_within_framework("backend"):
+            for sid, r in fm.iterrows():
+                parts[sid].append(_key(r["backend"]))
+        if varies("warmup_epochs"):
+            for sid, r in fm.iterrows():
+                w = r["warmup_epochs"]
+                parts[sid].append(f"warmup {w:g} ep" if _isnum(w) and w else "no warmup")
+        for sid in parts:
+            if "|tpn" in sid:
+                parts[sid].append(f"{sid.rsplit('|tpn', 1)[1]}/node")
+        labels.update({sid: " ".join(p for p in ps if p) for sid, ps in parts.items()})
+    # still ambiguous: number them
+    seen: Dict[str, int] = {}
+    for sid in sorted(labels):
+        lab = labels[sid]
+        seen[lab] = seen.get(lab, 0) + 1
+        if seen[lab] > 1:
+            labels[sid] = f"{lab} #{seen[lab]}"
+    return labels
+
+
+# ------------------------------------------------------------------ stragglers
+
+
+def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    if not len(runs) or "straggler_index" not in runs:
+        return pd.DataFrame()
+    s = runs[runs["straggler_index"].notna()].copy()
+    s["straggler"] = s["straggler_index"] > settings.straggler_threshold
+    cols = [
+        "run_id",
+        "group",
+        "framework",
+        "world_size",
+        "status",
+        "straggler_index",
+        "straggler",
+        "step_time_median_s",
+        "step_time_jitter_s",
+        "slowest_rank",
+        "slowest_host",
+        "slowest_ranks",
+    ]
+    s = s.sort_values(["straggler_index", "run_id"], ascending=[False, True])
+    return s[cols].reset_index(drop=True)
+
+
+def largest_run(runs: pd.DataFrame) -> Optional[str]:
+    """The largest complete run with step data (ties: the highest straggler index)."""
+    if not len(runs):
+        return None
+    c = runs[runs["straggler_index"].notna()]
+    done = c[c["complete"]]
+    c = done if len(done) else c
+    if not len(c):
+        return None
+    c = c.assign(_si=c["straggler_index"].fillna(0))
+    c = c.sort_values(["world_size", "_si", "run_id"], ascending=[False, False, True])
+    return str(c["run_id"].iloc[0])
+
+
+# ------------------------------------------------------------------ convergence
+
+
+def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settings):
+    """Per-configuration accuracy results and training curves of convergence runs."""
+    conv = runs[runs["mode"] == "convergence"] if len(runs) else runs
+    if not len(conv):
+        return pd.DataFrame(), pd.DataFrame()
+    ev = evals[evals["run_id"].isin(set(conv["run_id"]))] if len(evals) else evals
+    # accuracy is global: one curve per run, from its lowest rank
+    if len(ev):
+        low = ev.groupby("run_id")["rank"].transform("min")
+        ev = ev[ev["rank"] == low].sort_values(["run_id", "epoch"])
+    per_run = []
+    for _, r in conv.iterrows():
+        e = ev[ev["run_id"] == r["run_id"]] if len(ev) else ev
+        final = r["final_accuracy"]
+        best = r["best_accuracy"]
+        tta = r["time_to_accuracy_s"]
+        if not _isnum(final) and len(e):
+            final = float(e["accuracy"].iloc[-1])
+        if not _isnum(best) and len(e):
+            best = float(e["accuracy"].max())
+        target = r["target_accuracy"]
+        if not _isnum(tta) and _isnum(target) and len(e):
+            hit = e[e["accuracy"] >= target]
+            tta = float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
+        per_run.append(
+            {
+                "run_id": r["run_id"],
+                "group": r["group"],
+                "complete": r["complete"],
+                "final_accuracy": final,
+                "best_accuracy": best,
+                "time_to_accuracy_s": tta,
+            }
+        )
+    pr = pd.DataFrame(per_run)
+    rows = []
+    for group, g in conv.groupby("group", sort=True):
+        first = g.sort_values("repeat").iloc[0]
+        p = pr[(pr["group"] == group) & pr["complete"]]
+        w = first["warmup_epochs"]
+        rows.append(
+            {
+                "group": group,
+                "framework": first["framework"],
+                "model": first["model"],
+                "world_size": first["world_size"],
+                "batch_size": first["batch_size"],
+                "global_batch_size": first["global_batch_size"],
+                "lr": first["lr"],
+                "lr_scaling": first["lr_scaling"],
+                "warmup_epochs": w,
+                "warmup": "gradual warmup" if _isnum(w) and w > 0 else "no warmup",
+                "epochs": first["epochs"],
+                "target_accuracy": first["target_accuracy"],
+                "repeats": len(p),
+                "final_accuracy": float(p["final_accuracy"].median()) if len(p) else math.nan,
+                "best_accuracy": float(p["best_accuracy"].median()) if len(p) else math.nan,
+                "time_to_accuracy_s": float(p["time_to_accuracy_s"].median())
+                if len(p) and p["time_to_accuracy_s"].notna().any()
+                else math.nan,
+                "reached": int(p["time_to_accuracy_s"].notna().sum()) if len(p) else 0,
+            }
+        )
+    groups = pd.DataFrame(rows).sort_values(["framework", "model", "warmup", "global_batch_size"])
+    if len(ev):
+        meta = conv.set_index("run_id")[["group", "global_batch_size", "warmup_epochs"]]
+        ev = ev.join(meta, on="run_id")
+        ev["warmup"] = ev["warmup_epochs"].map(
+            lambda w: "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
+        )
+    return groups.reset_index(drop=True), ev.reset_index(drop=True)
+
+
+# ------------------------------------------------------------------ allreduce
+
+
+def allreduce_table(runs: pd.DataFrame, ar: pd.DataFrame) -> pd.DataFrame:
+    """Bandwidth per configuration and message size (median over complete repeats).
+
+    Per run and size the collective's time is the slowest rank's median time; then
+    ``algbw = bytes / time`` and ``busbw = algbw * 2(n-1)/n`` (nccl-tests definitions).
+    """
+    if not len(ar) or not len(runs):
+        return pd.DataFrame()
+    done = runs[runs["complete"]].set_index("run_id")
+    a = ar[ar["run_id"].isin(done.index)]
+    if not len(a):
+        return pd.DataFrame()
+    per = a.groupby(["run_id", "bytes"], as_index=False).agg(
+        time_s=("time_s", "max"), ranks=("rank", "nunique")
+    )
+    per = per.join(done[["group", "world_size", "framework", "nodes", "workload"]], on="run_id")
+    n = per["world_size"].astype(float)
+    per["algbw_gbps"] = per["bytes"].astype(float) / per["time_s"] / 1e9
+    per["busbw_gbps"] = per["algbw_gbps"] * 2 * (n - 1) / n
+    out = per.groupby(["group", "bytes"], as_index=False).agg(
+        framework=("framework", "first"),
+        workload=("workload", "first"),
+        world_size=("world_size", "first"),
+        nodes=("nodes", "first"),
+        repeats=("run_id", "nunique"),
+        time_s=("time_s", "median"),
+        algbw_gbps=("algbw_gbps", "median"),
+        busbw_gbps=("busbw_gbps", "median"),
+    )
+    return out.sort_values(["group", "bytes"]).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------ problems, provenance
+
+
+def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    if not len(runs):
+        return pd.DataFrame()
+    bad = runs[(runs["status"] != "ok") | runs["problems"].notna()]
+    cols = [
+        "run_id",
+        "status",
+        "slurm_state",
+        "exit_code",
+        "attempts",
+        "job_id",
+        "world_size",
+        "ranks_present",
+        "ranks_with_summary",
+        "missing_ranks",
+        "ranks_without_summary",
+        "error_ranks",
+        "error_message",
+        "problems",
+        "stderr_tail",
+    ]
+    order = {"failed": 0, "incomplete": 1, "running": 2, "pending": 3, "not_run": 4, "ok": 5}
+    bad = bad.assign(_o=bad["status"].map(order).fillna(9)).sort_values(["_o", "run_id"])
+    return bad[cols].reset_index(drop=True)
+
+
+def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, object]:
+    m = data.manifest
+
+    def uniq(df, col):
+        if not len(df) or col not in df:
+            return []
+        vals = set()
+        for v in df[col].dropna():
+            vals.update(x for x in str(v).split(",") if x)
+        return sorted(vals)
+
+    fw_versions = []
+    if len(ranks):
+        fv = (
+            ranks.dropna(subset=["framework_version"])
+            .groupby("framework")["framework_version"]
+            .unique()
+        )
+        fw_versions = [f"{fw} {', '.join(sorted(map(str, v)))}" for fw, v in fv.items()]
+    devices = 0
+    if len(runs):
+        done = runs[runs["complete"]]
+        devices = int(done["world_size"].max()) if len(done) else 0
+    return {
+        "campaign": data.name,
+        "created": m.get("created"),
+        "ddlbench_version_campaign": m.get("ddlbench_version"),
+        "ddlbench_versions_logs": uniq(ranks, "ddlbench_version"),
+        "ddlbench_version_collector": data.info.get("ddlbench_version"),
+        "cluster": m.get("cluster") or {},
+        "frameworks": fw_versions,
+        "workloads": uniq(runs, "workload"),
+        "backends": uniq(runs, "backend"),
+        "device_names": uniq(runs, "device_name"),
+        "python_versions": uniq(ranks, "python_version"),
+        "hosts": uniq(runs, "hosts"),
+        "largest_run_devices": devices,
+        "job_ids": uniq(runs, "job_id"),
+        "runs": int(len(runs)),
+        "runs_ok": int((runs["status"] == "ok").sum()) if len(runs) else 0,
+    }
+
+
+def analyse(data, settings: Optional[Settings] = None) -> Analysis:
+    """All tables of the report from collected campaign data."""
+    settings = settings or Settings()
+    runs = data.runs
+    configs = config_stats(runs, settings)
+    points, series = scaling_tables(configs, settings)
+    big = largest_run(runs)
+    big_ranks = (
+        data.ranks[data.ranks["run_id"] == big].sort_values("rank").reset_index(drop=True)
+        if big
+        else pd.DataFrame()
+    )
+    conv, curves = convergence_tables(runs, data.evals, settings)
+    return Analysis(
+        settings=settings,
+        runs=runs,
+        configs=configs,
+        points=points,
+        series=series,
+        stragglers=straggler_table(runs, settings),
+        largest_run=big,
+        largest_ranks=big_ranks,
+        convergence=conv,
+        curves=curves,
+        allreduce=allreduce_table(runs, data.allreduce),
+        problem_runs=problem_runs(runs),
+        provenance=provenance(data, runs, data.ranks),
+    )

@@ -1,0 +1,433 @@
+"""Vectorised reader of per-rank logs (``docs/log-format.md``, format version 1).
+
+The common case is fast: every file of a campaign is read into one contiguous buffer and
+parsed by a single call of pyarrow's multi-threaded JSON reader with a fixed schema of the
+``step`` fields (every other record type parses too: its step columns are null). Rows map
+back to files by line counts. Only the few lines that are not steps (``meta`` first,
+``summary`` last, ``eval``, ``allreduce``, ``error``) are decoded with :mod:`json`.
+
+Anything unusual sends just that file to a line-by-line path: a truncated last line is cut
+off before parsing (and counted); a corrupt line, records appended by a restarted rank, or a
+complete last record without its newline are handled per file, so one broken file never
+slows down or breaks the read of the others.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from .errors import LogFormatError
+
+SUPPORTED_VERSIONS = (1,)
+
+STEP_FIELDS: List[Tuple[str, pa.DataType]] = [
+    ("step", pa.int64()),
+    ("epoch", pa.int64()),
+    ("phase", pa.string()),
+    ("t_start", pa.float64()),
+    ("t_end", pa.float64()),
+    ("samples", pa.int64()),
+    ("loss", pa.float64()),
+    ("lr", pa.float64()),
+    ("compute_s", pa.float64()),
+    ("comm_s", pa.float64()),
+]
+STEP_SCHEMA = pa.schema(STEP_FIELDS)
+PARSE_SCHEMA = pa.schema([("type", pa.string())] + STEP_FIELDS)
+
+_RANK_RE = re.compile(r"rank-(\d+)")
+_BLOCK = 16 << 20  # pyarrow block size: big blocks parse fastest; two cores share the blocks
+
+
+@dataclass
+class RankFile:
+    """One ``rank-<k>.jsonl`` file and everything read from it except its steps."""
+
+    path: Path
+    run_key: str  # run directory name
+    size: int = 0
+    mtime_ns: int = 0
+    meta: Optional[dict] = None
+    summary: Optional[dict] = None
+    errors: List[dict] = field(default_factory=list)
+    evals: List[dict] = field(default_factory=list)
+    allreduce: List[dict] = field(default_factory=list)
+    lines: int = 0  # complete lines
+    truncated_lines: int = 0  # an unterminated, unparseable last line (killed rank)
+    bad_lines: int = 0  # unparseable or invalid lines elsewhere
+    restarts: int = 0  # earlier attempts appended before the last meta (dropped)
+    unknown_records: int = 0
+    steps: int = 0
+    detail: bool = False  # parsed line by line
+    status: str = "used"  # used | duplicate | no_meta
+
+    @property
+    def name_rank(self) -> Optional[int]:
+        m = _RANK_RE.search(self.path.name)
+        return int(m.group(1)) if m else None
+
+    @property
+    def rank(self) -> Optional[int]:
+        if self.meta is not None and isinstance(self.meta.get("rank"), int):
+            return self.meta["rank"]
+        return self.name_rank
+
+    @property
+    def format_version(self):
+        return None if self.meta is None else self.meta.get("format_version")
+
+
+def _loads(line) -> Optional[dict]:
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _readinto(path: Path, view: memoryview) -> int:
+    """Read up to len(view) bytes (the size at stat time: a snapshot of a growing file)."""
+    n = 0
+    with open(path, "rb", buffering=0) as fh:
+        while n < len(view):
+            got = fh.readinto(view[n:])
+            if not got:
+                break
+            n += got
+    return n
+
+
+_INT_FIELDS = {"step", "epoch", "samples"}
+_FLOAT_FIELDS = {"t_start", "t_end", "loss", "lr", "compute_s", "comm_s"}
+
+
+def _coerce_step(rec: dict) -> Optional[dict]:
+    """A step record with the schema's types, or None when a required field is invalid."""
+    out = {}
+    try:
+        for name, _ in STEP_FIELDS:
+            v = rec.get(name)
+            if v is None:
+                out[name] = None
+            elif name in _INT_FIELDS:
+                if isinstance(v, bool) or float(v) != int(v):
+                    return None
+                out[name] = int(v)
+            elif name in _FLOAT_FIELDS:
+                out[name] = float(v)
+            else:
+                out[name] = str(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if out["t_start"] is None or out["t_end"] is None or out["samples"] is None:
+        return None
+    return out
+
+
+def _take_record(f: RankFile, rec: dict) -> None:
+    kind = rec.get("type")
+    if kind == "summary":
+        f.summary = rec
+    elif kind == "eval":
+        f.evals.append(rec)
+    elif kind == "allreduce":
+        f.allreduce.append(rec)
+    elif kind == "error":
+        f.errors.append(rec)
+    else:
+        f.unknown_records += 1
+
+
+def _parse_detail(f: RankFile, data: bytes, tail: bytes) -> pa.Table:
+    """Line-by-line parse of one unusual file; returns its step rows."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if tail:
+        lines.append(tail)
+    recs: List[Tuple[int, dict]] = []
+    f.bad_lines = 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        rec = _loads(line)
+        if rec is None or not isinstance(rec.get("type"), str):
+            if i == len(lines) - 1 and not (tail == b"" and data.endswith(b"\n")):
+                f.truncated_lines += 1
+            else:
+                f.bad_lines += 1
+            continue
+        recs.append((i, rec))
+    f.lines = len(lines) - f.truncated_lines
+    metas = [k for k, (_, r) in enumerate(recs) if r["type"] == "meta"]
+    if metas:
+        f.restarts = len(metas) - 1
+        recs = recs[metas[-1] :]
+        f.meta = recs[0][1]
+    else:
+        f.meta = None
+    f.summary = None
+    f.errors, f.evals, f.allreduce = [], [], []
+    f.unknown_records = 0
+    steps = []
+    for _, rec in recs[1:] if metas else recs:
+        if rec["type"] == "step":
+            s = _coerce_step(rec)
+            if s is None:
+                f.bad_lines += 1
+            else:
+                steps.append(s)
+        elif rec["type"] == "meta":  # pragma: no cover - only the last meta is kept
+            continue
+        else:
+            _take_record(f, rec)
+    f.steps = len(steps)
+    return pa.Table.from_pylist(steps, schema=STEP_SCHEMA)
+
+
+def _parse_bulk(buf: memoryview) -> pa.Table:
+    return pj.read_json(
+        pa.py_buffer(buf),
+        read_options=pj.ReadOptions(use_threads=True, block_size=_BLOCK),
+        parse_options=pj.ParseOptions(
+            explicit_schema=PARSE_SCHEMA, unexpected_field_behavior="ignore"
+        ),
+    )
+
+
+def check_versions(files: Sequence[RankFile], campaign_dir: Optional[Path] = None) -> None:
+    """Refuse unknown log-format versions and campaigns that mix versions."""
+    by_version: Dict[object, List[RankFile]] = {}
+    for f in files:
+        if f.meta is not None:
+            by_version.setdefault(f.format_version, []).append(f)
+
+    def rel(p: Path) -> str:
+        if campaign_dir is not None:
+            try:
+                return str(p.relative_to(campaign_dir))
+            except ValueError:
+                pass
+        return str(p)
+
+    bad = {v: fs for v, fs in by_version.items() if v not in SUPPORTED_VERSIONS}
+    if not bad:
+        return
+    known = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
+    parts = []
+    for v, fs in sorted(bad.items(), key=lambda kv: str(kv[0])):
+        more = f" and {len(fs) - 1} more file(s)" if len(fs) > 1 else ""
+        parts.append(
+            f"{rel(sorted(fs, key=lambda x: str(x.path))[0].path)}{more} has version {v!r}"
+        )
+    msg = (
+        f"unsupported log format version: {'; '.join(parts)} (this ddlbench reads version {known})"
+    )
+    if len(by_version) > 1:
+        counts = ", ".join(
+            f"{v!r}: {len(fs)} file(s)"
+            for v, fs in sorted(by_version.items(), key=lambda kv: str(kv[0]))
+        )
+        msg = f"mixed log format versions in one campaign ({counts}); " + msg
+    raise LogFormatError(msg)
+
+
+def read_rank_files(
+    files: Sequence[RankFile],
+    campaign_dir: Optional[Path] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Tuple[pa.Table, np.ndarray]:
+    """Parse ``files`` (filling in their meta, summary, evals, ...).
+
+    Returns the step rows of all files as one table with :data:`STEP_SCHEMA` and, per row,
+    the index of its file in ``files``. Rows of one file are contiguous and in file order.
+    Raises :class:`LogFormatError` for unknown or mixed format versions.
+    """
+    say = progress or (lambda _m: None)
+    total = sum(f.size for f in files)
+    buf = bytearray(total)
+    mv = memoryview(buf)
+    pos = 0
+    segs: List[Tuple[int, int, int, int]] = []  # file index, start, end, lines
+    detail: Dict[int, Tuple[bytes, bytes]] = {}
+    say(f"reading {len(files)} rank logs ({total / 1e6:.1f} MB)")
+    for i, f in enumerate(files):
+        n = _readinto(f.path, mv[pos : pos + f.size])
+        end = pos + n
+        last_nl = buf.rfind(b"\n", pos, end)
+        seg_end = pos if last_nl < 0 else last_nl + 1
+        tail = bytes(buf[seg_end:end])
+        complete_tail = False
+        if tail.strip():
+            if _loads(tail) is not None:
+                complete_tail = True  # a whole record without its newline
+            else:
+                f.truncated_lines = 1
+        if seg_end == pos and not complete_tail:
+            f.status = "no_meta"
+            continue
+        first_nl = buf.find(b"\n", pos, seg_end)
+        meta = _loads(bytes(buf[pos:first_nl])) if first_nl >= 0 else None
+        if complete_tail or meta is None or meta.get("type") != "meta":
+            detail[i] = (bytes(buf[pos:seg_end]), tail if complete_tail else b"")
+            continue
+        f.meta = meta
+        nlines = buf.count(b"\n", pos, seg_end)
+        f.lines = nlines
+        segs.append((i, pos, seg_end, nlines))
+        pos = seg_end
+    # unusual files are few: parse them now, so that their meta joins the version check
+    detail_tables: Dict[int, pa.Table] = {}
+    for i, (data, tail) in detail.items():
+        files[i].detail = True
+        detail_tables[i] = _parse_detail(files[i], data, tail)
+    check_versions(files, campaign_dir)
+
+    say("parsing step records")
+    tables: List[pa.Table] = []
+    fidx_parts: List[np.ndarray] = []
+    if segs:
+        table = None
+        nrows_expected = sum(s[3] for s in segs)
+        try:
+            table = _parse_bulk(mv[:pos])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+        if table is not None and table.num_rows == nrows_expected:
+            counts = np.fromiter((s[3] for s in segs), dtype=np.int64, count=len(segs))
+            parts = [(table, segs, counts)]
+        else:
+            # slow path: parse each file on its own, so a bad file only affects itself
+            parts = []
+            for seg in segs:
+                i, a, b, nl = seg
+                try:
+                    t = _parse_bulk(mv[a:b])
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    t = None
+                if t is None or t.num_rows != nl:
+                    detail_tables[i] = _parse_detail(files[i], bytes(buf[a:b]), b"")
+                    files[i].detail = True
+                    continue
+                parts.append((t, [seg], np.array([nl], dtype=np.int64)))
+        for table, psegs, counts in parts:
+            _finish_bulk(table, psegs, counts, files, buf, detail_tables, tables, fidx_parts)
+    del mv
+    del buf
+    for i in sorted(detail_tables):
+        t = detail_tables[i]
+        tables.append(t)
+        fidx_parts.append(np.full(t.num_rows, i, dtype=np.int32))
+        if files[i].meta is None:
+            files[i].status = "no_meta"
+    check_versions(files, campaign_dir)
+    if not tables:
+        return STEP_SCHEMA.empty_table(), np.zeros(0, dtype=np.int32)
+    steps = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    fidx = np.concatenate(fidx_parts) if len(fidx_parts) > 1 else fidx_parts[0]
+    return steps, fidx
+
+
+def _finish_bulk(
+    table: pa.Table,
+    segs: List[Tuple[int, int, int, int]],
+    counts: np.ndarray,
+    files: Sequence[RankFile],
+    buf: bytearray,
+    detail_tables: Dict[int, pa.Table],
+    out_tables: List[pa.Table],
+    out_fidx: List[np.ndarray],
+) -> None:
+    """Split one parsed table into step rows and the few other records, per file."""
+    seg_of_row = np.repeat(np.arange(len(segs), dtype=np.int32), counts)
+    first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    is_step = pc.fill_null(pc.equal(table.column("type"), "step"), False)
+    is_step_np = np.asarray(is_step.to_numpy(zero_copy_only=False), dtype=bool)
+    # a step without its required fields is invalid: dropped and counted per file
+    invalid = None
+    for name in ("t_start", "t_end", "samples"):
+        col = table.column(name)
+        if col.null_count:
+            nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+            invalid = nulls if invalid is None else (invalid | nulls)
+    if invalid is not None:
+        invalid &= is_step_np
+        if invalid.any():
+            for s_idx, n_bad in enumerate(np.bincount(seg_of_row[invalid], minlength=len(segs))):
+                files[segs[s_idx][0]].bad_lines += int(n_bad)
+            is_step_np = is_step_np & ~invalid
+        invalid = np.flatnonzero(invalid)
+    else:
+        invalid = np.zeros(0, dtype=np.int64)
+    other = np.setdiff1d(np.flatnonzero(~is_step_np), invalid, assume_unique=True)
+    other_types = table.column("type").take(pa.array(other)).to_pylist()
+    need_lines: Dict[int, List[Tuple[int, Optional[str]]]] = {}
+    bad_segments = set()
+    for row, kind in zip(other.tolist(), other_types):
+        s = int(seg_of_row[row])
+        local = row - int(first_row[s])
+        nl = int(counts[s])
+        if local == 0:
+            if kind != "meta":
+                bad_segments.add(s)  # rows do not line up with lines
+            continue
+        if local == nl - 1 and kind == "summary":
+            i, a, b, _ = segs[s]
+            start = buf.rfind(b"\n", a, b - 1) + 1
+            rec = _loads(bytes(buf[start : b - 1]))
+            if rec is None or rec.get("type") != "summary":
+                bad_segments.add(s)
+            else:
+                files[i].summary = rec
+            continue
+        if kind == "meta":
+            bad_segments.add(s)  # a restarted rank appended a second attempt
+            continue
+        need_lines.setdefault(s, []).append((local, kind))
+    for s, wanted in need_lines.items():
+        if s in bad_segments:
+            continue
+        i, a, b, _ = segs[s]
+        lines = bytes(buf[a:b]).split(b"\n")
+        f = files[i]
+        for local, kind in wanted:
+            rec = _loads(lines[local]) if local < len(lines) else None
+            if rec is None or rec.get("type") != kind:
+                bad_segments.add(s)  # rows do not line up with lines: parse line by line
+                break
+            if not isinstance(kind, str):
+                f.bad_lines += 1  # an object without a type
+                continue
+            _take_record(f, rec)
+    keep = is_step_np
+    for s in sorted(bad_segments):
+        i, a, b, _ = segs[s]
+        f = files[i]
+        f.summary, f.errors, f.evals, f.allreduce = None, [], [], []
+        detail_tables[i] = _parse_detail(f, bytes(buf[a:b]), b"")
+        f.detail = True
+        r0 = int(first_row[s])
+        keep = keep.copy() if keep is is_step_np else keep
+        keep[r0 : r0 + int(counts[s])] = False
+    seg_file = np.fromiter((sg[0] for sg in segs), dtype=np.int32, count=len(segs))
+    if keep.all():
+        steps = table.drop_columns(["type"])
+        fidx = seg_file[seg_of_row]
+    else:
+        steps = table.drop_columns(["type"]).filter(pa.array(keep))
+        fidx = seg_file[seg_of_row[keep]]
+    nsteps = np.bincount(fidx, minlength=len(files))
+    for s, (i, _, _, _) in enumerate(segs):
+        if s not in bad_segments:
+            files[i].steps = int(nsteps[i])
+    out_tables.append(steps)
+    out_fidx.append(fidx.astype(np.int32, copy=False))

@@ -1,0 +1,420 @@
+"""Report figures (matplotlib, Agg backend), written as PNG and SVG.
+
+Made for print: labelled axes with units, legends, log2 axes for device counts and
+message sizes, colour plus marker/line style so that a grey-scale print stays readable.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Dict, List
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+STYLES = ["-", "--", "-.", ":"]
+PALETTE = plt.get_cmap("tab10").colors
+
+plt.rcParams.update(
+    {
+        "font.size": 10,
+        "axes.titlesize": 11,
+        "axes.labelsize": 10,
+        "legend.fontsize": 8.5,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "figure.dpi": 100,
+        "savefig.dpi": 150,
+        "svg.fonttype": "none",  # text stays text in the SVG
+        "svg.hashsalt": "ddlbench",  # stable ids: identical input gives identical SVG
+    }
+)
+
+
+def _fmt_count(v, _pos=None) -> str:
+    if v <= 0:
+        return ""
+    if v >= 1e6:
+        return f"{v / 1e6:g}M"
+    if v >= 1e4:
+        return f"{v / 1e3:g}k"
+    return f"{v:g}"
+
+
+def _fmt_bytes(v, _pos=None) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= div:
+            return f"{v / div:g} {unit}"
+    return f"{v:g} B"
+
+
+def _log2_devices(ax, devices: List[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(int(d) for d in devices if d and d > 0))
+    if ticks:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_xlim(ticks[0] / 1.3, ticks[-1] * 1.3)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _framework_colors(frameworks) -> Dict[str, tuple]:
+    return {fw: PALETTE[i % len(PALETTE)] for i, fw in enumerate(sorted(set(frameworks)))}
+
+
+def _series_styles(series: pd.DataFrame) -> Dict[str, dict]:
+    colors = _framework_colors(series["framework"])
+    count: Dict[str, int] = {}
+    out = {}
+    for i, (_, s) in enumerate(series.sort_values(["framework", "label"]).iterrows()):
+        k = count.get(s["framework"], 0)
+        count[s["framework"]] = k + 1
+        out[s["series"]] = {
+            "color": colors[s["framework"]],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": STYLES[k % len(STYLES)],
+        }
+    return out
+
+
+def save(fig, directory: Path, name: str) -> Dict[str, Path]:
+    """Write ``name.png`` and ``name.svg``; returns both paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for ext in ("png", "svg"):
+        path = directory / f"{name}.{ext}"
+        fig.savefig(path, bbox_inches="tight", metadata=_metadata(ext))
+        out[ext] = path
+    plt.close(fig)
+    return out
+
+
+def _metadata(ext: str) -> dict:
+    # no creation dates: the same data gives byte-identical files
+    if ext == "svg":
+        return {"Date": None}
+    return {"Software": "ddlbench"}
+
+
+def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
+    """The series to draw: throughput mode when present, else every mode."""
+    if not len(points):
+        return points, series
+    modes = set(series["mode"])
+    if "throughput" in modes:
+        series = series[series["mode"] == "throughput"]
+        points = points[points["series"].isin(set(series["series"]))]
+    return points, series
+
+
+def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
+    """Median global throughput vs devices, 95 % CI bars, ideal (linear) scaling dashed."""
+    points, series = _plot_series(points, series)
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    styles = _series_styles(series)
+    for _, s in series.sort_values(["framework", "label"]).iterrows():
+        p = points[(points["series"] == s["series"]) & points["throughput_median"].notna()]
+        if not len(p):
+            continue
+        st = styles[s["series"]]
+        lo = (p["throughput_median"] - p["ci95_low"]).clip(lower=0).fillna(0)
+        hi = (p["ci95_high"] - p["throughput_median"]).clip(lower=0).fillna(0)
+        ax.errorbar(
+            p["devices"],
+            p["throughput_median"],
+            yerr=[lo, hi],
+            color=st["color"],
+            marker=st["marker"],
+            linestyle=st["linestyle"],
+            capsize=3,
+            markersize=5,
+            label=s["label"],
+        )
+        ideal = p["ideal_throughput"]
+        if ideal.notna().any():
+            ax.plot(
+                p["devices"],
+                ideal,
+                color=st["color"],
+                linestyle=(0, (1, 2)),
+                linewidth=1.0,
+                alpha=0.8,
+            )
+    if len(points):
+        _log2_devices(ax, points["devices"].tolist())
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("devices (workers)")
+    ax.set_ylabel("global throughput (samples/s)")
+    ax.set_title("Throughput vs devices (median of repeats, 95 % CI; dotted: ideal scaling)")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        handles.append(plt.Line2D([], [], color="grey", linestyle=(0, (1, 2))))
+        labels.append("ideal (linear from base)")
+        ax.legend(handles, labels, loc="upper left", frameon=True)
+    return fig
+
+
+def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
+    """Scaling efficiency vs devices, threshold line, knee of every series marked."""
+    points, series = _plot_series(points, series)
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    styles = _series_styles(series)
+    for _, s in series.sort_values(["framework", "label"]).iterrows():
+        p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
+        if not len(p):
+            continue
+        st = styles[s["series"]]
+        ax.plot(
+            p["devices"],
+            100 * p["efficiency"],
+            color=st["color"],
+            marker=st["marker"],
+            linestyle=st["linestyle"],
+            markersize=5,
+            label=f"{s['label']} (base N={int(s['base_devices'])})",
+        )
+        knee = s.get("knee_devices")
+        if knee is not None and not (isinstance(knee, float) and math.isnan(knee)):
+            kp = p[p["devices"] == knee]
+            if len(kp):
+                ax.plot(
+                    kp["devices"],
+                    100 * kp["efficiency"],
+                    marker="*",
+                    markersize=16,
+                    color=st["color"],
+                    markeredgecolor="black",
+                    linestyle="none",
+                    zorder=5,
+                )
+    ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
+    ax.text(
+        0.99,
+        100 * threshold,
+        f" threshold {100 * threshold:g} %",
+        transform=ax.get_yaxis_transform(),
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+    )
+    if len(points):
+        _log2_devices(ax, points["devices"].tolist())
+    ymin = 0
+    if len(points) and points["efficiency"].notna().any():
+        ymax = max(110, 100 * float(points["efficiency"].max()) + 5)
+    else:
+        ymax = 110
+    ax.set_ylim(ymin, ymax)
+    ax.set_xlabel("devices (workers)")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_title("Scaling efficiency vs devices (star: knee, last scale at or above threshold)")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        handles.append(
+            plt.Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
+        )
+        labels.append("knee")
+        ax.legend(handles, labels, loc="lower left", frameon=True)
+    return fig
+
+
+def rank_distribution_figure(ranks: pd.DataFrame, run_id: str, top: int = 3):
+    """Per-rank step time of one run: median, interquartile range, 5-95 % range."""
+    r = ranks.sort_values("rank")
+    r = r[r["step_time_median_s"].notna()]
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    if not len(r):
+        return fig
+    x = r["rank"].to_numpy()
+    ms = 1e3
+    hosts = r["host"].fillna("?").astype(str).to_numpy()
+    uniq = list(dict.fromkeys(hosts))
+    shade = {h: ("#1f77b4" if i % 2 == 0 else "#ff7f0e") for i, h in enumerate(uniq)}
+    colors = [shade[h] for h in hosts]
+    lw_thin = 0.8 if len(r) <= 256 else 0.4
+    lw_thick = 3.0 if len(r) <= 64 else (1.6 if len(r) <= 256 else 0.9)
+    ax.vlines(
+        x,
+        r["step_time_p5_s"] * ms,
+        r["step_time_p95_s"] * ms,
+        colors=colors,
+        linewidth=lw_thin,
+        alpha=0.6,
+    )
+    ax.vlines(
+        x,
+        r["step_time_p25_s"] * ms,
+        r["step_time_p75_s"] * ms,
+        colors=colors,
+        linewidth=lw_thick,
+    )
+    ax.scatter(x, r["step_time_median_s"] * ms, s=8 if len(r) <= 256 else 3, c="black", zorder=3)
+    centre = float(np.median(r["step_time_median_s"])) * ms
+    ax.axhline(centre, color="grey", linestyle="--", linewidth=1)
+    slow = r.sort_values(["step_time_median_s", "rank"], ascending=[False, True]).head(top)
+    for _, s in slow.iterrows():
+        ax.annotate(
+            f"rank {int(s['rank'])}\n{s['host']}",
+            (s["rank"], s["step_time_median_s"] * ms),
+            xytext=(6, 6),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    ax.set_xlabel("rank")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(
+        f"Per-rank step time, {run_id}\n(dot: median; bar: 25-75 %; line: 5-95 %; "
+        "colour alternates per host; dashed: median of ranks)",
+        fontsize=9.5,
+    )
+    ax.set_xlim(x.min() - 1, x.max() + 1)
+    ax.set_ylim(0, float(r["step_time_p95_s"].max()) * ms * 1.18)
+    return fig
+
+
+def accuracy_batch_figure(conv: pd.DataFrame):
+    """Final top-1 accuracy vs global batch size, with and without gradual warmup."""
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    if not len(conv):
+        return fig
+    colors = _framework_colors(conv["framework"])
+    for _i, ((fw, model, warm), g) in enumerate(
+        conv.sort_values("global_batch_size").groupby(["framework", "model", "warmup"])
+    ):
+        g = g[g["final_accuracy"].notna()]
+        if not len(g):
+            continue
+        warmup = warm != "no warmup"
+        ax.plot(
+            g["global_batch_size"],
+            100 * g["final_accuracy"],
+            color=colors[fw],
+            marker="o" if warmup else "s",
+            linestyle="-" if warmup else "--",
+            label=f"{fw} {model}, {warm}",
+        )
+    targets = conv["target_accuracy"].dropna().unique()
+    if len(targets) == 1:
+        ax.axhline(100 * targets[0], color="black", linestyle=":", linewidth=1)
+        ax.text(
+            0.01,
+            100 * targets[0],
+            f" target {100 * targets[0]:g} %",
+            transform=ax.get_yaxis_transform(),
+            va="bottom",
+            fontsize=8.5,
+        )
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(int(v) for v in conv["global_batch_size"].dropna()))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("global batch size (samples)")
+    ax.set_ylabel("final validation accuracy (%)")
+    ax.set_title("Accuracy vs global batch (linear LR scaling; with/without gradual warmup)")
+    ax.legend(loc="lower left")
+    return fig
+
+
+def curves_figure(curves: pd.DataFrame):
+    """Validation accuracy per epoch of every convergence run, by global batch size."""
+    arms = sorted(curves["warmup"].unique()) if len(curves) else []
+    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(7.2, 4.0), sharey=True, squeeze=False)
+    if not len(curves):
+        return fig
+    gbs = sorted(curves["global_batch_size"].dropna().unique())
+    cmap = plt.get_cmap("viridis")
+    color = {b: cmap(i / max(len(gbs) - 1, 1)) for i, b in enumerate(gbs)}
+    for ax, arm in zip(axes[0], arms):
+        c = curves[curves["warmup"] == arm]
+        for _run_id, g in c.groupby("run_id", sort=True):
+            b = g["global_batch_size"].iloc[0]
+            ax.plot(
+                g["epoch"] + 1,
+                100 * g["accuracy"],
+                color=color.get(b, "grey"),
+                marker=".",
+                label=f"GBS {int(b)}",
+            )
+        ax.set_title(arm)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        handles, labels = ax.get_legend_handles_labels()
+        uniq = dict(zip(labels, handles))
+        ax.legend(uniq.values(), uniq.keys(), loc="lower right", fontsize=8)
+    axes[0][0].set_ylabel("validation accuracy (%)")
+    fig.suptitle("Training curves", fontsize=11)
+    return fig
+
+
+def busbw_figure(ar: pd.DataFrame):
+    """Allreduce bus bandwidth vs message size, one line per configuration."""
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    if not len(ar):
+        return fig
+    colors = _framework_colors(ar["framework"])
+    for i, (_group, g) in enumerate(ar.groupby("group", sort=True)):
+        g = g.sort_values("bytes")
+        fw = g["framework"].iloc[0]
+        n = int(g["world_size"].iloc[0])
+        nodes = g["nodes"].iloc[0]
+        ax.plot(
+            g["bytes"].astype(float),
+            g["busbw_gbps"],
+            color=colors[fw],
+            marker=MARKERS[i % len(MARKERS)],
+            linestyle=STYLES[i % len(STYLES)],
+            markersize=4,
+            label=f"{fw}, {n} ranks on {nodes} node(s)",
+        )
+    ax.set_xscale("log", base=2)
+    sizes = sorted(set(int(b) for b in ar["bytes"]))
+    step = max(1, math.ceil(len(sizes) / 10))
+    ax.set_xticks(sizes[::step])
+    ax.set_xticklabels([_fmt_bytes(s) for s in sizes[::step]], rotation=30, ha="right")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("message size")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title("Allreduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def make_figures(analysis, directory: Path) -> Dict[str, Dict[str, Path]]:
+    """Every figure that the analysis has data for; name -> {"png": path, "svg": path}."""
+    out: Dict[str, Dict[str, Path]] = {}
+    a = analysis
+    if len(a.points) and a.points["throughput_median"].notna().any():
+        out["throughput"] = save(throughput_figure(a.points, a.series), directory, "throughput")
+        out["efficiency"] = save(
+            efficiency_figure(a.points, a.series, a.settings.efficiency_threshold),
+            directory,
+            "efficiency",
+        )
+    if a.largest_run and len(a.largest_ranks):
+        out["ranks"] = save(
+            rank_distribution_figure(a.largest_ranks, a.largest_run), directory, "rank_step_times"
+        )
+    if len(a.convergence):
+        out["accuracy"] = save(accuracy_batch_figure(a.convergence), directory, "accuracy_vs_batch")
+    if len(a.curves):
+        out["curves"] = save(curves_figure(a.curves), directory, "training_curves")
+    if len(a.allreduce):
+        out["busbw"] = save(busbw_figure(a.allreduce), directory, "allreduce_busbw")
+    return out
