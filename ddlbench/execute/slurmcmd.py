@@ -197,7 +197,7 @@ def _none(text: Optional[str]) -> Optional[str]:
     if text is None:
         return None
     text = text.strip()
-    return None if text in ("", "(null)", "None", "N/A", "Unknown") else text
+    return None if text in ("", "(null)", "None", "N/A", "Unknown", "None assigned") else text
 
 
 def parse_exit(text: Optional[str]) -> tuple[Optional[int], Optional[int]]:

@@ -208,19 +208,20 @@ def test_no_sbatch_on_path_suggests_local(tmp_path, monkeypatch):
     assert cdir.exists()
 
 
-@pytest.mark.slow
 def test_controller_unreachable(slurm_cluster, tmp_path, monkeypatch):
     conf = Path(slurm_cluster["SLURM_CONF"]).read_text()
     bad = tmp_path / "slurm.conf"
     bad.write_text(
         "\n".join(
-            "SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
+            "SlurmctldPort=1"
+            if line.startswith("SlurmctldPort=")
+            else "MessageTimeout=1"
+            if line.startswith("MessageTimeout=")
+            else line
             for line in conf.splitlines()
         )
     )
     cdir = make_campaign(tmp_path, "down", [{"run_id": "a", "body": ["true"]}], scheduler="slurm")
-    with CampaignStore.open(cdir) as store:
-        store.sync_runs([])
     monkeypatch.setenv("SLURM_CONF", str(bad))
     monkeypatch.setenv("DDLBENCH_SLURM_RETRIES", "1")
     from ddlbench.execute.campaign import load_campaign
@@ -228,6 +229,7 @@ def test_controller_unreachable(slurm_cluster, tmp_path, monkeypatch):
 
     campaign = load_campaign(cdir)
     with CampaignStore.open(cdir) as store:
+        store.sync_runs(campaign.runs)
         a = store.new_attempt("a", "slurm", "PENDING", job_id="999999")
         ex = SlurmExecutor(campaign, store, client=SlurmClient(retries=1, backoff=0.1))
         with pytest.raises(SchedulerUnreachable, match="did not answer"):
