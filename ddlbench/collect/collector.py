@@ -29,22 +29,34 @@ from .. import __version__
 from .errors import CollectError
 from .paths import COLLECT_INFO, COLLECTOR_VERSION, DATA_DIR, fingerprint, read_collect_info
 from .reader import STEP_SCHEMA, RankFile, read_rank_files
+from .states import iso_time
 
 Progress = Optional[Callable[[str], None]]
 RunStates = Union[None, pd.DataFrame, Callable[[Path], Optional[pd.DataFrame]]]
 
+# the campaign store's vocabulary (Slurm's job states; see ddlbench/execute/states.py)
 FAILED_STATES = {
     "FAILED",
     "TIMEOUT",
     "CANCELLED",
     "OUT_OF_MEMORY",
     "NODE_FAIL",
-    "PREEMPTED",
+    "SUBMIT_FAILED",
+    "LOST",
     "BOOT_FAIL",
     "DEADLINE",
 }
-ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED"}
-STATE_COLUMNS = ["job_id", "state", "exit_code", "start", "end", "nodelist"]
+ACTIVE_STATES = {
+    "SUBMITTING",
+    "PENDING",
+    "RUNNING",
+    "SUSPENDED",
+    "REQUEUED",
+    "PREEMPTED",
+    "CONFIGURING",
+    "COMPLETING",
+}
+STATE_COLUMNS = ["job_id", "state", "exit_code", "start", "end", "nodelist", "reason"]
 SPEC_COLUMNS = [
     "framework",
     "workload",
@@ -731,6 +743,7 @@ def _runs_frame(
             ("job_start", "start"),
             ("job_end", "end"),
             ("nodelist", "nodelist"),
+            ("slurm_reason", "reason"),
         ):
             v = None if srow is None else srow[col]
             row[key] = None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
@@ -741,7 +754,7 @@ def _runs_frame(
             nl = g.values("slurm_nodelist")
             row["nodelist"] = str(nl[0]) if nl else None
         for key in ("job_start", "job_end"):
-            row[key] = _str_or_none(row[key])
+            row[key] = iso_time(row[key])
 
         if log_complete:
             status = "ok"
@@ -750,7 +763,7 @@ def _runs_frame(
         elif with_error or state in FAILED_STATES:
             status = "failed"
         elif state in ACTIVE_STATES:
-            status = "running" if state != "PENDING" else "pending"
+            status = "running" if state in ("RUNNING", "COMPLETING") else "pending"
         elif not present and not no_meta:
             status = "not_run"
         else:

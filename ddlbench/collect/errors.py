@@ -1,10 +1,15 @@
-"""Errors the collector raises for bad input (the CLI turns them into one-line messages)."""
+"""Errors the collector raises for bad input (the CLI prints them in one line, exit 2)."""
 
 from __future__ import annotations
 
+from ddlbench.errors import InputError
 
-class CollectError(Exception):
+
+class CollectError(InputError):
     """Input that cannot be collected (exit status 2 on the command line)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
 
 
 class CampaignNotFound(CollectError):

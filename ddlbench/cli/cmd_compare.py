@@ -1,0 +1,132 @@
+"""ddlbench compare BASE NEW [--threshold 5%] [--json]."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from ddlbench.cli.cmd_collect import resolve
+from ddlbench.cli.common import results_option
+
+
+def _num(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    return v
+
+
+@click.command(
+    "compare",
+    epilog="""\b
+Examples:
+  ddlbench compare resnet50-jan resnet50-feb
+  ddlbench compare resnet50-jan resnet50-feb --threshold 3% --json
+
+Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the threshold,
+2 bad input (unknown campaign, no configuration in common, bad threshold).
+""",
+)
+@click.argument("base")
+@click.argument("new")
+@results_option
+@click.option(
+    "--threshold",
+    default="5%",
+    show_default=True,
+    help="A configuration regressed when its median throughput dropped by more than this.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
+@click.pass_context
+def command(
+    ctx: click.Context, base: str, new: str, results: Path, threshold: str, as_json: bool, quiet
+) -> None:
+    """Compare the median throughput of every configuration that BASE and NEW share.
+
+    A configuration is a run id without its -r<repeat> suffix. Each campaign is collected
+    first when its data is missing or stale. The 95 % confidence intervals (Student t, of the
+    mean over repeats) are shown with whether they overlap.
+    """
+    from ddlbench.analyse.compare import parse_threshold
+    from ddlbench.errors import InputError
+
+    try:
+        thr = parse_threshold(threshold)
+    except ValueError:
+        raise InputError(
+            f"--threshold: expected a percentage such as 5%, got {threshold!r}"
+        ) from None
+    base_dir = resolve(results, base)
+    new_dir = resolve(results, new)
+
+    from ddlbench.analyse.compare import compare
+    from ddlbench.collect.collector import ensure_collected
+    from ddlbench.collect.progress import progress
+    from ddlbench.collect.states import store_states
+
+    with progress("ddlbench compare", quiet=quiet or as_json) as say:
+        b = ensure_collected(base_dir, run_states=store_states, progress=say)
+        n = ensure_collected(new_dir, run_states=store_states, progress=say)
+    df = compare(b, n, thr)
+    both = df[df["verdict"].isin(["regressed", "improved", "unchanged"])]
+    if not len(both):
+        raise InputError(
+            f"campaigns {b.name} and {n.name} have no configuration with complete runs in common"
+        )
+    regressed = int((df["verdict"] == "regressed").sum())
+    if as_json:
+        out = {
+            "base": b.name,
+            "new": n.name,
+            "threshold": thr,
+            "regressed": regressed,
+            "compared": int(len(both)),
+            "configurations": [
+                {k: _num(v) for k, v in row.items()} for row in df.to_dict(orient="records")
+            ],
+        }
+        click.echo(json.dumps(out, indent=1, sort_keys=True))
+    else:
+        _print(df, b.name, n.name, thr, regressed, len(both))
+    ctx.exit(1 if regressed else 0)
+
+
+def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -> None:
+    from rich.table import Table
+
+    from ddlbench.cli.common import stdout_console
+
+    style = {"regressed": "red", "improved": "green", "unchanged": ""}
+    t = Table(
+        title=f"throughput: {new} vs {base} (threshold {100 * thr:g} %)",
+        title_justify="left",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+    )
+    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "CIs OVERLAP", "VERDICT"):
+        t.add_column(col, justify="right" if col in ("N", "BASE", "NEW", "CHANGE") else "left")
+    for _, r in df.iterrows():
+        ch = r["change"]
+        ov = r["ci_overlap"]
+        st = style.get(r["verdict"], "dim")
+        t.add_row(
+            r["group"],
+            "" if _num(r["world_size"]) is None else str(int(r["world_size"])),
+            "-" if math.isnan(r["base_median"]) else f"{r['base_median']:,.1f}",
+            "-" if math.isnan(r["new_median"]) else f"{r['new_median']:,.1f}",
+            "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
+            "-" if ov is None else ("yes" if ov else "no"),
+            f"[{st}]{r['verdict']}[/]" if st else r["verdict"],
+        )
+    console = stdout_console()
+    console.print(t)
+    console.print(
+        f"{compared} configuration(s) compared, {regressed} regressed beyond {100 * thr:g} %",
+        highlight=False,
+    )

@@ -1,0 +1,108 @@
+"""ddlbench report [CAMPAIGN] [--format html,md] [--out DIR]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from ddlbench.cli.cmd_collect import resolve
+from ddlbench.cli.common import results_option
+
+
+def _fraction(text: str, name: str) -> float:
+    from ddlbench.analyse.compare import parse_threshold
+    from ddlbench.errors import InputError
+
+    try:
+        return parse_threshold(text)
+    except ValueError:
+        raise InputError(
+            f"--{name}: expected a percentage such as 5% or 80, got {text!r}"
+        ) from None
+
+
+@click.command(
+    "report",
+    epilog="""\b
+Examples:
+  ddlbench report                          # the most recent campaign under ./results
+  ddlbench report resnet50-scaling --format html
+  ddlbench report resnet50-scaling --out /tmp/paper-figures
+  DDLBENCH_RESULTS=/scratch/me/results ddlbench report quickstart
+
+Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
+self-contained (figures embedded, no external fetches); the SVG figures and a copy of the
+data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md.
+""",
+)
+@click.argument("campaign", required=False)
+@results_option
+@click.option(
+    "--format",
+    "formats",
+    default="html,md",
+    show_default=True,
+    help="Comma-separated report formats: html, md.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default: results/CAMPAIGN/report).",
+)
+@click.option(
+    "--efficiency-threshold",
+    default="80%",
+    show_default=True,
+    help="Knee: the largest scale whose scaling efficiency is at least this.",
+)
+@click.option(
+    "--noise-threshold",
+    default="5%",
+    show_default=True,
+    help="A configuration is noisy when its coefficient of variation is above this.",
+)
+@click.option("--recollect", is_flag=True, help="Collect again even when data/ is up to date.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
+def command(
+    campaign: Optional[str],
+    results: Path,
+    formats: str,
+    out: Optional[Path],
+    efficiency_threshold: str,
+    noise_threshold: str,
+    recollect: bool,
+    quiet: bool,
+) -> None:
+    """Write the report of CAMPAIGN (default: the most recent campaign) and say where it is."""
+    from ddlbench.errors import InputError
+
+    fmts = [f.strip().lower() for f in formats.split(",") if f.strip()]
+    bad = [f for f in fmts if f not in ("html", "md")]
+    if bad or not fmts:
+        raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
+    eff = _fraction(efficiency_threshold, "efficiency-threshold")
+    noise = _fraction(noise_threshold, "noise-threshold")
+    root = resolve(results, campaign)
+
+    from ddlbench.analyse.analysis import Settings
+    from ddlbench.collect.progress import progress
+    from ddlbench.collect.states import store_states
+    from ddlbench.report.render import build_report
+
+    settings = Settings(efficiency_threshold=eff, noise_threshold=noise)
+    with progress("ddlbench report", quiet=quiet) as say:
+        res = build_report(
+            root,
+            out_dir=out,
+            formats=fmts,
+            settings=settings,
+            run_states=store_states,
+            progress=say,
+            force_collect=recollect,
+        )
+    for fmt in fmts:
+        click.echo(f"report: {res.files[fmt]}")
