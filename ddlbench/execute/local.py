@@ -10,6 +10,7 @@ output where Slurm would write it, enforces the time limit and records how the j
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,8 +66,7 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
 
     work = campaign_dir / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
-    log = open(work / "runner.log", "ab")
-    try:
+    with open(work / "runner.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ddlbench.execute.local_runner", "--detach", str(campaign_dir)],
             stdin=subprocess.DEVNULL,
@@ -78,8 +78,6 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
             env=_child_env(),
         )
         proc.wait()  # the first process forks the runner and exits at once
-    finally:
-        log.close()
     return proc.pid
 
 
@@ -169,8 +167,6 @@ class LocalExecutor(Executor):
             self.store.update_attempt(a.id, if_live=True, cancel_requested=1)
             fresh = self.store.get_attempt(a.id)
             if fresh and fresh.state == S.RUNNING and pid_runs(fresh.pid, fresh.token):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(fresh.pid, signal.SIGTERM)  # the supervisor stops the job
-                except ProcessLookupError:
-                    pass
         return msgs

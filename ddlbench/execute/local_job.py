@@ -198,8 +198,8 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
 
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(out_path, "wb")
-        err = open(err_path, "wb") if err_path and err_path != out_path else None
+        out = open(out_path, "wb")  # noqa: SIM115 - closed when the job ends
+        err = open(err_path, "wb") if err_path and err_path != out_path else None  # noqa: SIM115
         proc = subprocess.Popen(
             ["bash", str(run.script)],
             cwd=submit_dir,
@@ -238,7 +238,10 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
                 _STOP["why"] = "cancel"
         if _STOP["why"] is not None:
             note = " DUE TO TIME LIMIT" if _STOP["why"] == "timeout" else ""
-            msg = f"slurmstepd: error: *** JOB {job_id} ON {names[0]} CANCELLED AT {_stamp()}{note} ***\n"
+            msg = (
+                f"slurmstepd: error: *** JOB {job_id} ON {names[0]} "
+                f"CANCELLED AT {_stamp()}{note} ***\n"
+            )
             (err or out).write(msg.encode())
             (err or out).flush()
             kill_group(proc.pid)

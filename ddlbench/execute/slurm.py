@@ -94,7 +94,9 @@ class SlurmExecutor(Executor):
         return "yes"
 
     def jobcomp_path(self) -> Optional[Path]:
-        loc = self.campaign.slurm_setting("jobcomp_loc") or os.environ.get("DDLBENCH_JOBCOMP")
+        loc = os.environ.get("DDLBENCH_JOBCOMP") or self.campaign.slurm_setting("jobcomp_loc")
+        if loc == "none":
+            return None  # told not to read it
         if not loc:
             conf = self.slurm_config(fetch=False)
             if conf.get("JobCompType", "").endswith("filetxt"):
@@ -471,14 +473,12 @@ class SlurmExecutor(Executor):
         if missing:
             recs.update(self._jobcomp_records(missing))
         missing = {a.job_id for a, _ in need if a.job_id not in recs}
-        if missing and calls_left > 0 and not tried_sacct:
+        listed = any(sq is not None for a, sq in need if a.job_id in missing)
+        if missing and calls_left > 0 and not tried_sacct and listed:
             # no accounting, no jobcomp: the controller still knows the jobs squeue listed
-            if any(sq is not None for a, sq in need if a.job_id in missing):
-                res = self.client.run(["scontrol", "-o", "show", "job"])
-                if res.ok:
-                    recs.update(
-                        {r.key: r for r in parse_scontrol_jobs(res.stdout) if r.key in missing}
-                    )
+            res = self.client.run(["scontrol", "-o", "show", "job"])
+            if res.ok:
+                recs.update({r.key: r for r in parse_scontrol_jobs(res.stdout) if r.key in missing})
         changed = 0
         with self.store.tx():
             for a, sq in need:

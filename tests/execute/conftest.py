@@ -40,14 +40,16 @@ def slurm_cluster():
 
     Left as it was found: a cluster this fixture started is stopped at the end.
     """
-    if shutil.which("slurmctld") is None and shutil.which("sbatch") is None and not os.environ.get("CI"):
+    if (
+        shutil.which("slurmctld") is None
+        and shutil.which("sbatch") is None
+        and not os.environ.get("CI")
+    ):
         pytest.skip("Slurm is not installed (scripts/local-slurm.sh up installs it)")
     started = False
     status = subprocess.run([str(LOCAL_SLURM), "status"], capture_output=True, text=True)
     if status.returncode != 0:
-        up = subprocess.run(
-            [str(LOCAL_SLURM), "up"], capture_output=True, text=True, timeout=600
-        )
+        up = subprocess.run([str(LOCAL_SLURM), "up"], capture_output=True, text=True, timeout=600)
         if up.returncode != 0:
             pytest.fail(f"scripts/local-slurm.sh up failed:\n{up.stdout}\n{up.stderr}")
         started = True

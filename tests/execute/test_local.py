@@ -161,7 +161,9 @@ def test_submit_twice_never_runs_twice_and_runs_one_at_a_time(tmp_path):
 
 
 def test_dead_runner_is_detected_and_resumed(tmp_path):
-    runs = [{"run_id": f"r{i}", "body": ["sleep 1", "echo $SLURM_JOB_ID >> ../ran"]} for i in range(3)]
+    runs = [
+        {"run_id": f"r{i}", "body": ["sleep 1", "echo $SLURM_JOB_ID >> ../ran"]} for i in range(3)
+    ]
     cdir = make_campaign(tmp_path, "stale", runs)
     submit_campaign(cdir, echo=_quiet)
     with CampaignStore.open(cdir) as store:
@@ -178,8 +180,8 @@ def test_dead_runner_is_detected_and_resumed(tmp_path):
 
 
 def test_concurrent_status_and_submit_keep_the_store_intact(tmp_path):
-    runs = [{"run_id": f"r{i:03d}", "body": ["true"]} for i in range(60)]
-    cdir = make_campaign(tmp_path, "conc", runs, local={"max_parallel": 2})
+    runs = [{"run_id": f"r{i:03d}", "body": ["true"]} for i in range(30)]
+    cdir = make_campaign(tmp_path, "conc", runs, local={"max_parallel": 3})
     code = (
         "import sys\n"
         "from ddlbench.execute import campaign_status\n"
@@ -194,13 +196,13 @@ def test_concurrent_status_and_submit_keep_the_store_intact(tmp_path):
     for p in readers:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
-    assert len(summary.submitted) == 60
+    assert len(summary.submitted) == 30
     assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
     with CampaignStore.open(cdir) as store:
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert store.journal_mode == "wal"
-        assert len(store.attempts()) == 60
-        assert len({a.job_id for a in store.attempts()}) == 60
+        assert len(store.attempts()) == 30
+        assert len({a.job_id for a in store.attempts()}) == 30
 
 
 @pytest.mark.parametrize("flag", ["--mpi=pmix", "--container-image=x"])

@@ -77,7 +77,9 @@ def test_messages_and_small_formats():
     assert parse_sbatch_parsable("1234\n") == "1234"
     assert parse_sbatch_parsable("1234;cluster2\n") == "1234"
     assert parse_sbatch_parsable("") is None
-    assert is_transient("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+    assert is_transient(
+        "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+    )
     assert not is_transient("sbatch: error: Batch job submission failed: Invalid partition name")
     assert is_no_accounting((FIX / "sacct_disabled.txt").read_text())
     assert "Invalid job id" in (FIX / "squeue_invalid_job.txt").read_text()
@@ -106,7 +108,15 @@ def test_slurm_state_names(text, state):
 
 def test_hostlists_round_trip():
     assert expand("n[1-3,7],gpu[08-11],login") == [
-        "n1", "n2", "n3", "n7", "gpu08", "gpu09", "gpu10", "gpu11", "login",
+        "n1",
+        "n2",
+        "n3",
+        "n7",
+        "gpu08",
+        "gpu09",
+        "gpu10",
+        "gpu11",
+        "login",
     ]
     assert compress(["node1", "node2", "node3", "node5"]) == "node[1-3,5]"
     assert compress(expand("gpu[08-11]")) == "gpu[08-11]"
@@ -133,7 +143,10 @@ def test_sbatch_directives(tmp_path):
     other.write_text(text.replace("--job-name=x", "--job-name=y"))
     assert JobScript.read(other).shape_key() == js.shape_key()
     assert [parse_time_seconds(t) for t in ("5", "1:00:00", "1-0", "UNLIMITED")] == [
-        300.0, 3600.0, 86400.0, None,
+        300.0,
+        3600.0,
+        86400.0,
+        None,
     ]
     assert expand_pattern("/r/slurm-%j-%x.%4a", job_id="7", job_name="n", array_task_id="3") == (
         "/r/slurm-7-n.0003"

@@ -123,7 +123,7 @@ def test_resume_after_sigkill_mid_submit_submits_each_run_once(slurm_cluster, tm
     bindir = _fake_bin(
         tmp_path,
         "sbatch",
-        f'n=$(( $(cat {tmp_path}/count 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/count\n'
+        f"n=$(( $(cat {tmp_path}/count 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/count\n"
         f'out=$({real.stdout.strip()} "$@"); rc=$?\n'
         'if [ "$n" -eq 8 ]; then kill -9 $PPID; sleep 2; fi\n'
         'echo "$out"; exit $rc\n',
@@ -165,6 +165,15 @@ def test_status_with_and_without_sacct(slurm_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "no")
     wait_for(lambda: _status(cdir)["bad"]["state"] == "FAILED", timeout=60, interval=0.3)
     assert _status(cdir)["bad"]["exit_code"] == 3
+    # without sacct and without the jobcomp file: squeue, then one scontrol for exit codes
+    with CampaignStore.open(cdir) as store:
+        a = store.attempts()[0]
+        store.update_attempt(a.id, if_state_in=["FAILED"], state="RUNNING", exit_code=None)
+    monkeypatch.setenv("DDLBENCH_JOBCOMP", "none")
+    st = campaign_status(cdir, echo=_quiet)
+    assert st["runs"][0]["exit_code"] == 3 and st["runs"][0]["state"] == "FAILED"
+    assert st["scheduler_calls"] == 2
+    monkeypatch.delenv("DDLBENCH_JOBCOMP")
     # with sacct: a stand-in sacct answers for the job (the local cluster has no slurmdbd)
     with CampaignStore.open(cdir) as store:
         a = store.attempts()[0]
