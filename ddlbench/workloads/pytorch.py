@@ -292,7 +292,7 @@ class CommTimer:
             return ev
         return time.perf_counter()
 
-    def hook(self, _state: Any, bucket: Any) -> Any:
+    def hook(self, _state, bucket):  # no annotations: DDP checks them against GradBucket
         import torch.distributed as dist
 
         start = self._now()
