@@ -143,3 +143,24 @@ def test_failure_logs_error_and_exits_nonzero(launch_ranks, run_config, validate
     for records in result.logs:
         validate_log(records, complete=False)
         assert records[-1]["type"] == "error" and "no-such-model" in records[-1]["message"]
+
+
+def test_allreduce_torch_sweep(launch_ranks, run_config, validate_log):
+    cfg = run_config(
+        "allreduce_torch",
+        framework="pytorch",
+        mode="allreduce",
+        framework_options={"backend": "gloo"},
+        allreduce={"min_bytes": 1024, "max_bytes": 1 << 20, "iters": 5, "warmup": 2},
+    )
+    result = launch_ranks("allreduce_torch", cfg, world_size=2, timeout=120)
+    result.check_ok()
+    for rank in range(2):
+        validate_log(result.logs[rank])
+        records = result.records(rank, "allreduce")
+        assert [r["bytes"] for r in records] == [1024 << i for i in range(11)]
+        for r in records:
+            assert r["dtype"] == "float32" and r["iters"] == 5 and r["time_s"] > 0
+            assert r["algbw_gbps"] == pytest.approx(r["bytes"] / r["time_s"] / 1e9)
+            assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"])  # 2(n-1)/n = 1 for n = 2
+        assert result.summary(rank)["max_busbw_gbps"] > 0
