@@ -263,14 +263,17 @@ def evaluate(
 
 # -- compute / communication split -----------------------------------------------------------
 class CommTimer:
-    """A DDP communication hook that does what the default allreduce hook does (divide
+    """A DDP communication hook that does what DDP's default allreduce hook does (divide
     the bucket by the world size, allreduce it asynchronously) and records, per bucket,
-    when the bucket was handed to communication and when its allreduce completed.
+    when the bucket was handed to communication (all its gradients computed) and when its
+    allreduce completed.
 
-    ``comm_s`` of a step is the length of the union of those intervals: the wall time
-    during which at least one gradient allreduce was in flight (waiting for slower ranks
-    included). On the CPU the ends are host timestamps taken in the future's callback; on
-    GPU they are CUDA events, recorded on the stream before and after the allreduce.
+    ``comm_s`` of a step is the *exposed* communication time: from the moment the last
+    bucket became ready (backward has no gradient left to compute) to the completion of
+    the last allreduce, i.e. the part of the gradient exchange that did not overlap with
+    backward computation (waiting for slower ranks included). ``compute_s`` is the rest of
+    the step. On the CPU the ends are host timestamps (the completion one taken in the
+    future's callback); on GPU they are CUDA events recorded on the streams.
     """
 
     def __init__(self, world_size: int, cuda: bool) -> None:
@@ -300,31 +303,26 @@ class CommTimer:
         tensor.div_(self.world_size)
         fut = dist.all_reduce(tensor, async_op=True).get_future()
 
-        def done(f: Any) -> torch.Tensor:
+        def done(f):
             self.intervals.append((start, self._now()))
             return f.value()[0]
 
         return fut.then(done)
 
     def comm_seconds(self) -> Optional[float]:
-        """Union of the step's in-flight intervals (call after the step has synchronised)."""
+        """Exposed communication of the step (call after the step has synchronised)."""
         if not self.intervals:
             return None
         if self.cuda:
             ref = self.step_start
-            spans = sorted(
+            spans = [
                 (ref.elapsed_time(a) / 1e3, ref.elapsed_time(b) / 1e3) for a, b in self.intervals
-            )
+            ]
         else:
-            spans = sorted(self.intervals)
-        total, cur_start, cur_end = 0.0, spans[0][0], spans[0][1]
-        for a, b in spans[1:]:
-            if a > cur_end:
-                total += cur_end - cur_start
-                cur_start, cur_end = a, b
-            else:
-                cur_end = max(cur_end, b)
-        return total + (cur_end - cur_start)
+            spans = self.intervals
+        last_ready = max(a for a, _ in spans)
+        last_done = max(b for _, b in spans)
+        return max(0.0, last_done - last_ready)
 
 
 def make_step_fn(
@@ -346,6 +344,7 @@ def make_step_fn(
     def step_fn(batch: Optional[Batch], lr: float) -> Any:
         x, y = fixed if batch is None else batch
         t0 = time.perf_counter()
+        hvd_comm: Optional[float] = None
         if comm_timer is not None:
             comm_timer.begin_step()
         set_lr(optimizer, lr)
@@ -355,13 +354,26 @@ def make_step_fn(
                 loss = crit(model(x), y)
             scaler.scale(loss).backward()
             if horovod_optimizer:
+                torch.cuda.synchronize()
+                t_wait = time.perf_counter()
                 optimizer.synchronize()  # type: ignore[attr-defined]
+                hvd_comm = time.perf_counter() - t_wait
                 scaler.unscale_(optimizer)
                 with optimizer.skip_synchronize():  # type: ignore[attr-defined]
                     scaler.step(optimizer)
             else:
                 scaler.step(optimizer)
             scaler.update()
+        elif horovod_optimizer:
+            loss = crit(model(x), y)
+            loss.backward()  # Horovod starts each gradient's allreduce as soon as it is ready
+            if cuda:
+                torch.cuda.synchronize()  # so that the wait below is communication only
+            t_wait = time.perf_counter()
+            optimizer.synchronize()  # type: ignore[attr-defined]
+            hvd_comm = time.perf_counter() - t_wait
+            with optimizer.skip_synchronize():  # type: ignore[attr-defined]
+                optimizer.step()
         else:
             loss = crit(model(x), y)
             loss.backward()
@@ -369,6 +381,8 @@ def make_step_fn(
         if cuda:
             torch.cuda.synchronize()
         value = loss.item()  # on the CPU this read is the synchronisation
+        if hvd_comm is not None:
+            return value, max(0.0, time.perf_counter() - t0 - hvd_comm), hvd_comm
         if comm_timer is None:
             return value
         comm = comm_timer.comm_seconds()
