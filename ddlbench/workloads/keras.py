@@ -1,0 +1,222 @@
+"""Keras workload: Keras 3 (TensorFlow backend) under ``MultiWorkerMirroredStrategy``.
+
+``python -m ddlbench.workloads.keras run.json`` on every task. The job set-up is the
+TensorFlow workload's (``TF_CONFIG`` from the Slurm environment before TensorFlow is imported,
+one replica per task, ``framework_options.communication`` as the strategy's default
+``CommunicationOptions``); the training program is written against the Keras 3 API:
+``keras.Model`` from ``models_tf``, ``keras.optimizers.SGD`` (wrapped in
+``keras.optimizers.LossScaleOptimizer`` for AMP), ``keras.losses.SparseCategoricalCrossentropy``,
+``keras.ops`` and the ``mixed_float16`` dtype policy. The Keras optimizer all-reduces the
+gradients across workers itself (``apply_gradients`` in replica context).
+
+Why not ``model.fit``: Keras 3's ``fit`` under ``MultiWorkerMirroredStrategy`` is broken
+upstream (keras-team/keras#20585: the distributed dataset / step function path fails), so the
+workload runs the loop that Keras documents for custom training on the TensorFlow backend
+(``tf.GradientTape`` + ``optimizer.apply_gradients`` inside ``strategy.run``). The numbers are
+still those of a Keras program: Keras layers, loss, optimizer update rule and loss scaling.
+
+Differences from the ``tensorflow`` workload, on purpose (they are Keras' semantics):
+
+* SGD is Keras' formulation, ``v = momentum * v - lr * g; w += v``; it equals PyTorch's
+  ``v = momentum * v + g; w -= lr * v`` while the learning rate is constant and differs slightly
+  while it changes (warmup, decay).
+* Weight decay is an L2 term ``0.5 * wd * sum(w^2)`` added to each replica's loss and divided by
+  the number of replicas (``tf.nn.scale_regularization_loss``'s rule, because the optimizer sums
+  the replicas' gradients), so its gradient is ``wd * w`` as in ``torch.optim.SGD``. The logged
+  loss is the cross-entropy alone, as in every other workload.
+* With AMP, Keras' ``LossScaleOptimizer`` decides "finite or not" from each worker's *local*
+  gradients before its inner optimizer all-reduces them; two workers could disagree and one of
+  them would skip the all-reduce (a hang). The workload therefore all-reduces a non-finite count
+  first and poisons every worker's gradients when any worker overflowed, so all of them skip.
+
+See docs/workloads.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+
+import numpy as np
+
+from . import models_tf
+from .common import Context, LRSchedule, run_training, workload_main
+from .tensorflow import (
+    after,
+    communication_meta,
+    make_data,
+    make_strategy,
+    model_checksum,
+    prepare_environment,
+    resolve_precision,
+    setup_device,
+)
+
+
+def import_keras() -> Tuple[Any, Any]:
+    """``(tensorflow, keras)`` with Keras 3 on the TensorFlow backend."""
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import keras
+    import tensorflow as tf
+
+    major = int(str(keras.__version__).split(".")[0])
+    if major < 3:
+        raise RuntimeError(f"the keras workload needs Keras 3, found keras {keras.__version__}")
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(f"Keras backend is {keras.backend.backend()!r}, expected tensorflow")
+    return tf, keras
+
+
+def make_optimizer(keras: Any, cfg: Dict[str, Any], use_amp: bool) -> Any:
+    opt = cfg["optimizer"]
+    if opt.get("name", "sgd") != "sgd":
+        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
+    momentum = float(opt.get("momentum") or 0.0)
+    optimizer = keras.optimizers.SGD(
+        learning_rate=float(opt["lr"]),
+        momentum=momentum,
+        nesterov=bool(opt.get("nesterov")) and momentum > 0,
+    )
+    if use_amp:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def make_step_fn(
+    tf: Any,
+    keras: Any,
+    strategy: Any,
+    model: Any,
+    optimizer: Any,
+    cfg: Dict[str, Any],
+    use_amp: bool,
+    fixed: Optional[Tuple[Any, Any]] = None,
+) -> Callable[[Optional[Any], float], float]:
+    ops = keras.ops
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    global_batch = float(cfg["global_batch_size"])
+    replicas = float(strategy.num_replicas_in_sync)
+    l2 = 0.5 * float(cfg["optimizer"].get("weight_decay") or 0.0) / replicas
+    variables = model.trainable_variables
+    lr_var = optimizer.learning_rate  # a Keras variable; assigned from the host when it changes
+
+    def replica_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, ops.cast(logits, "float32")) / global_batch
+            total = loss
+            if l2:
+                total = total + l2 * ops.sum(ops.stack([ops.sum(ops.square(v)) for v in variables]))
+            scaled = optimizer.scale_loss(total)
+        grads = tape.gradient(scaled, variables)
+        if use_amp:
+            ctx = tf.distribute.get_replica_context()
+            local_bad = ops.sum(
+                ops.stack(
+                    [ops.sum(ops.cast(ops.logical_not(ops.isfinite(g)), "float32")) for g in grads]
+                )
+            )
+            any_bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_bad) > 0
+            grads = [ops.where(any_bad, ops.full_like(g, float("nan")), g) for g in grads]
+        optimizer.apply_gradients(zip(grads, variables))
+        return after(tf, loss, variables)
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.experimental_local_results(per_replica)[0]
+
+    current = {"lr": None}
+
+    def step_fn(batch: Optional[Any], lr: float) -> float:
+        if current["lr"] != lr:
+            lr_var.assign(lr)
+            current["lr"] = lr
+        x, y = fixed if batch is None else batch
+        return float(train_step(x, y).numpy()) * replicas
+
+    return step_fn
+
+
+def make_evaluate(
+    tf: Any, keras: Any, strategy: Any, model: Any, val: Callable[[], Iterator[Any]]
+) -> Callable[[int], Tuple[float, float, int]]:
+    """Global ``(accuracy, mean loss, samples)``: each worker evaluates its shard with Keras
+    ops (no collective inside, so shards may differ in size), then the totals are summed
+    across workers with one ``strategy.reduce``."""
+    ops = keras.ops
+
+    @tf.function(reduce_retracing=True)
+    def eval_batch(x: Any, y: Any) -> Any:
+        logits = ops.cast(model(x, training=False), "float32")
+        hits = ops.equal(ops.argmax(logits, axis=-1), ops.cast(y, "int64"))
+        loss = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+        return ops.stack(
+            [
+                ops.sum(ops.cast(hits, "float64")),
+                ops.sum(ops.cast(loss, "float64")),
+                ops.cast(ops.shape(y)[0], "float64"),
+            ]
+        )
+
+    @tf.function
+    def global_sum(totals: Any) -> Any:
+        per_replica = strategy.run(tf.identity, args=(totals,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def evaluate(_epoch: int) -> Tuple[float, float, int]:
+        totals = np.zeros(3, dtype=np.float64)
+        for x, y in val():
+            totals += np.asarray(eval_batch(x, y))
+        correct, loss_sum, n = (float(v) for v in global_sum(tf.constant(totals)).numpy())
+        return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+
+    return evaluate
+
+
+def body(ctx: Context) -> None:
+    cfg, info = ctx.cfg, ctx.info
+    if cfg["mode"] == "allreduce":
+        raise ValueError("mode allreduce is not provided by the keras workload")
+    prepare_environment(cfg, info)
+    tf, keras = import_keras()
+    device, device_name = setup_device(tf, cfg, info)
+    use_amp, precision_meta = resolve_precision(tf, cfg, keras)
+    strategy, _options, comm_name = make_strategy(tf, cfg, info)
+    with strategy.scope():
+        model = models_tf.build_model(
+            keras, cfg["model"], int(cfg["image_size"]), int(cfg["num_classes"]), seed=cfg["seed"]
+        )
+        optimizer = make_optimizer(keras, cfg, use_amp)
+        optimizer.build(model.trainable_variables)
+    ctx.write_meta(
+        keras.__version__,
+        device_name,
+        models_tf.count_params(model.trainable_variables),
+        comm_name,
+        strategy="MultiWorkerMirroredStrategy",
+        tensorflow_version=tf.__version__,
+        keras_backend=keras.backend.backend(),
+        threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
+        **communication_meta(cfg, comm_name),
+        **precision_meta,
+    )
+    data = make_data(tf, cfg, info, device)
+    step_fn = make_step_fn(tf, keras, strategy, model, optimizer, cfg, use_amp, data.fixed)
+    schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
+    evaluate_fn = None
+    if cfg["mode"] == "convergence":
+        if data.val is None:
+            raise ValueError("convergence mode needs a validation split")
+        evaluate_fn = make_evaluate(tf, keras, strategy, model, data.val)
+    measurement = run_training(cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn)
+    psum, sha = model_checksum(model)
+    ctx.finish(measurement.summary_fields(), psum, sha)
+
+
+def main() -> int:
+    return workload_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
