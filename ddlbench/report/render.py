@@ -199,7 +199,8 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
             f"({top['group']}, {fbytes(top['bytes'])} messages)."
         )
     for w in data.info.get("warnings", []):
-        out.append(f"Data: {w}.")
+        if "run(s)" not in w:  # run counts are in the first line already
+            out.append(f"Data: {w}.")
     return out
 
 

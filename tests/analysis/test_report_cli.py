@@ -1,0 +1,203 @@
+"""The report (HTML, Markdown, figures) and the collect/report/compare commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from analysis_fixtures import exact_run, small_sweep
+from click.testing import CliRunner
+
+from ddlbench.cli import main
+from ddlbench.collect.synth import demo_campaign, write_campaign
+from ddlbench.report.render import build_report
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    camp = demo_campaign(root, "demo")
+    res = build_report(camp)
+    return camp, res
+
+
+def test_report_files_and_sections(demo_report):
+    camp, res = demo_report
+    assert res.out_dir == camp / "report"
+    html = res.files["html"].read_text()
+    md = res.files["md"].read_text()
+    for section in (
+        "Summary",
+        "Throughput and scaling",
+        "Statistics and noisy runs",
+        "Stragglers",
+        "Convergence",
+        "Allreduce",
+        "Provenance",
+        "Failed and incomplete runs",
+    ):
+        assert f">{section}</h2>" in html
+        assert f"## {section}" in md
+    for key in ("throughput", "efficiency", "ranks", "accuracy", "curves", "busbw"):
+        assert res.figures[key]["png"].stat().st_size > 10_000
+        assert res.figures[key]["svg"].read_text().lstrip().startswith("<?xml")
+    assert html.count('src="data:image/png;base64,') == 6
+    # the base, the failed run with its stderr, the straggler and noisy configurations
+    assert "Efficiency base per series" in html
+    assert "pytorch-resnet50-n4x4-b64-r3" in html and "NCCL error" in html
+    assert "rank 13 on gpu004" in html
+    assert "NOISY" in html
+    # markdown images point at files that exist
+    for rel in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
+        assert (res.out_dir / rel).is_file()
+    assert (res.out_dir / "data" / "runs.csv").is_file()
+
+
+def test_html_is_self_contained(demo_report):
+    _, res = demo_report
+    html = res.files["html"].read_text()
+    assert "<script" not in html.lower()
+    assert "<link" not in html.lower()
+    assert "@import" not in html and "url(" not in html
+    # every src is embedded; hrefs are in-page anchors or relative files
+    for attr in re.findall(r'\b(?:src|href)="([^"]*)"', html):
+        assert not re.match(r"^(https?:)?//", attr), attr
+        assert attr.startswith(("data:", "#", "plots/", "data/")), attr
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def test_html_renders_in_headless_chromium(demo_report, tmp_path):
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium); CI installs it")
+    _, res = demo_report
+    shot = tmp_path / "report.png"
+    cmd = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        "--window-size=1280,2000",
+        res.files["html"].resolve().as_uri(),
+    ]
+    subprocess.run(cmd, check=True, timeout=120, capture_output=True)
+    from PIL import Image
+
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert img.shape[:2] == (2000, 1280)
+    # not blank, and the figures are drawn: the throughput plot's lines use matplotlib's
+    # tab10 blue (31, 119, 180) and orange (255, 127, 14)
+    assert (img.sum(axis=2) < 600).mean() > 0.01
+    for colour in ((31, 119, 180), (255, 127, 14)):
+        near = (np.abs(img - np.array(colour)).sum(axis=2) < 40).sum()
+        assert near > 200, colour
+    shutil.copy(shot, res.out_dir / "screenshot.png")  # kept for a human look
+
+
+def test_cli_collect_report_and_paths(results):
+    write_campaign(results, "older", small_sweep(repeats=1), created="2026-01-01T00:00:00+00:00")
+    write_campaign(results, "newer", small_sweep(repeats=1), created="2026-02-01T00:00:00+00:00")
+    runner = CliRunner()
+    r = runner.invoke(main, ["collect", "--results", str(results), "older", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "older: 6 runs (6 ok)" in r.output
+    r = runner.invoke(main, ["collect", "--results", str(results), "older", "--json"])
+    assert json.loads(r.output)["counts"]["runs"] == 6
+    # no campaign named: the most recent one
+    r = runner.invoke(main, ["report", "--results", str(results), "--format", "md", "-q"])
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == f"report: {results / 'newer' / 'report' / 'report.md'}"
+    out = results.parent / "elsewhere"
+    r = runner.invoke(main, ["report", "--results", str(results), "older", "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    assert (out / "report.html").is_file() and (out / "data" / "steps.parquet").is_file()
+
+
+def test_cli_bad_input_is_one_line_exit_2(results):
+    write_campaign(results, "one", small_sweep(repeats=1))
+    runner = CliRunner()
+    for args in (
+        ["report", "--results", str(results), "nope"],
+        ["collect", "--results", str(results), "nope"],
+        ["compare", "--results", str(results), "one", "nope"],
+        ["compare", "--results", str(results), "one", "one", "--threshold", "abc"],
+        ["report", "--results", str(results), "one", "--format", "pdf"],
+    ):
+        r = runner.invoke(main, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "Traceback" not in r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_cli_mixed_versions_exit_2(results):
+    camp = write_campaign(results, "mixed", small_sweep(repeats=1))
+    log = next(camp.glob("runs/*/logs/rank-0.jsonl"))
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text(
+        json.dumps(dict(json.loads(lines[0]), format_version=3)) + "\n" + "".join(lines[1:])
+    )
+    r = CliRunner().invoke(main, ["collect", "--results", str(results), "mixed", "-q"])
+    assert r.exit_code == 2 and "version 3" in r.output and "rank-0.jsonl" in r.output
+
+
+def _bench(results, name, slow_group=None, factor=1.0):
+    runs = []
+    for nn, tp in ((1, 1), (1, 2)):
+        for rep in range(3):
+            run = exact_run(
+                nodes=nn,
+                tasks_per_node=tp,
+                batch_size=8,
+                repeat=rep,
+                warmup_steps=1,
+                measure_steps=4,
+                step_time=0.125,
+            )
+            if run.group == slow_group:
+                run.step_time = 0.125 * factor
+            run.noise = 0.01
+            runs.append(run)
+    return write_campaign(results, name, runs)
+
+
+def test_cli_compare_exit_codes_and_json(results):
+    _bench(results, "base")
+    _bench(results, "same")
+    _bench(results, "slower", slow_group="pytorch-resnet50-n1x2-b8", factor=1.25)
+    runner = CliRunner()
+    r = runner.invoke(main, ["compare", "--results", str(results), "base", "same", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "0 regressed" in r.output
+    r = runner.invoke(main, ["compare", "--results", str(results), "base", "slower", "--json"])
+    assert r.exit_code == 1, r.output
+    out = json.loads(r.output)
+    assert out["regressed"] == 1 and out["compared"] == 2 and out["threshold"] == 0.05
+    rows = {c["group"]: c for c in out["configurations"]}
+    reg = rows["pytorch-resnet50-n1x2-b8"]
+    # 25 % longer steps -> throughput x 1/1.25 = -20 %
+    assert reg["verdict"] == "regressed" and reg["change"] == pytest.approx(-0.2, abs=0.03)
+    assert reg["ci_overlap"] is False
+    # a threshold above the drop: no regression
+    r = runner.invoke(
+        main, ["compare", "--results", str(results), "base", "slower", "--threshold", "30%", "-q"]
+    )
+    assert r.exit_code == 0, r.output
