@@ -47,6 +47,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from typing import Dict, List, Mapping, Optional
 
 from .common.env import node_addresses, parse_tasks_per_node, port_base
@@ -130,7 +131,29 @@ def setup_horovod_env(cfg: Mapping[str, object]) -> str:
         raise ValueError(f"unknown Horovod controller {controller!r} (gloo or mpi)")
     timeout = int(opts.get("timeout_s", 300))
     os.environ.update(horovod_env_from_slurm(os.environ, controller, timeout))
+    if controller == "gloo" and os.environ.get("HOROVOD_SIZE", "1") != "1":
+        wait_for_server(
+            os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+            int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]),
+            timeout,
+        )
     return controller
+
+
+def wait_for_server(addr: str, port: int, timeout_s: float) -> None:
+    """Wait until the rendezvous server accepts connections: Horovod itself gives up after
+    three tries 0.5 s apart, and job.sh starts the server and the ranks at the same time."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=2):
+                return
+        except OSError as exc:
+            if time.time() > deadline:
+                raise RuntimeError(
+                    f"no Horovod rendezvous server at {addr}:{port} after {timeout_s:.0f} s"
+                ) from exc
+            time.sleep(0.2)
 
 
 # -- the server ----------------------------------------------------------------------------

@@ -209,7 +209,11 @@ def launch(
     timeout: float = 180.0,
     python: Optional[str] = None,
     extra_env: Optional[Dict[str, str]] = None,
+    background: Optional[List[str]] = None,
 ) -> Launch:
+    """Start the ranks (and first ``background``, a job-wide helper such as Horovod's
+    rendezvous server, run as ``<python> -m <background...>`` with the job's environment,
+    as job.sh does on the first node; it is terminated when the ranks are done)."""
     python = python or require_env(env)
     run_dir = tmp_path / config.get("run_id", "run")
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -223,6 +227,21 @@ def launch(
     procs = []
     outs = []
     t0 = time.time()
+    helper = None
+    if background:
+        henv = rank_environment(0, world_size, nodes, job_id, run_dir)
+        for key in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"):
+            henv.pop(key)
+        henv.update(extra_env or {})
+        helper_log = open(run_dir / "background.log", "w")  # noqa: SIM115 - closed below
+        helper = subprocess.Popen(
+            [python, "-m", *background],
+            env=henv,
+            cwd=str(run_dir),
+            stdout=helper_log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     for rank in range(world_size):
         penv = rank_environment(rank, world_size, nodes, job_id, run_dir)
         penv.update(extra_env or {})
@@ -253,6 +272,14 @@ def launch(
         timed_out = True
     else:
         timed_out = False
+    if helper is not None:
+        helper.terminate()
+        try:
+            helper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+        helper_log.close()
     texts = []
     for out, err in outs:
         out.seek(0)
