@@ -48,34 +48,57 @@ def counts_line(status: Dict) -> str:
     return f"{status['total']} runs ({done}): " + ", ".join(parts)
 
 
-def render_table(status: Dict):
-    from rich.table import Table
+_ANSI = {"green": "32", "cyan": "36", "yellow": "33", "red": "31", "dim": "2"}
+COLUMNS = ("RUN", "STATE", "JOB", "TRY", "EXIT", "NODES", "ELAPSED", "REASON")
 
+
+def render_table(status: Dict, color: bool = False) -> str:
+    """The status table as aligned text (fast for thousands of runs), state column coloured."""
     now = status.get("time") or time.time()
-    table = Table(
-        title=f"campaign {status['campaign']} ({status['scheduler']})",
-        title_justify="left",
-        caption=counts_line(status),
-        caption_justify="left",
-        box=None,
-        header_style="bold",
-        pad_edge=False,
-    )
-    for col in ("RUN", "STATE", "JOB", "TRY", "EXIT", "NODES", "ELAPSED", "REASON"):
-        table.add_column(col, no_wrap=col != "REASON", overflow="fold")
-    for r in status["runs"]:
-        style = STYLE.get(r["state"], "red" if r["final"] else "")
-        table.add_row(
+    rows = [
+        (
             r["run_id"],
-            f"[{style}]{r['state']}[/]" if style else r["state"],
+            r["state"],
             r["job_id"] or "",
             str(r["attempts"] or ""),
             _exit(r),
             r["nodelist"] or str(r["nodes"]),
             _elapsed(r, now),
-            r["reason"] or "",
+            (r["reason"] or "").replace("\n", " "),
         )
-    return table
+        for r in status["runs"]
+    ]
+    widths = [max([len(c)] + [len(row[k]) for row in rows]) for k, c in enumerate(COLUMNS)]
+
+    def fmt_row(row):
+        return (
+            "  ".join(  # noqa: E731
+                cell.ljust(widths[k]) for k, cell in enumerate(row[:-1])
+            )
+            + "  "
+            + row[-1]
+        )
+
+    lines = [f"campaign {status['campaign']} ({status['scheduler']})"]
+    header = fmt_row(COLUMNS).rstrip()
+    lines.append(f"\x1b[1m{header}\x1b[0m" if color else header)
+    for r, row in zip(status["runs"], rows):
+        text = fmt_row(row).rstrip()
+        style = STYLE.get(r["state"], "red" if r["final"] else "")
+        if color and style:
+            start = sum(widths[:1]) + 2
+            state = row[1]
+            text = text[:start] + f"\x1b[{_ANSI[style]}m{state}\x1b[0m" + text[start + len(state) :]
+        lines.append(text)
+    lines.append(counts_line(status))
+    return "\n".join(lines)
+
+
+def _use_color() -> bool:
+    import os
+    import sys
+
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 @click.command(
@@ -131,18 +154,16 @@ def _err(msg: str) -> None:
 
 
 def _print(status: Dict) -> None:
-    from ddlbench.cli.common import stdout_console
-
-    console = stdout_console()
-    console.print(render_table(status))
+    click.echo(render_table(status, color=_use_color()))
     for note in status["notes"]:
-        console.print(f"note: {note}", highlight=False)
+        click.echo(f"note: {note}")
 
 
 def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
     import json
 
     from rich.live import Live
+    from rich.text import Text
 
     from ddlbench.cli.common import stdout_console
     from ddlbench.execute import campaign_status
@@ -168,7 +189,7 @@ def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
     with Live(console=console, auto_refresh=False) as live:
         while True:
             status = campaign_status(root, echo=_err)
-            live.update(render_table(status), refresh=True)
+            live.update(Text.from_ansi(render_table(status, color=True)), refresh=True)
             if status["final"]:
                 return
             wait = interval or (first if status["counts"] != last else min(longest, wait * 1.5))

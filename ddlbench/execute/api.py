@@ -37,10 +37,20 @@ def open_campaign(
     campaign = load_campaign(campaign_dir)
     store = CampaignStore.open(campaign.dir)
     try:
-        store.sync_runs(campaign.runs)
+        stamp = _manifest_stamp(campaign)
+        if store.get_meta("runs_synced") != stamp:  # only when campaign.json changed
+            store.sync_runs(campaign.runs)
+            store.set_meta("runs_synced", stamp)
         yield campaign, store, make_executor(campaign, store, echo)
     finally:
         store.close()
+
+
+def _manifest_stamp(campaign: Campaign) -> list:
+    from ddlbench.execute.campaign import CAMPAIGN_FILE
+
+    st = (campaign.dir / CAMPAIGN_FILE).stat()
+    return [st.st_mtime_ns, st.st_size, len(campaign.runs)]
 
 
 def submit_lock(campaign: Campaign) -> FileLock:

@@ -136,6 +136,12 @@ class CampaignStore:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._depth = 0
+        try:  # an existing store: no write needed just to open it
+            row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is not None:
+                return
+        except sqlite3.OperationalError:
+            pass
         with self.tx():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():

@@ -217,3 +217,33 @@ def test_srun_refuses_what_it_cannot_emulate(tmp_path, flag):
     finally:
         os.environ.clear()
         os.environ.update(old)
+
+
+def test_resume_after_sigkill_mid_submit_queues_each_run_once(tmp_path):
+    runs = [{"run_id": f"r{i:03d}", "body": ["true"]} for i in range(300)]
+    cdir = make_campaign(tmp_path, "kill", runs)
+    code = "import sys; from ddlbench.execute import submit_campaign; submit_campaign(sys.argv[1])"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(cdir)], stdout=subprocess.DEVNULL)
+    count = 0
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (cdir / "state.sqlite").exists():
+                with CampaignStore.open(cdir) as store:
+                    count = len(store.attempts())
+                if count >= 20:
+                    break
+            time.sleep(0.005)
+    finally:
+        proc.kill()
+        proc.wait()
+    with CampaignStore.open(cdir) as store:
+        before = len(store.attempts())
+    assert 20 <= before < 300
+    summary = submit_campaign(cdir, resume=True, echo=_quiet)
+    cancel_campaign(cdir, echo=_quiet)
+    assert len(summary.submitted) == 300 - before and len(summary.skipped) == before
+    with CampaignStore.open(cdir) as store:
+        attempts = store.attempts()
+    assert len(attempts) == 300 and len({a.run_id for a in attempts}) == 300
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) in (0, 1)
