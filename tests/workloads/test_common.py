@@ -228,16 +228,12 @@ def test_digits_split_is_fixed_and_shards_are_disjoint_and_covering(framework_py
         if python is None:
             pytest.skip("scikit-learn is neither here nor in the torch environment")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    runs = [
-        json.loads(
-            subprocess.run(
-                [python, "-c", DIGITS_CHECK], env=env, check=True, capture_output=True, text=True
-            ).stdout
-        )
-        for _ in range(2)
-    ]
-    out = runs[0]
-    assert runs[0]["train_head"] == runs[1]["train_head"]  # the split does not move
+    proc = subprocess.run(
+        [python, "-c", DIGITS_CHECK], env=env, check=True, capture_output=True, text=True
+    )
+    out = json.loads(proc.stdout)
+    # the split is fixed (seed 2017), whatever the run seed or the machine
+    assert out["train_head"] == [8, 1, 3, 8, 5, 8, 1, 4, 9, 7, 5, 2, 1, 4, 3, 2, 4, 9, 5, 4]
     assert out["n_train"] == 1438 and out["n_val"] == 359
     assert out["shape"] == [1438, 1, 28, 28]
     for world in ("1", "2", "3"):
