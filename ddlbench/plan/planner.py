@@ -11,7 +11,7 @@ slow drifts of a machine then spread over all configurations instead of biasing 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import product
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -64,7 +64,15 @@ class Run:
         return self.nodes * self.time_limit_min / 60.0
 
     def as_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """A plain dict of the fields (containers copied one level, which is all they have)."""
+        out = {}
+        for name in _RUN_FIELDS:
+            value = getattr(self, name)
+            out[name] = value.copy() if isinstance(value, (dict, list)) else value
+        return out
+
+
+_RUN_FIELDS = tuple(f.name for f in fields(Run))
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,15 @@ def plan_runs(
 
     runs: List[Run] = []
     problems: List[Problem] = []
+    # optimizer and lr settings depend on the variant only: merge and validate them once each
+    merged: Dict[Optional[str], Tuple[Dict[str, Any], Dict[str, Any]]] = {}
+    for variant in variants:
+        optimizer = _merged(spec.optimizer, variant.optimizer if variant else None)
+        lr_scaling = _merged(spec.lr_scaling, variant.lr_scaling if variant else None)
+        Optimizer(**optimizer)
+        LRScaling(**lr_scaling)
+        merged[variant.label if variant else None] = (optimizer, lr_scaling)
+    options = {i: e.options.model_dump() for i, e in enumerate(spec.frameworks)}
     for repeat in range(spec.repeats):
         for fi, entry in enumerate(spec.frameworks):
             launcher = get_launcher(entry.name)
@@ -226,10 +243,7 @@ def plan_runs(
                     per_device = int(combo["batch_size"])
                     global_batch = per_device * world
                     batch_word = f"b{per_device}"
-                optimizer = _merged(spec.optimizer, variant.optimizer if variant else None)
-                lr_scaling = _merged(spec.lr_scaling, variant.lr_scaling if variant else None)
-                Optimizer(**optimizer)  # merged values stay valid
-                LRScaling(**lr_scaling)
+                optimizer, lr_scaling = merged[variant.label if variant else None]
                 lr = scaled_lr(
                     optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"]
                 )
@@ -252,7 +266,7 @@ def plan_runs(
                         label=entry.id_label,
                         workload=launcher.workload(spec.mode, entry.options),
                         backend=launcher.backend(entry.options, profile.device),
-                        framework_options=entry.options.model_dump(),
+                        framework_options=options[fi],
                         mode=spec.mode,
                         model=spec.model,
                         nodes=nodes,
@@ -263,7 +277,7 @@ def plan_runs(
                         global_batch_size=global_batch,
                         lr=lr,
                         optimizer=optimizer,
-                        lr_scaling=lr_scaling,
+                        lr_scaling=lr_scaling,  # shared between runs: never mutate
                         precision=(variant.precision if variant and variant.precision else None)
                         or spec.precision,
                         scaling=spec.scaling,

@@ -3,7 +3,9 @@
 ``results/<campaign>/`` gets ``campaign.json`` (the manifest), ``spec.yaml`` and ``cluster.yaml``
 (the inputs as given), ``pkg/`` (a frozen copy of ddlbench's workload code, which the jobs put on
 PYTHONPATH, so that a campaign always runs, and records, the code it was rendered with) and one
-``runs/<run-id>/`` per run with ``job.sh``, ``run.json`` and an empty ``logs/``.
+``runs/<run-id>/job.sh`` per run. ``job.sh`` is self-contained: it carries the run's config
+(docs/run-config.md) and writes ``run.json`` and ``logs/`` into its run directory when the job
+starts.
 
 Rendering contacts no scheduler and starts no process: templates are compiled once per
 campaign and every file is written atomically (a running local job keeps reading its old
@@ -16,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,12 +68,31 @@ def template_environment(extra_dir: Optional[str] = None) -> jinja2.Environment:
     return env
 
 
-def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def _atomic_write(path: Path | str, text: str, mode: int = 0o644) -> None:
+    """Write a file so that no reader ever sees half of it.
+
+    A new file is created exclusively and written in place (nobody can be reading it yet);
+    an existing one is replaced through a temporary file and a rename, so a job that is
+    running it keeps reading the old inode.
+    """
+    path = str(path)
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:
+        pass
+    else:
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except BaseException:
+            os.unlink(path)
+            raise
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -80,9 +100,11 @@ def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path) -> Dict[str, Any]:
+def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path,
+               spec_parts: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The ``run.json`` a workload reads (docs/run-config.md)."""
     spec = plan.spec
+    parts = spec_parts if spec_parts is not None else _spec_parts(plan)
     image_size, num_classes = MODEL_SHAPES[spec.model]
     opt = dict(run.optimizer)
     base_lr = opt.pop("lr")
@@ -96,7 +118,7 @@ def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path) -> Dict[str, 
         "backend": run.backend,
         "mode": run.mode,
         "model": run.model,
-        "data": spec.data.model_dump(),
+        "data": parts["data"],
         "image_size": image_size,
         "num_classes": num_classes,
         "device": run.device,
@@ -106,7 +128,7 @@ def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path) -> Dict[str, 
         "world_size": run.world_size,
         "batch_size": run.batch_size,
         "global_batch_size": run.global_batch_size,
-        "steps": spec.steps.model_dump(),
+        "steps": parts["steps"],
         "epochs": spec.epochs,
         "target_accuracy": spec.target_accuracy,
         "optimizer": {"name": opt.pop("name"), "lr": run.lr, "base_lr": base_lr, **opt},
@@ -121,9 +143,19 @@ def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path) -> Dict[str, 
         "seed": spec.seed + run.repeat,
         "repeat": run.repeat,
         "variant": run.variant,
-        "allreduce": spec.allreduce.model_dump(),
+        "allreduce": parts["allreduce"],
         "log_dir": str(run_dir / "logs"),
         "mllog": spec.mllog,
+    }
+
+
+def _spec_parts(plan: Plan) -> Dict[str, Any]:
+    """The parts of run.json that are the same for every run of a plan."""
+    spec = plan.spec
+    return {
+        "data": spec.data.model_dump(),
+        "steps": spec.steps.model_dump(),
+        "allreduce": spec.allreduce.model_dump(),
     }
 
 
@@ -211,9 +243,15 @@ def render_campaign(
     templates: Dict[str, jinja2.Template] = {}
     entries: List[Dict[str, Any]] = []
     total = len(plan.runs)
+    results_abs = results_root.resolve()
+    cache: Dict[Any, Any] = {}
+    spec_parts = _spec_parts(plan)
     for i, run in enumerate(plan.runs):
         run_dir = root / "runs" / run.run_id
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            pass
         name = _template_name(run)
         if name not in templates:
             try:
@@ -223,10 +261,12 @@ def render_campaign(
                     Problem(f"no template {name} for framework '{run.framework}'")
                 ) from None
         ctx = run_context(run, plan.spec, plan.profile, campaign, run_dir, pkg_root,
-                          results_root.resolve(), ddlbench.__version__)
+                          results_abs, ddlbench.__version__, cache)
+        # job.sh carries its run config and writes run.json when the job starts: one file per
+        # run, and the config that runs is the one Slurm copied at submission
+        config = run_config(run, plan, campaign, run_dir, spec_parts)
+        ctx["run_json"] = ShellSafe(_json_text(config))
         _atomic_write(run_dir / "job.sh", templates[name].render(ctx), 0o755)
-        config = run_config(run, plan, campaign, run_dir)
-        _atomic_write(run_dir / "run.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
         entries.append(manifest_entry(run, f"runs/{run.run_id}"))
         if progress is not None:
             progress(i + 1, total)
@@ -244,8 +284,30 @@ def render_campaign(
         "cluster": plan.profile.model_dump(mode="json"),
         "runs": entries,
     }
-    _atomic_write(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    runs_json = ",\n".join(json.dumps(e, sort_keys=True) for e in entries)
+    head = json.dumps({k: v for k, v in manifest.items() if k != "runs"}, indent=1)
+    _atomic_write(manifest_path, head[:-2] + ',\n "runs": [\n' + runs_json + "\n ]\n}\n")
     return CampaignRender(campaign=campaign, root=root, manifest=manifest)
+
+
+RUN_JSON_MARKER = "DDLBENCH_RUN_JSON"
+
+
+def read_run_config(run_dir: Path) -> Dict[str, Any]:
+    """A run's config: its ``run.json`` once the job has started, else the copy in ``job.sh``."""
+    path = Path(run_dir)
+    if (path / "run.json").is_file():
+        return json.loads((path / "run.json").read_text())
+    text = (path / "job.sh").read_text()
+    start = text.index(f"<<'{RUN_JSON_MARKER}'\n") + len(RUN_JSON_MARKER) + 5
+    end = text.index(f"\n{RUN_JSON_MARKER}\n", start)
+    return json.loads(text[start:end])
+
+
+def _json_text(obj: Dict[str, Any]) -> str:
+    """JSON with a line break after every comma: readable in job.sh, and written by json's
+    C encoder (``indent`` would switch to the much slower Python one)."""
+    return json.dumps(obj, sort_keys=True, separators=(",\n ", ": "))
 
 
 def _entry_dict(entry: Any) -> Dict[str, Any]:

@@ -102,13 +102,24 @@ def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: 
 
 
 def run_context(run: Run, spec: ExperimentSpec, profile: ClusterProfile, campaign: str,
-                run_dir: Path, pkg_root: Path, results_root: Path, ddlbench_version: str
-                ) -> Dict[str, Any]:
-    setup = profile.setup_for(run.framework)
-    launcher = get_launcher(run.framework)
-    env: Dict[str, str] = {}
-    env.update(profile.env)
-    env.update(setup.env)
+                run_dir: Path, pkg_root: Path, results_root: Path, ddlbench_version: str,
+                cache: Dict[Any, Any] | None = None) -> Dict[str, Any]:
+    """Template variables for one run.
+
+    ``cache`` (one dict per campaign) keeps what depends only on the framework entry, not on
+    the run, so a 10,000-run sweep computes set-up and launch fragments once per framework.
+    """
+    cache = {} if cache is None else cache
+    key = (run.framework, run.label, run.backend)
+    if key not in cache:
+        setup = profile.setup_for(run.framework)
+        env: Dict[str, str] = {}
+        env.update(profile.env)
+        env.update(setup.env)
+        fragments = launch_fragments(run, profile, setup, [str(results_root), str(pkg_root)])
+        cache[key] = (setup_lines(setup), env, fragments)
+    setup, base_env, fragments = cache[key]
+    env = dict(base_env)
     env.update(run.env)
     job_name = f"{campaign}.{run.run_id}"
     ctx: Dict[str, Any] = {
@@ -118,13 +129,14 @@ def run_context(run: Run, spec: ExperimentSpec, profile: ClusterProfile, campaig
         "run_dir": str(run_dir),
         "pkg_root": str(pkg_root),
         "sbatch": sbatch_options(run, spec, profile, run_dir, job_name),
-        "setup": setup_lines(setup),
+        "setup": setup,
         "env": env,
         "profile": profile,
         "device": profile.device,
         "ddlbench_version": ddlbench_version,
     }
-    ctx.update(launch_fragments(run, profile, setup, [str(results_root), str(pkg_root)]))
+    ctx.update(fragments)
+    launcher = get_launcher(run.framework)
     ctx.update(launcher.template_vars(_Options(run.framework_options), run))
     return ctx
 

@@ -42,6 +42,57 @@ ddlbench_fail() {
 trap 'ddlbench_fail $? $LINENO' ERR
 trap ddlbench_cleanup EXIT
 cd "${DDLBENCH_RUN_DIR}"
+mkdir -p logs provenance
+
+# --- run config (docs/run-config.md), read by the workloads -----------------------------------
+cat > run.json <<'DDLBENCH_RUN_JSON'
+{"allreduce": {"iters": 20,
+ "max_bytes": 268435456,
+ "min_bytes": 1024,
+ "warmup": 5},
+ "backend": "mpi",
+ "batch_size": 64,
+ "campaign": "golden",
+ "data": {"kind": "synthetic",
+ "path": null,
+ "samples": 1281167},
+ "device": "gpu",
+ "epochs": null,
+ "format": "ddlbench-run/1",
+ "framework": "horovod",
+ "framework_options": {"controller": "mpi",
+ "wraps": "pytorch"},
+ "global_batch_size": 512,
+ "image_size": 224,
+ "log_dir": "<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0/logs",
+ "lr_schedule": {"base_batch_size": 256,
+ "decay_epochs": [],
+ "decay_factor": 0.1,
+ "scaling": "linear",
+ "warmup_epochs": 0},
+ "mllog": false,
+ "mode": "throughput",
+ "model": "resnet50",
+ "nodes": 2,
+ "num_classes": 1000,
+ "optimizer": {"base_lr": 0.1,
+ "lr": 0.2,
+ "momentum": 0.9,
+ "name": "sgd",
+ "nesterov": false,
+ "weight_decay": 0.0001},
+ "precision": "amp",
+ "repeat": 0,
+ "run_id": "horovod-torch-resnet50-n2x4-b64-r0",
+ "seed": 1234,
+ "steps": {"measure": 50,
+ "warmup": 10},
+ "target_accuracy": null,
+ "tasks_per_node": 4,
+ "variant": null,
+ "workload": "horovod_torch",
+ "world_size": 8}
+DDLBENCH_RUN_JSON
 
 # --- software environment -----------------------------------------------------------------
 set +u  # module and activation scripts often read unset variables
@@ -80,7 +131,6 @@ DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
 export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_PORT_BASE DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
 
 # --- provenance ------------------------------------------------------------------------------
-mkdir -p "${DDLBENCH_RUN_DIR}/provenance" "${DDLBENCH_RUN_DIR}/logs"
 {
   echo "job_id=${SLURM_JOB_ID}"
   echo "nodelist=${SLURM_JOB_NODELIST}"

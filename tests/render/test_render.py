@@ -12,6 +12,7 @@ import pytest
 from ddlbench.errors import InputError
 from ddlbench.plan import plan_runs
 from ddlbench.render import render_campaign
+from ddlbench.render.campaign import read_run_config
 from ddlbench.spec.load import load_profile, load_spec, load_spec_text
 from tests.conftest import ROOT, require_tool
 
@@ -135,8 +136,8 @@ def test_layout_manifest_and_run_config(tmp_path, fixed_home):
     run_dir = root / entry["run_dir"]
     assert entry["script"] == f"runs/{entry['run_id']}/job.sh"
     assert os.access(run_dir / "job.sh", os.X_OK)
-    assert (run_dir / "logs").is_dir()
-    config = json.loads((run_dir / "run.json").read_text())
+    assert not (run_dir / "run.json").exists()  # written by the job when it starts
+    config = read_run_config(run_dir)
     assert config["format"] == "ddlbench-run/1"
     assert config["world_size"] == 2 and config["global_batch_size"] == 64
     assert config["optimizer"]["lr"] == pytest.approx(0.1)
@@ -169,3 +170,17 @@ def test_gpu_request_styles(tmp_path, fixed_home, monkeypatch):
     text = next(local.root.glob("runs/*/job.sh")).read_text()
     assert "--gres" not in text and "--gpus-per-node" not in text
     assert 'export CUDA_VISIBLE_DEVICES=""' in text
+
+
+def test_job_writes_its_run_config(tmp_path, fixed_home):
+    """The heredoc in job.sh reproduces the run config exactly when executed."""
+    rendered = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
+    run_dir = next(rendered.root.glob("runs/*"))
+    script = (run_dir / "job.sh").read_text()
+    start = script.index("cat > run.json")
+    end = script.index("\nDDLBENCH_RUN_JSON\n", start) + len("\nDDLBENCH_RUN_JSON\n")
+    subprocess.run(["bash", "-c", script[start:end]], cwd=run_dir, check=True)
+    written = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").unlink()
+    assert written == read_run_config(run_dir)
+    assert written["run_id"] == run_dir.name
