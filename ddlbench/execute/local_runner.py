@@ -31,8 +31,13 @@ def _log(msg: str) -> None:
 
 def run(campaign_dir: Path) -> int:
     lock = runner_lock(campaign_dir)
-    if not lock.acquire():
-        return 0
+    # a status poll may be testing the lock this very moment: try a few times before leaving
+    for _ in range(10):
+        if lock.acquire():
+            break
+        time.sleep(0.05)
+    else:
+        return 0  # another runner is draining this campaign
     campaign = load_campaign(campaign_dir)
     store = CampaignStore.open(campaign_dir)
     store.set_meta("local_runner", {"pid": os.getpid(), "started": time.time()})
