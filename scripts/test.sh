@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test.sh: run ddlbench's whole test suite on this machine. It first installs everything the
+# tests need (the login venv, shellcheck and chromium, the framework environments, a real Slurm
+# cluster on 127.0.0.1), so a fresh machine needs nothing else. Extra arguments go to pytest.
+#
+# Usage: scripts/test.sh [PYTEST-ARGS...]      e.g. scripts/test.sh -m "not slow" -x
+#
+# Environment: DDLBENCH_ENVS (framework environments, cached between runs),
+#              DDLBENCH_SLURM_DIR (scratch dir of the test cluster)
+set -euo pipefail
+
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+t0=${SECONDS}
+stage() { echo "[test] $* ($((SECONDS - t0)) s)"; }
+
+stage "login environment and test tools"
+scripts/setup.sh --dev
+
+stage "framework environments"
+scripts/make-envs.sh
+
+stage "local Slurm cluster"
+export DDLBENCH_SLURM_DIR="${DDLBENCH_SLURM_DIR:-/tmp/ddlbench-slurm-test}"
+slurm_was_up=0
+scripts/local-slurm.sh status >/dev/null 2>&1 && slurm_was_up=1
+scripts/local-slurm.sh up
+eval "$(scripts/local-slurm.sh env)"
+if [[ ${slurm_was_up} -eq 0 ]]; then
+  trap 'scripts/local-slurm.sh down >/dev/null 2>&1 || true' EXIT
+fi
+
+stage "pytest"
+set +e
+.venv/bin/python -m pytest -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [[ ${rc} -eq 5 ]]; then
+  echo "[test] pytest collected no tests: that is a failure" >&2
+  rc=1
+fi
+stage "pytest exited with ${rc}"
+exit "${rc}"
