@@ -52,10 +52,19 @@ def main() -> None:
             t0 = time.perf_counter()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run(
-                [sys.executable, "-m", "ddlbench", "submit", str(spec), "--dry-run",
-                 "--out", str(out)],
-                check=True, capture_output=True, env={"DDLBENCH_CLUSTERS": env_clusters,
-                                                      "PATH": "/usr/bin:/bin"},
+                [
+                    sys.executable,
+                    "-m",
+                    "ddlbench",
+                    "submit",
+                    str(spec),
+                    "--dry-run",
+                    "--out",
+                    str(out),
+                ],
+                check=True,
+                capture_output=True,
+                env={"DDLBENCH_CLUSTERS": env_clusters, "PATH": "/usr/bin:/bin"},
             )
             times.append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -63,11 +72,16 @@ def main() -> None:
         runs = len(list((out / "sweep10k" / "runs").iterdir()))
     med = statistics.median(times)
     print(f"runs rendered:           {runs}")
-    print(f"dry-run, median of {len(times)}:  {med:.2f} s   (min {min(times):.2f}, max {max(times):.2f})")
+    print(
+        f"dry-run, median of {len(times)}:  {med:.2f} s   "
+        f"(min {min(times):.2f}, max {max(times):.2f})"
+    )
     print(f"CPU time (user+sys):     {statistics.median(cpus):.2f} s median")
     print(f"per run:                 {med / runs * 1e6:.0f} us")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          "(wall time is only meaningful on an idle machine)")
+    print(
+        f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+        "(wall time is only meaningful on an idle machine)"
+    )
     print(f"target:                  <= 3.00 s  -> {'met' if med <= 3.0 else 'NOT met'}")
 
 

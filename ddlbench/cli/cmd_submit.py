@@ -95,7 +95,7 @@ def command(
         f"{spec_value.name}: {len(plan.runs)} runs on cluster profile '{profile.value.name}' "
         f"({why})"
     )
-    profile_text = profile.source.text + (f"\n# --exclusive\n" if exclusive else "")
+    profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {len(plan.runs)} runs into {rendered.root}")
     if dry_run:
@@ -120,7 +120,13 @@ def _render(render_campaign, plan, name, results, spec, profile, profile_text, c
                 bar.update(task, completed=done)
 
         return render_campaign(
-            plan, name, results, spec.source.text, spec.path, profile_text, profile.path,
+            plan,
+            name,
+            results,
+            spec.source.text,
+            spec.path,
+            profile_text,
+            profile.path,
             progress=progress,
         )
 

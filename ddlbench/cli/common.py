@@ -68,9 +68,7 @@ def campaign_dir(results: Path, campaign: Optional[str]) -> Path:
         return path
     known = list_campaigns(results)
     if not known:
-        raise InputError(
-            Problem(f"no campaigns in {results}; run 'ddlbench submit SPEC' first")
-        )
+        raise InputError(Problem(f"no campaigns in {results}; run 'ddlbench submit SPEC' first"))
     return max(
         (results / name for name in known), key=lambda p: (p / "campaign.json").stat().st_mtime
     )

@@ -14,6 +14,7 @@ script).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,8 +101,9 @@ def _atomic_write(path: Path | str, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def run_config(run: Run, plan: Plan, campaign: str, run_dir: Path,
-               spec_parts: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def run_config(
+    run: Run, plan: Plan, campaign: str, run_dir: Path, spec_parts: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
     """The ``run.json`` a workload reads (docs/run-config.md)."""
     spec = plan.spec
     parts = spec_parts if spec_parts is not None else _spec_parts(plan)
@@ -248,10 +250,8 @@ def render_campaign(
     spec_parts = _spec_parts(plan)
     for i, run in enumerate(plan.runs):
         run_dir = root / "runs" / run.run_id
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(run_dir)
-        except FileExistsError:
-            pass
         name = _template_name(run)
         if name not in templates:
             try:
@@ -260,8 +260,17 @@ def render_campaign(
                 raise InputError(
                     Problem(f"no template {name} for framework '{run.framework}'")
                 ) from None
-        ctx = run_context(run, plan.spec, plan.profile, campaign, run_dir, pkg_root,
-                          results_abs, ddlbench.__version__, cache)
+        ctx = run_context(
+            run,
+            plan.spec,
+            plan.profile,
+            campaign,
+            run_dir,
+            pkg_root,
+            results_abs,
+            ddlbench.__version__,
+            cache,
+        )
         # job.sh carries its run config and writes run.json when the job starts: one file per
         # run, and the config that runs is the one Slurm copied at submission
         config = run_config(run, plan, campaign, run_dir, spec_parts)

@@ -12,8 +12,9 @@ from ddlbench.spec.cluster import ClusterProfile, EnvSetup, expand_path
 from ddlbench.spec.experiment import ExperimentSpec
 
 
-def sbatch_options(run: Run, spec: ExperimentSpec, profile: ClusterProfile, run_dir: Path,
-                   job_name: str) -> List[ShellSafe]:
+def sbatch_options(
+    run: Run, spec: ExperimentSpec, profile: ClusterProfile, run_dir: Path, job_name: str
+) -> List[ShellSafe]:
     """The ``#SBATCH`` options, each one validated word."""
     s = profile.slurm
     o = spec.slurm
@@ -68,8 +69,9 @@ def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
     return [ShellSafe(line) for line in lines]
 
 
-def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: List[str]
-                     ) -> Dict[str, Any]:
+def launch_fragments(
+    run: Run, profile: ClusterProfile, setup: EnvSetup, binds: List[str]
+) -> Dict[str, Any]:
     """srun options and the command prefix that starts a workload process."""
     srun_opts: List[str] = [f"--cpus-per-task={profile.slurm.cpus_per_task}"]
     prefix: List[str] = []
@@ -79,8 +81,9 @@ def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: 
         mounts = [expand_path(b) for b in container.bind] + binds
         if container.runtime == "pyxis":
             srun_opts.append(f"--container-image={image}")
-            srun_opts.append("--container-mounts=" + ",".join(f"{m}:{m}" if ":" not in m else m
-                                                              for m in mounts))
+            srun_opts.append(
+                "--container-mounts=" + ",".join(f"{m}:{m}" if ":" not in m else m for m in mounts)
+            )
         else:
             prefix += [container.runtime, "exec"]
             if profile.device == "gpu":
@@ -88,9 +91,9 @@ def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: 
             for m in mounts:
                 prefix += ["--bind", m]
             prefix += list(container.options) + [image]
-    uses_mpi = (run.framework == "horovod" and run.framework_options.get("controller") == "mpi") or (
-        run.framework == "pytorch" and run.backend == "mpi"
-    )
+    uses_mpi = (
+        run.framework == "horovod" and run.framework_options.get("controller") == "mpi"
+    ) or (run.framework == "pytorch" and run.backend == "mpi")
     if uses_mpi and profile.slurm.mpi != "none":
         srun_opts.append(f"--mpi={profile.slurm.mpi}")
     python = expand_path(setup.python) if "/" in setup.python else setup.python
@@ -101,9 +104,17 @@ def launch_fragments(run: Run, profile: ClusterProfile, setup: EnvSetup, binds: 
     }
 
 
-def run_context(run: Run, spec: ExperimentSpec, profile: ClusterProfile, campaign: str,
-                run_dir: Path, pkg_root: Path, results_root: Path, ddlbench_version: str,
-                cache: Dict[Any, Any] | None = None) -> Dict[str, Any]:
+def run_context(
+    run: Run,
+    spec: ExperimentSpec,
+    profile: ClusterProfile,
+    campaign: str,
+    run_dir: Path,
+    pkg_root: Path,
+    results_root: Path,
+    ddlbench_version: str,
+    cache: Dict[Any, Any] | None = None,
+) -> Dict[str, Any]:
     """Template variables for one run.
 
     ``cache`` (one dict per campaign) keeps what depends only on the framework entry, not on

@@ -102,7 +102,7 @@ class EnvSetup(Strict):
         return _check_env(value)
 
     @model_validator(mode="after")
-    def _one_activation(self) -> "EnvSetup":
+    def _one_activation(self) -> EnvSetup:
         if self.venv and self.conda:
             raise ValueError("give either 'venv' or 'conda', not both")
         return self

@@ -52,7 +52,7 @@ class DataSpec(Strict):
     samples: int = Field(default=1_281_167, ge=1)
 
     @model_validator(mode="after")
-    def _path_needed(self) -> "DataSpec":
+    def _path_needed(self) -> DataSpec:
         if self.kind in ("mnist", "imagefolder") and not self.path:
             raise ValueError(f"data kind '{self.kind}' needs a path")
         if self.kind in ("synthetic", "digits") and self.path:
@@ -106,7 +106,9 @@ class Scale(Strict):
             if isinstance(item, str):
                 m = _POINT.match(item)
                 if not m:
-                    raise ValueError(f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4")
+                    raise ValueError(
+                        f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4"
+                    )
                 item = {"nodes": int(m.group(1)), "gpus_per_node": int(m.group(2))}
             out.append(item)
         return out
@@ -122,7 +124,7 @@ class Scale(Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_form(self) -> "Scale":
+    def _one_form(self) -> Scale:
         if (self.nodes is None) == (self.points is None):
             raise ValueError("give either 'nodes' (with optional 'gpus_per_node') or 'points'")
         if self.points is not None and self.gpus_per_node is not None:
@@ -296,7 +298,7 @@ class ExperimentSpec(Strict):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ExperimentSpec":
+    def _consistent(self) -> ExperimentSpec:
         if self.mode == "convergence" and self.epochs is None:
             raise ValueError("mode 'convergence' needs 'epochs'")
         if self.mode != "convergence" and self.target_accuracy is not None:
@@ -350,9 +352,7 @@ def build_framework_entry(item: Any) -> Any:
     if name is None:
         raise ValueError(f"a framework entry needs a 'name' (one of {', '.join(names)})")
     if name not in names:
-        raise ValueError(
-            f"{name!r} is not one of {', '.join(names)}{did_you_mean(name, names)}"
-        )
+        raise ValueError(f"{name!r} is not one of {', '.join(names)}{did_you_mean(name, names)}")
     label = item.get("label")
     options = {k: v for k, v in item.items() if k not in ("name", "label")}
     model = launchers()[name].options

@@ -140,9 +140,7 @@ def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
     return Loaded(validate_profile(source), source)
 
 
-def choose_profile(
-    spec: Loaded, cli_choice: Optional[str]
-) -> Tuple[Loaded, str]:
+def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str]:
     """The profile to use and why: the CLI option, the spec's ``cluster``, or the default.
 
     With nothing named, ``local`` is the default when no Slurm is present; on a machine with

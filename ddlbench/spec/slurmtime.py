@@ -7,13 +7,19 @@ import re
 _FORMS = [
     (re.compile(r"^(\d+)$"), lambda m: int(m[1])),
     (re.compile(r"^(\d+):(\d{1,2})$"), lambda m: int(m[1]) + int(m[2]) / 60),
-    (re.compile(r"^(\d+):(\d{1,2}):(\d{1,2})$"),
-     lambda m: int(m[1]) * 60 + int(m[2]) + int(m[3]) / 60),
+    (
+        re.compile(r"^(\d+):(\d{1,2}):(\d{1,2})$"),
+        lambda m: int(m[1]) * 60 + int(m[2]) + int(m[3]) / 60,
+    ),
     (re.compile(r"^(\d+)-(\d+)$"), lambda m: int(m[1]) * 1440 + int(m[2]) * 60),
-    (re.compile(r"^(\d+)-(\d+):(\d{1,2})$"),
-     lambda m: int(m[1]) * 1440 + int(m[2]) * 60 + int(m[3])),
-    (re.compile(r"^(\d+)-(\d+):(\d{1,2}):(\d{1,2})$"),
-     lambda m: int(m[1]) * 1440 + int(m[2]) * 60 + int(m[3]) + int(m[4]) / 60),
+    (
+        re.compile(r"^(\d+)-(\d+):(\d{1,2})$"),
+        lambda m: int(m[1]) * 1440 + int(m[2]) * 60 + int(m[3]),
+    ),
+    (
+        re.compile(r"^(\d+)-(\d+):(\d{1,2}):(\d{1,2})$"),
+        lambda m: int(m[1]) * 1440 + int(m[2]) * 60 + int(m[3]) + int(m[4]) / 60,
+    ),
 ]
 
 

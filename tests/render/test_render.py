@@ -39,8 +39,13 @@ def render(spec_path, profile_name, out: Path, campaign=None):
     profile = load_profile(profile_name)
     plan = plan_runs(spec.value, profile.value, spec.source)
     return render_campaign(
-        plan, campaign or spec.value.name, out, spec.source.text, str(spec_path),
-        profile.source.text, profile.path,
+        plan,
+        campaign or spec.value.name,
+        out,
+        spec.source.text,
+        str(spec_path),
+        profile.source.text,
+        profile.path,
     )
 
 
@@ -110,14 +115,18 @@ env:
     spec = load_spec_text(text, "q.yaml")
     profile = load_profile("local")
     plan = plan_runs(spec.value, profile.value, spec.source)
-    rendered = render_campaign(plan, "q", tmp_path, text, "q.yaml", profile.source.text, profile.path)
+    rendered = render_campaign(
+        plan, "q", tmp_path, text, "q.yaml", profile.source.text, profile.path
+    )
     script = (rendered.root / "runs" / "pytorch-lenet-n1x1-b32-r0" / "job.sh").read_text()
     start = script.index("export NASTY=")
     end = script.index("\nexport", start + 1)
     export_line = script[start:end]
     proc = subprocess.run(
         ["bash", "-c", export_line + '\nprintf %s "$NASTY"'],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert proc.stdout == nasty
     assert not (tmp_path / "PWNED").exists()

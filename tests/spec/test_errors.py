@@ -46,23 +46,44 @@ def test_good_spec_loads():
             "x.yaml:5:5: frameworks[0].backend: 'ncl' is not one of nccl, gloo, mpi "
             "(did you mean 'nccl'?)",
         ),
-        ("model: resnet50", "modle: resnet50", "x.yaml:2:1: modle: unknown key 'modle' (did you mean 'model'?)"),
+        (
+            "model: resnet50",
+            "modle: resnet50",
+            "x.yaml:2:1: modle: unknown key 'modle' (did you mean 'model'?)",
+        ),
         (
             "model: resnet50",
             "model: resnet5",
             "x.yaml:2:1: model: 'resnet5' is not one of resnet50, vgg16, vgg19, lenet "
             "(did you mean 'resnet50'?)",
         ),
-        ("batch_size: 32", "batch_size: big", "x.yaml:6:1: batch_size: expected an integer, got 'big'"),
+        (
+            "batch_size: 32",
+            "batch_size: big",
+            "x.yaml:6:1: batch_size: expected an integer, got 'big'",
+        ),
         (
             "  - name: pytorch",
             "  - name: pytorh",
             "x.yaml:4:5: frameworks[0].name: 'pytorh' is not one of horovod, keras, mxnet, "
             "pytorch, tensorflow (did you mean 'pytorch'?)",
         ),
-        ("  gpus_per_node: 4", "  gpus_per_nod: 4", "x.yaml:9:3: scale.gpus_per_nod: unknown key 'gpus_per_nod' (did you mean 'gpus_per_node'?)"),
-        ("  nodes: [1, 2]", "  nodes: [1, 0]", "x.yaml:8:3: scale.nodes: node counts must be at least 1"),
-        ("name: demo", "name: ../evil", "x.yaml:1:1: name: name '../evil' must start with a letter or digit"),
+        (
+            "  gpus_per_node: 4",
+            "  gpus_per_nod: 4",
+            "x.yaml:9:3: scale.gpus_per_nod: unknown key 'gpus_per_nod' "
+            "(did you mean 'gpus_per_node'?)",
+        ),
+        (
+            "  nodes: [1, 2]",
+            "  nodes: [1, 0]",
+            "x.yaml:8:3: scale.nodes: node counts must be at least 1",
+        ),
+        (
+            "name: demo",
+            "name: ../evil",
+            "x.yaml:1:1: name: name '../evil' must start with a letter or digit",
+        ),
     ],
 )
 def test_one_problem(old, new, expected):
@@ -113,7 +134,9 @@ def test_consistency_rules():
     assert any("needs 'global_batch_size'" in e for e in errors(GOOD + "scaling: strong\n"))
     assert any(
         "has no allreduce workload" in e
-        for e in errors(GOOD.replace("name: pytorch\n    backend: nccl", "name: mxnet") + "mode: allreduce\n")
+        for e in errors(
+            GOOD.replace("name: pytorch\n    backend: nccl", "name: mxnet") + "mode: allreduce\n"
+        )
     )
 
 
@@ -124,9 +147,16 @@ def test_profile_errors():
     with pytest.raises(InputError) as info:
         validate_profile(source)
     got = [str(p) for p in info.value.problems]
-    assert got[0] == "p.yaml:2:1: scheduler: 'slurmm' is not one of slurm, local (did you mean 'slurm'?)"
-    assert got[1] == "p.yaml:4:3: slurm.partiton: unknown key 'partiton' (did you mean 'partition'?)"
-    assert got[2].startswith("p.yaml:5:3: slurm.time_limit: time limit '1 hour' is not a Slurm time")
+    assert (
+        got[0]
+        == "p.yaml:2:1: scheduler: 'slurmm' is not one of slurm, local (did you mean 'slurm'?)"
+    )
+    assert (
+        got[1] == "p.yaml:4:3: slurm.partiton: unknown key 'partiton' (did you mean 'partition'?)"
+    )
+    assert got[2].startswith(
+        "p.yaml:5:3: slurm.time_limit: time limit '1 hour' is not a Slurm time"
+    )
 
 
 def test_unsafe_values_rejected():
@@ -157,5 +187,6 @@ def test_cli_bad_spec_exit_2_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
-        f"{bad}:5:5: frameworks[0].backend: 'ncl' is not one of nccl, gloo, mpi (did you mean 'nccl'?)"
+        f"{bad}:5:5: frameworks[0].backend: 'ncl' is not one of nccl, gloo, mpi "
+        "(did you mean 'nccl'?)"
     )

@@ -83,7 +83,9 @@ def test_zip_pairs_axes():
 
 def test_zip_lengths_must_match():
     s = spec(batch_size=[32, 64], scale={"points": ["1x1"]}, zip=["scale", "batch_size"])
-    with pytest.raises(InputError, match="zipped axes differ in length: scale has 1, batch_size has 2"):
+    with pytest.raises(
+        InputError, match="zipped axes differ in length: scale has 1, batch_size has 2"
+    ):
         plan_runs(s, GPU4)
 
 
@@ -168,8 +170,10 @@ sweeps = st.fixed_dictionaries(
         "frameworks": frameworks,
         "batch_size": st.lists(st.integers(1, 512), min_size=1, max_size=3, unique=True),
         "scale": st.fixed_dictionaries(
-            {"nodes": st.lists(st.integers(1, 64), min_size=1, max_size=4, unique=True),
-             "gpus_per_node": st.integers(1, 4)}
+            {
+                "nodes": st.lists(st.integers(1, 64), min_size=1, max_size=4, unique=True),
+                "gpus_per_node": st.integers(1, 4),
+            }
         ),
         "repeats": st.integers(1, 3),
         "variants": st.lists(
@@ -194,8 +198,11 @@ def test_plan_is_deterministic_and_ids_unique_and_safe(data):
         assert SAFE_NAME.match(run_id) and ".." not in run_id and "/" not in run_id
     n_variants = max(1, len(data["variants"]))
     expected = (
-        len(data["frameworks"]) * len(data["batch_size"]) * len(data["scale"]["nodes"])
-        * n_variants * data["repeats"]
+        len(data["frameworks"])
+        * len(data["batch_size"])
+        * len(data["scale"]["nodes"])
+        * n_variants
+        * data["repeats"]
     )
     assert len(first) == expected
     for r in first:
