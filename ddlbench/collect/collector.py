@@ -336,11 +336,14 @@ def _discover(campaign_dir: Path, runs: List[dict]) -> List[RankFile]:
         logs = campaign_dir / r["run_dir"] / "logs"
         if not logs.is_dir():
             continue
-        for p in sorted(logs.rglob("rank-*.jsonl")):
-            if not p.is_file():
-                continue
-            st = p.stat()
-            files.append(RankFile(p, r["run_id"], size=st.st_size, mtime_ns=st.st_mtime_ns))
+        found = []
+        for p in logs.rglob("rank-*.jsonl"):
+            if p.is_file():
+                st = p.stat()
+                found.append(RankFile(p, r["run_id"], size=st.st_size, mtime_ns=st.st_mtime_ns))
+        # rank order (rank-2 before rank-10): the step rows then need no reordering
+        found.sort(key=lambda f: (f.name_rank if f.name_rank is not None else -1, str(f.path)))
+        files.extend(found)
     return files
 
 

@@ -657,14 +657,15 @@ def benchmark_campaign(
         scales.append((nodes, 4))
         total += need
         nodes *= 2
-    runs = sweep(("pytorch", "horovod"), scales, repeats=1, measure_steps=steps - 10)
+    runs = sweep(("pytorch", "horovod"), scales, repeats=1)
+    left = ranks - total
+    rep = 1
+    while left > 0:  # the remainder: more repeats of the smallest configuration
+        tp = min(left, 4)
+        runs.append(SynthRun("pytorch", nodes=1, tasks_per_node=tp, repeat=rep))
+        left -= tp
+        rep += 1
     for r in runs:
         r.warmup_steps = 10
-    left = ranks - total
-    r = 1
-    while left > 0:
-        tp = min(left, 4)
-        runs.append(SynthRun("pytorch", nodes=1, tasks_per_node=tp, repeat=r, measure_steps=steps))
-        left -= tp
-        r += 1
+        r.measure_steps = steps - 10
     return write_campaign(root, name, runs, seed=seed)

@@ -11,37 +11,54 @@ from pathlib import Path
 from typing import Dict, List
 
 import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
-    FuncFormatter,
-    LogLocator,
-    MaxNLocator,
-    NullFormatter,
-)
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 STYLES = ["-", "--", "-.", ":"]
-PALETTE = plt.get_cmap("tab10").colors
+PALETTE = colormaps["tab10"].colors
+# fixed margins (fractions of the figure): cheaper than a tight bounding box per save
+MARGINS = dict(left=0.1, right=0.975, bottom=0.115, top=0.915)
 
-plt.rcParams.update(
-    {
-        "font.size": 10,
-        "axes.titlesize": 11,
-        "axes.labelsize": 10,
-        "legend.fontsize": 8.5,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "figure.dpi": 100,
-        "savefig.dpi": 150,
-        "svg.fonttype": "none",  # text stays text in the SVG
-        "svg.hashsalt": "ddlbench",  # stable ids: identical input gives identical SVG
-    }
-)
+RC = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8.5,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "svg.fonttype": "none",  # text stays text in the SVG
+    "svg.hashsalt": "ddlbench",  # stable ids: identical input gives identical SVG
+}
+
+
+def styled(fn):
+    """Run a figure function under the report's matplotlib style."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(RC):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(width: float = 7.2, height: float = 4.6, ncols: int = 1, **margins):
+    """A figure on an Agg canvas (no pyplot: no global state, faster import)."""
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(width, height))
+        FigureCanvasAgg(fig)
+        axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    fig.subplots_adjust(**dict(MARGINS, **margins))
+    return fig, axes
 
 
 def _fmt_count(v, _pos=None) -> str:
@@ -94,11 +111,12 @@ def save(fig, directory: Path, name: str) -> Dict[str, Path]:
     """Write ``name.png`` and ``name.svg``; returns both paths."""
     directory.mkdir(parents=True, exist_ok=True)
     out = {}
-    for ext in ("png", "svg"):
-        path = directory / f"{name}.{ext}"
-        fig.savefig(path, bbox_inches="tight", metadata=_metadata(ext))
-        out[ext] = path
-    plt.close(fig)
+    with matplotlib.rc_context(RC):
+        for ext in ("png", "svg"):
+            path = directory / f"{name}.{ext}"
+            kw = {"pil_kwargs": {"compress_level": 3}} if ext == "png" else {}
+            fig.savefig(path, metadata=_metadata(ext), **kw)
+            out[ext] = path
     return out
 
 
@@ -120,10 +138,11 @@ def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
     return points, series
 
 
+@styled
 def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     """Median global throughput vs devices, 95 % CI bars, ideal (linear) scaling dashed."""
     points, series = _plot_series(points, series)
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["throughput_median"].notna()]
@@ -164,16 +183,17 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     ax.set_title("Throughput vs devices (median of repeats, 95 % CI; dotted: ideal scaling)")
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        handles.append(plt.Line2D([], [], color="grey", linestyle=(0, (1, 2))))
+        handles.append(Line2D([], [], color="grey", linestyle=(0, (1, 2))))
         labels.append("ideal (linear from base)")
         ax.legend(handles, labels, loc="upper left", frameon=True)
     return fig
 
 
+@styled
 def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
     """Scaling efficiency vs devices, threshold line, knee of every series marked."""
     points, series = _plot_series(points, series)
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
@@ -227,18 +247,19 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         handles.append(
-            plt.Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
+            Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
         )
         labels.append("knee")
         ax.legend(handles, labels, loc="lower left", frameon=True)
     return fig
 
 
+@styled
 def rank_distribution_figure(ranks: pd.DataFrame, run_id: str, top: int = 3):
     """Per-rank step time of one run: median, interquartile range, 5-95 % range."""
     r = ranks.sort_values("rank")
     r = r[r["step_time_median_s"].notna()]
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, (ax,) = new_figure(7.2, 4.4, top=0.87)
     if not len(r):
         return fig
     x = r["rank"].to_numpy()
@@ -288,9 +309,10 @@ def rank_distribution_figure(ranks: pd.DataFrame, run_id: str, top: int = 3):
     return fig
 
 
+@styled
 def accuracy_batch_figure(conv: pd.DataFrame):
     """Final top-1 accuracy vs global batch size, with and without gradual warmup."""
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    fig, (ax,) = new_figure(7.2, 4.4)
     if not len(conv):
         return fig
     colors = _framework_colors(conv["framework"])
@@ -332,14 +354,19 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     return fig
 
 
+@styled
 def curves_figure(curves: pd.DataFrame):
     """Validation accuracy per epoch of every convergence run, by global batch size."""
     arms = sorted(curves["warmup"].unique()) if len(curves) else []
-    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(7.2, 4.0), sharey=True, squeeze=False)
+    fig, axes = new_figure(7.2, 4.2, ncols=max(len(arms), 1), top=0.84, wspace=0.08)
+    for ax in axes[1:]:
+        ax.sharey(axes[0])
+        ax.tick_params(labelleft=False)
+    axes = [axes]
     if not len(curves):
         return fig
     gbs = sorted(curves["global_batch_size"].dropna().unique())
-    cmap = plt.get_cmap("viridis")
+    cmap = colormaps["viridis"]
     color = {b: cmap(i / max(len(gbs) - 1, 1)) for i, b in enumerate(gbs)}
     for ax, arm in zip(axes[0], arms):
         c = curves[curves["warmup"] == arm]
@@ -363,9 +390,10 @@ def curves_figure(curves: pd.DataFrame):
     return fig
 
 
+@styled
 def busbw_figure(ar: pd.DataFrame):
     """Allreduce bus bandwidth vs message size, one line per configuration."""
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    fig, (ax,) = new_figure(7.2, 4.6, bottom=0.19)
     if not len(ar):
         return fig
     colors = _framework_colors(ar["framework"])

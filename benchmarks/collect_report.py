@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Benchmark: ``ddlbench report`` (collect + analyse + plots + HTML/MD) on ~1,000,000 steps.
+
+Generates a synthetic campaign in the documented log format (512 ranks x ~1,954 steps
+= ~1,000,000 step records, ~200 MB of JSON Lines), then measures, each in a fresh Python
+process so that imports count and memory is the process's own:
+
+- ``report``: ``python -m ddlbench report --results ROOT bench`` with no collected data, i.e.
+  collect + report as a user runs it (target: <= 5 s wall, <= 1 GiB peak RSS);
+- ``collect`` alone and ``report`` alone (data already collected), for the breakdown;
+- the floor: pyarrow's JSON reader alone parsing the same files (one call over all bytes with
+  the step schema, as the collector does; and naive per-file calls with inferred schemas).
+
+Files are read from the page cache (they were just written). Wall and CPU (user+sys) times
+are printed: on a shared machine CPU time is the steadier figure.
+
+    python benchmarks/collect_report.py [--dir DIR] [--ranks 512] [--steps 1954] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 5.0
+TARGET_MIB = 1024.0
+
+FLOOR_BULK = r"""
+import glob, sys, pyarrow as pa, pyarrow.json as pj
+from ddlbench.collect.reader import PARSE_SCHEMA
+files = sorted(glob.glob(sys.argv[1] + "/runs/*/logs/rank-*.jsonl"))
+buf = b"".join(open(f, "rb").read() for f in files)
+t = pj.read_json(pa.py_buffer(buf), read_options=pj.ReadOptions(block_size=16 << 20),
+                 parse_options=pj.ParseOptions(explicit_schema=PARSE_SCHEMA,
+                                               unexpected_field_behavior="ignore"))
+print(t.num_rows)
+"""
+FLOOR_NAIVE = r"""
+import glob, sys, pyarrow.json as pj
+n = 0
+for f in sorted(glob.glob(sys.argv[1] + "/runs/*/logs/rank-*.jsonl")):
+    n += pj.read_json(f).num_rows
+print(n)
+"""
+
+
+def measure(cmd, env=None):
+    """Run ``cmd`` in a child; returns (wall s, cpu s, peak RSS MiB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # ru_maxrss of children is the largest child so far: run the biggest first or alone
+    return wall, cpu, after.ru_maxrss / 1024.0
+
+
+def peak_of(cmd) -> float:
+    """Peak RSS (MiB) of one command, measured by a fresh wrapper process."""
+    code = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+        "stdout=subprocess.DEVNULL); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *cmd], check=True, capture_output=True)
+    return int(out.stdout.split()[-1]) / 1024.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", help="work folder (default: a temporary one, removed afterwards)")
+    ap.add_argument("--ranks", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=1954, help="steps per rank (incl. 10 warmup)")
+    ap.add_argument("--repeat", type=int, default=3, help="measurements of each figure")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args()
+
+    from ddlbench.collect.synth import benchmark_campaign
+
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="ddlbench-bench-"))
+    root = work / "results"
+    camp = root / "bench"
+    try:
+        if not (camp / "campaign.json").is_file():
+            t0 = time.perf_counter()
+            benchmark_campaign(root, "bench", ranks=args.ranks, steps=args.steps)
+            print(f"generated in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        logs = sorted(camp.glob("runs/*/logs/rank-*.jsonl"))
+        size = sum(p.stat().st_size for p in logs)
+        steps = args.ranks * args.steps
+        print(
+            f"campaign: {len(logs)} rank logs, {steps:,} step records, {size / 1e6:.0f} MB; "
+            f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}"
+        )
+        py = sys.executable
+        env = dict(os.environ, DDLBENCH_RESULTS=str(root))
+        report_cmd = [py, "-m", "ddlbench", "report", "bench", "-q"]
+        collect_cmd = [py, "-m", "ddlbench", "collect", "bench", "-q"]
+        figures = {}
+
+        def fresh_report():
+            shutil.rmtree(camp / "data", ignore_errors=True)
+            shutil.rmtree(camp / "report", ignore_errors=True)
+            return measure(report_cmd, env)
+
+        rows = [
+            ("collect + report (ddlbench report, no data yet)", fresh_report, report_cmd, True),
+            ("collect alone (ddlbench collect)", lambda: measure(collect_cmd, env), None, False),
+            ("report alone (data up to date)", lambda: measure(report_cmd, env), None, False),
+            (
+                "floor: pyarrow, one call, step schema",
+                lambda: measure([py, "-c", FLOOR_BULK, str(camp)]),
+                None,
+                False,
+            ),
+            (
+                "floor: pyarrow, per file, inferred",
+                lambda: measure([py, "-c", FLOOR_NAIVE, str(camp)]),
+                None,
+                False,
+            ),
+        ]
+        for name, fn, _, _ in rows:
+            walls, cpus = [], []
+            for _ in range(args.repeat):
+                w, c, _rss = fn()
+                walls.append(w)
+                cpus.append(c)
+            figures[name] = (walls, cpus)
+        # peak memory of the main figure, alone in its own wrapper process
+        shutil.rmtree(camp / "data", ignore_errors=True)
+        peak = peak_of([*report_cmd[:3], "report", "--results", str(root), "bench", "-q"])
+
+        print(f"{'':50s} {'wall min':>9s} {'wall med':>9s} {'cpu min':>9s}")
+        for name, (walls, cpus) in figures.items():
+            print(
+                f"{name:50s} {min(walls):8.2f}s {statistics.median(walls):8.2f}s {min(cpus):8.2f}s"
+            )
+        main_wall = min(figures[rows[0][0]][0])
+        print(f"peak RSS of collect + report: {peak:.0f} MiB")
+        ok_t = main_wall <= TARGET_S
+        ok_m = peak <= TARGET_MIB
+        print(
+            f"targets: time {main_wall:.2f} s <= {TARGET_S} s: {'met' if ok_t else 'MISSED'}; "
+            f"memory {peak:.0f} MiB <= {TARGET_MIB:.0f} MiB: {'met' if ok_m else 'MISSED'}"
+        )
+        return 0 if (ok_t and ok_m) or not args.check else 1
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
