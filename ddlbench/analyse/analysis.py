@@ -320,6 +320,7 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         "world_size",
         "status",
         "straggler_index",
+        "compute_straggler_index",
         "straggler",
         "step_time_median_s",
         "step_time_jitter_s",

@@ -656,7 +656,7 @@ def _runs_frame(
         cols[c] = ranks[c].to_numpy()
     for c in ("step_time_median_s", "step_time_jitter_s", "samples_measured", "t_first"):
         cols[c] = ranks[c].to_numpy(dtype=float)
-    for c in ("t_last", "throughput", "start_time", "summary_samples_measured"):
+    for c in ("t_last", "throughput", "start_time", "summary_samples_measured", "compute_median_s"):
         cols[c] = ranks[c].to_numpy(dtype=float)
     by_run: Dict[str, _RunRanks] = {}
     rid_arr = cols["run_id"]
@@ -811,6 +811,7 @@ RUN_METRIC_COLUMNS = [
     "step_time_median_s",
     "step_time_jitter_s",
     "straggler_index",
+    "compute_straggler_index",
     "slowest_rank",
     "slowest_host",
     "slowest_ranks",
@@ -851,6 +852,12 @@ def _run_metrics(row: dict, g: Optional[_RunRanks], ws, complete: bool, problems
         row["slowest_ranks"] = "; ".join(
             f"{int(rk[i])}@{host[i]} {med[ok][i] * 1e3:.1f} ms" for i in order[:3]
         )
+    comp = g["compute_median_s"]
+    okc = ~np.isnan(comp)
+    if okc.any():
+        centre = float(np.median(comp[okc]))
+        if centre > 0:
+            row["compute_straggler_index"] = float(comp[okc].max() / centre)
     if not complete:
         return
     # global throughput: all measured samples over the union of the measured windows
@@ -931,6 +938,7 @@ def _typed_runs(df: pd.DataFrame) -> pd.DataFrame:
         "step_time_median_s",
         "step_time_jitter_s",
         "straggler_index",
+        "compute_straggler_index",
         "final_accuracy",
         "best_accuracy",
         "time_to_accuracy_s",

@@ -86,6 +86,7 @@ class SynthRun:
     step_times: Optional[Dict[int, Sequence[float]]] = None  # rank -> exact durations
     gap: float = 0.0  # idle time between a step's end and the next step's start (s)
     noise: float = 0.02  # log-normal sigma of step durations
+    compute_fraction: Optional[float] = None  # log compute_s = this x step, comm_s the rest
     repeat_noise: float = 0.005  # log-normal sigma of the whole run's speed
     stragglers: Dict[int, float] = field(default_factory=dict)  # rank -> slowdown factor
     rank_offsets: Dict[int, float] = field(default_factory=dict)  # rank -> start offset (s)
@@ -232,18 +233,28 @@ def _step_lines(
     samples: int,
     loss: np.ndarray,
     lr: float,
+    compute: Optional[np.ndarray] = None,
 ) -> str:
-    """Step records formatted like ``json.dumps`` would (fast: no dict per line)."""
+    """Step records formatted like ``json.dumps`` would (fast: no dict per line).
+
+    ``compute``: compute time per step (the rest of the step is logged as ``comm_s``)."""
     lr_s = repr(float(lr))
     parts = []
-    for s, e, ts, te, lo in zip(
-        steps.tolist(), epochs.tolist(), t_start.tolist(), t_end.tolist(), loss.tolist()
+    if compute is None:
+        split = ['null, "comm_s": null'] * len(steps)
+    else:
+        split = [
+            f'{c!r}, "comm_s": {(te - ts) - c!r}'
+            for c, ts, te in zip(compute.tolist(), t_start.tolist(), t_end.tolist())
+        ]
+    for s, e, ts, te, lo, cs in zip(
+        steps.tolist(), epochs.tolist(), t_start.tolist(), t_end.tolist(), loss.tolist(), split
     ):
         phase = "warmup" if s < warmup else "measure"
         parts.append(
             f'{{"type": "step", "step": {s}, "epoch": {e}, "phase": "{phase}", '
             f'"t_start": {ts!r}, "t_end": {te!r}, "samples": {samples}, "loss": {lo!r}, '
-            f'"lr": {lr_s}, "compute_s": null, "comm_s": null}}\n'
+            f'"lr": {lr_s}, "compute_s": {cs}}}\n'
         )
     return "".join(parts)
 
@@ -404,6 +415,9 @@ def write_run(campaign_dir: Path, campaign: str, run: SynthRun, index: int, rng)
                     )
                 out.append("".join(buf))
             else:
+                compute = None
+                if run.compute_fraction is not None:
+                    compute = (t_end - t_start) * run.compute_fraction
                 out.append(
                     _step_lines(
                         steps,
@@ -414,6 +428,7 @@ def write_run(campaign_dir: Path, campaign: str, run: SynthRun, index: int, rng)
                         run.batch_size,
                         loss,
                         run.peak_lr,
+                        compute,
                     )
                 )
             meas = steps >= run.warmup_steps

@@ -297,6 +297,11 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
             )
         ]
     if len(a.stragglers):
+        comp = (
+            [("compute index", lambda r: fsig(r["compute_straggler_index"], 4), True)]
+            if a.stragglers["compute_straggler_index"].notna().any()
+            else []
+        )
         t["stragglers"] = [
             _table(
                 "Straggler index per run (worst first)",
@@ -305,6 +310,7 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("N", lambda r: fint(r["world_size"]), True),
                     ("status", lambda r: ftext(r["status"]), False),
                     ("straggler index", lambda r: fsig(r["straggler_index"], 4), True),
+                    *comp,
                     ("median step ms", lambda r: fms(r["step_time_median_s"]), True),
                     ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
                     (

@@ -194,3 +194,23 @@ def test_throughput_statistics_over_repeats_end_to_end(results):
     assert c["repeats"] == 3 and c["throughput_median"] == 32.0
     assert c["throughput_mean"] == pytest.approx(112 / 3)
     assert bool(c["noisy"])
+
+
+def test_compute_split_straggler_index(results):
+    # compute_s = 0.5 x step time on every rank: per-rank compute medians 0.5, 0.5, 0.6, 0.8
+    # -> compute straggler index = 0.8 / median(0.5, 0.5, 0.6, 0.8) = 0.8 / 0.55 = 1.4545...
+    times = {0: [1.0] * 3, 1: [1.0] * 3, 2: [1.2] * 3, 3: [1.6] * 3}
+    run = exact_run(
+        nodes=1,
+        tasks_per_node=4,
+        warmup_steps=0,
+        measure_steps=3,
+        step_times=times,
+        compute_fraction=0.5,
+    )
+    d = collect_campaign(write_campaign(results, "split", [run]))
+    r = d.runs.iloc[0]
+    assert r["compute_straggler_index"] == pytest.approx(0.8 / 0.55, rel=1e-6)
+    rk = d.ranks.set_index("rank")
+    assert rk.loc[3, "compute_median_s"] == pytest.approx(0.8, rel=1e-6)
+    assert rk.loc[3, "comm_median_s"] == pytest.approx(0.8, rel=1e-6)
