@@ -94,7 +94,8 @@ def launch_fragments(
     uses_mpi = (
         run.framework == "horovod" and run.framework_options.get("controller") == "mpi"
     ) or (run.framework == "pytorch" and run.backend == "mpi")
-    if uses_mpi and profile.slurm.mpi != "none":
+    # the local executor starts tasks itself: there is no PMI for MPI to use
+    if uses_mpi and profile.slurm.mpi != "none" and profile.scheduler == "slurm":
         srun_opts.append(f"--mpi={profile.slurm.mpi}")
     python = expand_path(setup.python) if "/" in setup.python else setup.python
     return {

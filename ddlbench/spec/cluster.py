@@ -126,6 +126,8 @@ class SlurmSettings(Strict):
     extra_sbatch: List[str] = Field(default_factory=list)
     #: whether sacct works here; ``auto`` tries it and falls back to scontrol + jobcomp
     sacct: Literal["auto", "yes", "no"] = "auto"
+    #: the jobcomp/filetxt file, when sacct is off (default: JobCompLoc from scontrol show config)
+    jobcomp_loc: Optional[str] = None
 
     @field_validator("partition", "account", "qos", "gpu_type", "constraint")
     @classmethod
