@@ -1,0 +1,218 @@
+"""End to end, as users run it: `ddlbench submit` -> real frameworks -> `wait` -> `collect`.
+
+Every framework trains LeNet on the digits data with 2 real ranks through the local executor;
+PyTorch, TensorFlow and MXNet also run through the project's real Slurm cluster with two
+emulated nodes and one rank each. Then the quickstart runs through `report`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCHEMA = json.loads((ROOT / "ddlbench" / "schemas" / "rank-log-v1.schema.json").read_text())
+ENVS = {
+    "pytorch": "torch",
+    "tensorflow": "tensorflow",
+    "keras": "tensorflow",
+    "horovod": "horovod",
+    "mxnet": "mxnet",
+}
+
+SPEC = """\
+name: e2e
+model: lenet
+data: digits
+frameworks:
+{frameworks}
+batch_size: 16
+steps: {{warmup: 3, measure: 12}}
+optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
+lr_scaling: {{rule: none}}
+scale: {{points: [{point}]}}
+slurm: {{time: "00:05:00"}}
+"""
+
+ALL = """\
+  - {name: pytorch, backend: gloo}
+  - {name: tensorflow, communication: ring}
+  - {name: keras, communication: ring}
+  - {name: horovod, wraps: pytorch, controller: gloo}
+  - {name: horovod, wraps: tensorflow, controller: gloo}
+  - {name: mxnet, kvstore: dist_sync, servers: 1}"""
+
+ON_SLURM = """\
+  - {name: pytorch, backend: gloo}
+  - {name: tensorflow, communication: ring}
+  - {name: mxnet, kvstore: dist_sync, servers: 1}"""
+
+
+def require_envs(*frameworks: str) -> None:
+    root = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
+    missing = sorted({ENVS[f] for f in frameworks if not (root / ENVS[f] / "bin/python").exists()})
+    if missing:
+        msg = f"framework environments missing in {root}: {', '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " (scripts/test.sh builds them)")
+        pytest.skip(msg + " (scripts/make-envs.sh)")
+
+
+def ddlbench(*args: str, results: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DDLBENCH_RESULTS=str(results))
+    return subprocess.run(
+        [sys.executable, "-m", "ddlbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path:
+    spec = tmp / f"{campaign}.yaml"
+    spec.write_text(spec_text)
+    results = tmp / "results"
+    sub = ddlbench(
+        "submit", str(spec), "--cluster", cluster, "--campaign", campaign, results=results
+    )
+    assert sub.returncode == 0, sub.stderr
+    waited = ddlbench("wait", campaign, "--timeout", "840", results=results)
+    status = ddlbench("status", campaign, "--json", results=results)
+    assert waited.returncode == 0, _diagnose(results / campaign, waited.stdout + status.stdout)
+    return results / campaign
+
+
+def _diagnose(root: Path, text: str) -> str:
+    """On failure, show the tail of every run's stderr: it names the failing framework."""
+    out = [text]
+    for err in sorted(root.glob("runs/*/slurm-*.err")):
+        tail = err.read_text(errors="replace").splitlines()[-15:]
+        out.append(f"--- {err.relative_to(root)}\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
+def check_run(run_dir: Path, world: int) -> None:
+    import jsonschema
+
+    logs = sorted((run_dir / "logs").glob("rank-*.jsonl"))
+    assert [p.name for p in logs] == [f"rank-{k}.jsonl" for k in range(world)], run_dir
+    checksums, losses = set(), []
+    for path in logs:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for record in records:
+            jsonschema.validate(record, SCHEMA)
+        assert records[0]["type"] == "meta" and records[-1]["type"] == "summary"
+        assert records[0]["world_size"] == world
+        checksums.add(records[-1]["param_sha256"])
+        losses.append([r["loss"] for r in records if r["type"] == "step"])
+        summary = records[-1]
+        assert summary["steps_measured"] == 12 and summary["throughput"] > 0
+    # data parallelism is real: every rank ends with bit-identical parameters
+    assert len(checksums) == 1, f"{run_dir.name}: ranks disagree on parameters"
+    # and training works: the loss of rank 0 goes down over 15 steps
+    first, last = losses[0][:3], losses[0][-3:]
+    assert sum(last) < sum(first), f"{run_dir.name}: loss did not decrease {losses[0]}"
+
+
+def check_collected(root: Path, results: Path, runs: int) -> None:
+    import pandas as pd
+
+    proc = ddlbench("collect", root.name, results=results)
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_parquet(root / "data" / "runs.parquet")
+    assert len(table) == runs
+    assert table["complete"].all(), table.to_string()
+
+
+@pytest.mark.frameworks
+@pytest.mark.slow
+def test_every_framework_on_the_local_executor(tmp_path):
+    require_envs("pytorch", "tensorflow", "keras", "horovod", "mxnet")
+    root = run_campaign(SPEC.format(frameworks=ALL, point="1x2"), "local", "e2e-local", tmp_path)
+    runs = sorted((root / "runs").iterdir())
+    assert [r.name.split("-lenet-")[0] for r in runs] == [
+        "horovod-tf",
+        "horovod-torch",
+        "keras",
+        "mxnet",
+        "pytorch",
+        "tensorflow",
+    ]
+    for run_dir in runs:
+        check_run(run_dir, world=2)
+    check_collected(root, tmp_path / "results", 6)
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_frameworks_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
+    require_envs("pytorch", "tensorflow", "mxnet")
+    root = run_campaign(
+        SPEC.format(frameworks=ON_SLURM, point="2x1"), "localslurm", "e2e-slurm", tmp_path
+    )
+    for run_dir in sorted((root / "runs").iterdir()):
+        check_run(run_dir, world=2)
+        # one rank per emulated node: the ranks saw node ids 0 and 1
+        metas = [
+            json.loads(p.read_text().splitlines()[0])
+            for p in sorted((run_dir / "logs").glob("rank-*.jsonl"))
+        ]
+        assert sorted(m["node_rank"] for m in metas) == [0, 1]
+        assert all(m["slurm_job_id"] for m in metas)
+    check_collected(root, tmp_path / "results", 3)
+
+
+@pytest.mark.frameworks
+@pytest.mark.slow
+def test_quickstart_end_to_end_report(tmp_path):
+    """The README's main job: quickstart on the local executor, then the report."""
+    require_envs("pytorch")
+    results = tmp_path / "results"
+    sub = ddlbench(
+        "submit",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        "--campaign",
+        "qs",
+        "--cluster",
+        "local",
+        results=results,
+    )
+    assert sub.returncode == 0, sub.stderr
+    assert ddlbench("wait", "qs", results=results).returncode == 0
+    rep = ddlbench("report", results=results)  # no campaign named: the most recent one
+    assert rep.returncode == 0, rep.stderr
+    report_dir = results / "qs" / "report"
+    assert str(report_dir / "report.html") in rep.stdout + rep.stderr
+    md = (report_dir / "report.md").read_text()
+    for section in (
+        "## Summary",
+        "## Throughput and scaling",
+        "## Statistics",
+        "## Stragglers",
+        "## Provenance",
+    ):
+        assert section in md, section
+    html = (report_dir / "report.html").read_text()
+    assert html.count("<img") + html.count("<svg") >= 3
+    assert "http://" not in html and "https://" not in html  # self-contained
+    for plot in ("throughput", "efficiency", "rank_step_times"):
+        assert (report_dir / "plots" / f"{plot}.png").stat().st_size > 1000
+    # re-running submit never submits twice
+    again = ddlbench(
+        "submit",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        "--campaign",
+        "qs",
+        "--cluster",
+        "local",
+        results=results,
+    )
+    assert again.returncode == 0 and "0 submitted" in again.stderr + again.stdout
