@@ -139,7 +139,13 @@ def body(ctx: Context) -> None:
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from .tensorflow import make_data, model_checksum, resolve_precision, setup_device
+    from .tensorflow import (
+        make_data,
+        model_checksum,
+        resolve_precision,
+        setup_device,
+        tf_variable,
+    )
 
     hvd.init()
     try:
@@ -167,7 +173,9 @@ def body(ctx: Context) -> None:
         data = make_data(tf, cfg, info, device)
         compression = hvd.Compression.fp16 if opts.get("fp16_allreduce") else hvd.Compression.none
         step_fn, opt_vars = make_step_fn(tf, hvd, model, cfg, use_amp, data.fixed, compression)
-        hvd.broadcast_variables(list(model.variables) + opt_vars, root_rank=0)
+        # Keras 3 wraps tf.Variables; Horovod assigns to the tf.Variable behind each
+        variables = [tf_variable(v) for v in model.variables]
+        hvd.broadcast_variables(variables + opt_vars, root_rank=0)
         schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
         evaluate_fn = None
         if cfg["mode"] == "convergence":

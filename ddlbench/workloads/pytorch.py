@@ -348,7 +348,7 @@ def make_step_fn(
         if comm_timer is not None:
             comm_timer.begin_step()
         set_lr(optimizer, lr)
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
         if scaler is not None:
             with torch.autocast("cuda", dtype=torch.float16):
                 loss = crit(model(x), y)

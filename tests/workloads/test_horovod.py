@@ -30,6 +30,12 @@ SLURM = {
 }
 
 
+def assert_loss_goes_down(losses):
+    """Loss of the last 10 steps well below the first 4 (robust to a single spike)."""
+    start = sum(losses[:4]) / 4
+    assert min(losses[-10:]) < start - 0.5 and sum(losses[-10:]) / 10 < start - 0.2, losses
+
+
 def test_slurm_to_horovod_mapping():
     env = horovod_env_from_slurm(SLURM)
     assert env["HOROVOD_CONTROLLER"] == "gloo" and env["HOROVOD_CPU_OPERATIONS"] == "gloo"
@@ -89,8 +95,8 @@ def test_horovod_torch_lenet_digits(launch_ranks, run_config, check_data_paralle
         "horovod_torch",
         framework="horovod",
         framework_options={"wraps": "pytorch", "controller": "gloo"},
-        steps={"warmup": 3, "measure": 30},
-        optimizer={"lr": 0.03, "base_lr": 0.03},
+        steps={"warmup": 3, "measure": 40},
+        optimizer={"lr": 0.02, "base_lr": 0.02},
     )
     result = _launch(launch_ranks, cfg)
     check_data_parallel(result)
@@ -100,9 +106,9 @@ def test_horovod_torch_lenet_digits(launch_ranks, run_config, check_data_paralle
         assert meta["framework_version"].startswith("horovod 0.")
         steps = result.records(rank, "step")
         measured = [s for s in steps if s["phase"] == "measure"]
-        assert len(measured) == 30 and all(s["comm_s"] is not None for s in measured)
+        assert len(measured) == 40 and all(s["comm_s"] is not None for s in measured)
         losses = [s["loss"] for s in steps]
-        assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.15, losses
+        assert_loss_goes_down(losses)
         assert result.summary(rank)["throughput"] > 0
 
 
@@ -112,8 +118,8 @@ def test_horovod_tf_lenet_digits(launch_ranks, run_config, check_data_parallel):
         "horovod_tf",
         framework="horovod",
         framework_options={"wraps": "tensorflow", "controller": "gloo"},
-        steps={"warmup": 3, "measure": 30},
-        optimizer={"lr": 0.03, "base_lr": 0.03},
+        steps={"warmup": 3, "measure": 40},
+        optimizer={"lr": 0.02, "base_lr": 0.02},
     )
     result = _launch(launch_ranks, cfg, extra_env={"TF_CPP_MIN_LOG_LEVEL": "2"})
     check_data_parallel(result)
@@ -121,7 +127,7 @@ def test_horovod_tf_lenet_digits(launch_ranks, run_config, check_data_parallel):
         meta = result.logs[rank][0]
         assert meta["param_count"] == 61_706 and "tensorflow" in meta["framework_version"]
         losses = [s["loss"] for s in result.records(rank, "step")]
-        assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.15, losses
+        assert_loss_goes_down(losses)
 
 
 @pytest.mark.frameworks

@@ -32,6 +32,12 @@ print(json.dumps(out))
 """
 
 
+def assert_loss_goes_down(losses):
+    """Loss of the last 10 steps well below the first 4 (robust to a single spike)."""
+    start = sum(losses[:4]) / 4
+    assert min(losses[-10:]) < start - 0.5 and sum(losses[-10:]) / 10 < start - 0.2, losses
+
+
 def test_param_counts_match_canonical(framework_python):
     python = framework_python("torch")
     if python is None:
@@ -55,8 +61,8 @@ def test_lenet_digits_two_ranks_throughput(launch_ranks, run_config, check_data_
     cfg = run_config(
         "pytorch",
         framework_options={"backend": "gloo"},
-        steps={"warmup": 3, "measure": 30},
-        optimizer={"lr": 0.03, "base_lr": 0.03},
+        steps={"warmup": 3, "measure": 40},
+        optimizer={"lr": 0.02, "base_lr": 0.02},
         mllog=True,
     )
     result = launch_ranks("pytorch", cfg, world_size=2)
@@ -66,21 +72,21 @@ def test_lenet_digits_two_ranks_throughput(launch_ranks, run_config, check_data_
         assert meta["backend"] == "gloo" and meta["ddp"] is True and meta["param_count"] == 61_706
         assert meta["slurm_job_id"] is not None and meta["local_rank"] == rank
         steps = result.records(rank, "step")
-        assert [s["phase"] for s in steps] == ["warmup"] * 3 + ["measure"] * 30
+        assert [s["phase"] for s in steps] == ["warmup"] * 3 + ["measure"] * 40
         assert all(s["samples"] == 32 and s["t_end"] > s["t_start"] for s in steps)
         measured = [s for s in steps if s["phase"] == "measure"]
         assert all(s["comm_s"] is not None and s["comm_s"] > 0 for s in measured)
         for s in measured:  # compute + comm partition the step (data fetch excluded)
             assert s["compute_s"] + s["comm_s"] <= (s["t_end"] - s["t_start"]) + 1e-3
         summary = result.summary(rank)
-        assert summary["status"] == "ok" and summary["steps_measured"] == 30
-        assert summary["samples_measured"] == 30 * 32
+        assert summary["status"] == "ok" and summary["steps_measured"] == 40
+        assert summary["samples_measured"] == 40 * 32
         assert summary["measure_time_s"] == pytest.approx(
             measured[-1]["t_end"] - measured[0]["t_start"]
         )
-        assert summary["throughput"] == pytest.approx(960 / summary["measure_time_s"])
+        assert summary["throughput"] == pytest.approx(1280 / summary["measure_time_s"])
         losses = _losses(result.logs[rank])
-        assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.15, losses
+        assert_loss_goes_down(losses)
     # ranks see different data, so their losses differ, but their parameters do not
     assert _losses(result.logs[0]) != _losses(result.logs[1])
     mllog = [line for line in result.stdout[0].splitlines() if line.startswith(":::MLLOG")]
