@@ -14,7 +14,7 @@ ENV_RESULTS = "DDLBENCH_RESULTS"
 DEFAULT_RESULTS = "results"
 DATA_DIR = "data"
 COLLECT_INFO = "collect.json"
-COLLECTOR_VERSION = 1  # bump when the data files change meaning
+COLLECTOR_VERSION = 2  # bump when the data files change meaning or columns
 
 
 def results_root(option: Union[str, Path, None] = None) -> Path:

@@ -281,9 +281,7 @@ def read_rank_files(
             detail[i] = (bytes(buf[pos:seg_end]), tail if complete_tail else b"")
             continue
         f.meta = meta
-        nlines = buf.count(b"\n", pos, seg_end)
-        f.lines = nlines
-        segs.append((i, pos, seg_end, nlines))
+        segs.append((i, pos, seg_end, 0))
         pos = seg_end
     # unusual files are few: parse them now, so that their meta joins the version check
     detail_tables: Dict[int, pa.Table] = {}
@@ -297,30 +295,40 @@ def read_rank_files(
     fidx_parts: List[np.ndarray] = []
     if segs:
         table = None
-        nrows_expected = sum(s[3] for s in segs)
         try:
             table = _parse_bulk(mv[:pos])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             table = None
-        if table is not None and table.num_rows == nrows_expected:
-            counts = np.fromiter((s[3] for s in segs), dtype=np.int64, count=len(segs))
-            parts = [(table, segs, counts)]
-        else:
+        parts = []
+        if table is not None:
+            codes, names = _type_codes(table)
+            counts = _rows_per_segment(codes, names, len(segs))
+            if counts is None:
+                # an extra meta record somewhere (an appended restart): count lines instead
+                counts = np.array([buf.count(b"\n", a, b) for _, a, b, _ in segs])
+                if int(counts.sum()) != table.num_rows:
+                    table = None
+            if table is not None:
+                parts = [(table, segs, counts, codes, names)]
+        if table is None:
             # slow path: parse each file on its own, so a bad file only affects itself
-            parts = []
             for seg in segs:
-                i, a, b, nl = seg
+                i, a, b, _ = seg
                 try:
                     t = _parse_bulk(mv[a:b])
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     t = None
-                if t is None or t.num_rows != nl:
+                if t is None:
                     detail_tables[i] = _parse_detail(files[i], bytes(buf[a:b]), b"")
                     files[i].detail = True
                     continue
-                parts.append((t, [seg], np.array([nl], dtype=np.int64)))
-        for table, psegs, counts in parts:
-            _finish_bulk(table, psegs, counts, files, buf, detail_tables, tables, fidx_parts)
+                codes, names = _type_codes(t)
+                counts = np.array([t.num_rows], dtype=np.int64)
+                parts.append((t, [seg], counts, codes, names))
+        for table, psegs, counts, codes, names in parts:
+            _finish_bulk(
+                table, psegs, counts, codes, names, files, buf, detail_tables, tables, fidx_parts
+            )
     del mv
     del buf
     for i in sorted(detail_tables):
@@ -337,10 +345,35 @@ def read_rank_files(
     return steps, fidx
 
 
+def _type_codes(table: pa.Table) -> Tuple[np.ndarray, List[Optional[str]]]:
+    """The ``type`` column as small integer codes (-1: null) and the code's names."""
+    enc = pc.dictionary_encode(table.column("type")).combine_chunks()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:
+        codes = np.where(np.isnan(codes.astype(float)), -1, codes)
+    return np.asarray(codes, dtype=np.int32), enc.dictionary.to_pylist()
+
+
+def _code(names: List[Optional[str]], name: str) -> int:
+    return names.index(name) if name in names else -2
+
+
+def _rows_per_segment(codes: np.ndarray, names, nsegs: int) -> Optional[np.ndarray]:
+    """Rows of each file, from the positions of the ``meta`` records (one first per file).
+
+    None when the metas do not line up with the files (a file holding a second meta)."""
+    metas = np.flatnonzero(codes == _code(names, "meta"))
+    if len(metas) != nsegs or (nsegs and metas[0] != 0):
+        return None
+    return np.diff(np.append(metas, len(codes))).astype(np.int64)
+
+
 def _finish_bulk(
     table: pa.Table,
     segs: List[Tuple[int, int, int, int]],
     counts: np.ndarray,
+    codes: np.ndarray,
+    names: List[Optional[str]],
     files: Sequence[RankFile],
     buf: bytearray,
     detail_tables: Dict[int, pa.Table],
@@ -350,8 +383,9 @@ def _finish_bulk(
     """Split one parsed table into step rows and the few other records, per file."""
     seg_of_row = np.repeat(np.arange(len(segs), dtype=np.int32), counts)
     first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    is_step = pc.fill_null(pc.equal(table.column("type"), "step"), False)
-    is_step_np = np.asarray(is_step.to_numpy(zero_copy_only=False), dtype=bool)
+    is_step_np = codes == _code(names, "step")
+    for s_idx, (i, _, _, _) in enumerate(segs):
+        files[i].lines = int(counts[s_idx])
     # a step without its required fields is invalid: dropped and counted per file
     invalid = None
     for name in ("t_start", "t_end", "samples"):
@@ -369,7 +403,7 @@ def _finish_bulk(
     else:
         invalid = np.zeros(0, dtype=np.int64)
     other = np.setdiff1d(np.flatnonzero(~is_step_np), invalid, assume_unique=True)
-    other_types = table.column("type").take(pa.array(other)).to_pylist()
+    other_types = [names[c] if c >= 0 else None for c in codes[other].tolist()]
     need_lines: Dict[int, List[Tuple[int, Optional[str]]]] = {}
     bad_segments = set()
     for row, kind in zip(other.tolist(), other_types):

@@ -566,23 +566,45 @@ def build_report(
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ValueError(f"unknown report format(s): {', '.join(bad)} (known: html, md)")
-    if data is None:
-        data = ensure_collected(
-            campaign_dir, run_states=run_states, progress=say, force=force_collect
-        )
-    out = Path(out_dir) if out_dir else campaign_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    say("analysing")
-    a = analyse(data, settings)
-    say("plotting")
-    from .plots import make_figures
+    from .worker import FigureInput, FigureWorker, enabled
 
-    figures = make_figures(a, out / "plots")
-    say("writing report")
-    (out / "data").mkdir(exist_ok=True)
-    for name in DATA_FILES:
-        src = data.data_dir / name
-        if src.exists():
-            _link_or_copy(src, out / "data" / name)
-    files = render(a, data, out, figures, formats)
+    worker = None
+    if enabled():
+        try:
+            worker = FigureWorker()  # imports matplotlib on the other core meanwhile
+        except OSError:
+            worker = None
+    try:
+        if data is None:
+            data = ensure_collected(
+                campaign_dir, run_states=run_states, progress=say, force=force_collect
+            )
+        out = Path(out_dir) if out_dir else campaign_dir / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        say("analysing")
+        a = analyse(data, settings)
+        say("plotting")
+        fig_input = FigureInput.of(a)
+        if worker is not None:
+            worker.submit(fig_input, out / "plots")
+        (out / "data").mkdir(exist_ok=True)
+        for name in DATA_FILES:
+            src = data.data_dir / name
+            if src.exists():
+                _link_or_copy(src, out / "data" / name)
+        figures = None
+        if worker is not None:
+            try:
+                figures = worker.result()
+            except RuntimeError as exc:
+                say(f"{exc}; drawing in this process")
+        if figures is None:
+            from .plots import make_figures
+
+            figures = make_figures(fig_input, out / "plots")
+        say("writing report")
+        files = render(a, data, out, figures, formats)
+    finally:
+        if worker is not None:
+            worker.close()
     return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)

@@ -113,6 +113,16 @@ def test_html_renders_in_headless_chromium(demo_report, tmp_path):
     shutil.copy(shot, res.out_dir / "screenshot.png")  # kept for a human look
 
 
+def test_figures_in_process_and_in_the_worker_are_identical(results, monkeypatch):
+    camp = write_campaign(results, "figs", small_sweep(repeats=2))
+    a = build_report(camp, out_dir=results / "w", formats=("md",))
+    monkeypatch.setenv("DDLBENCH_REPORT_WORKER", "0")
+    b = build_report(camp, out_dir=results / "p", formats=("md",))
+    assert sorted(a.figures) == sorted(b.figures) == ["efficiency", "ranks", "throughput"]
+    for key in a.figures:
+        assert a.figures[key]["svg"].read_bytes() == b.figures[key]["svg"].read_bytes()
+
+
 def test_cli_collect_report_and_paths(results):
     write_campaign(results, "older", small_sweep(repeats=1), created="2026-01-01T00:00:00+00:00")
     write_campaign(results, "newer", small_sweep(repeats=1), created="2026-02-01T00:00:00+00:00")

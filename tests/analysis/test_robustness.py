@@ -257,3 +257,16 @@ def test_allreduce_and_convergence_runs(results):
     assert conv["final_accuracy"] == pytest.approx(d.evals["accuracy"].iloc[-1])
     assert conv["reached"] == 1
     assert Path(a.largest_run or "").name  # a run with step data was chosen
+
+
+def test_blank_lines_stay_on_the_fast_path(results):
+    runs = [SynthRun(nodes=1, tasks_per_node=2, measure_steps=5, warmup_steps=1)]
+    camp = write_campaign(results, "c", runs)
+    good = collect_campaign(camp, write=False)
+    log = camp / "runs" / runs[0].run_id / "logs" / "rank-1.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:3] + ["\n", "   \n"] + lines[3:]))
+    d = collect_campaign(camp, write=False)
+    assert not d.files["line_by_line"].any()
+    assert good.steps_table().equals(d.steps_table())
+    pd.testing.assert_frame_equal(good.runs, d.runs)
