@@ -10,7 +10,6 @@ with ``horovod_torch``.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from datetime import timedelta
@@ -205,35 +204,53 @@ def _imagefolder_data(
             arr = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)
             return (arr - mean) / std, torch.tensor(int(self.labels[i]))
 
-    def loader(paths: List[str], labels: np.ndarray, train: bool, epoch: int) -> Iterator[Batch]:
+    class Order(torch.utils.data.Sampler):
+        """This rank's shard, reshuffled every epoch (training: ``count`` samples)."""
+
+        def __init__(self, n: int, shuffle: bool, count: int) -> None:
+            self.n, self.shuffle, self.count, self.epoch = n, shuffle, count, 0
+
+        def __iter__(self) -> Iterator[int]:
+            if not self.shuffle:
+                return iter(range(self.n))
+            rng = np.random.RandomState((seed + 104729 * self.epoch) % (2**31 - 1))
+            return iter(rng.permutation(self.n)[: self.count].tolist())
+
+        def __len__(self) -> int:
+            return self.count
+
+    def make_loader(paths: List[str], labels: np.ndarray, train: bool, count: int) -> Any:
         idx = shard_indices(len(paths), info.rank, info.world_size)
         ds = Folder([paths[i] for i in idx], labels[idx], train)
-        gen = torch.Generator()
-        gen.manual_seed(seed + epoch)
-        dl = torch.utils.data.DataLoader(
+        order = Order(len(idx), train, count if train else len(idx))
+        loader = torch.utils.data.DataLoader(
             ds,
             batch_size=batch,
-            shuffle=train,
-            drop_last=train,
+            sampler=order,
             num_workers=workers,
-            generator=gen,
+            persistent_workers=workers > 0,  # no worker start-up cost every epoch
             pin_memory=device.type == "cuda",
-            worker_init_fn=lambda w: np.random.seed((seed + 7 * epoch + w) % (2**31)),
+            worker_init_fn=lambda w: np.random.seed((seed + 7919 * w) % (2**31 - 1)),
         )
-        for x, y in dl:
+        return loader, order
+
+    def on_device(loader: Any) -> Iterator[Batch]:
+        for x, y in loader:
             yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
     spe = steps_per_epoch(len(train_paths), info.world_size, batch)
+    train_loader, train_order = make_loader(train_paths, train_labels, True, spe * batch)
 
     def batches(epoch: int) -> Iterator[Batch]:
-        return itertools.islice(loader(train_paths, train_labels, True, epoch), spe)
+        train_order.epoch = epoch
+        return on_device(train_loader)
 
     val = None
     if val_index is not None:
-        val_paths, val_labels, _ = val_index
+        val_loader, _ = make_loader(val_index[0], val_index[1], False, 0)
 
         def val() -> Iterator[Batch]:
-            return loader(val_paths, val_labels, False, 0)
+            return on_device(val_loader)
 
     return TrainData(spe, batches=batches, val=val)
 
