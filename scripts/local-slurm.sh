@@ -10,9 +10,9 @@
 #
 # Tunables (environment):
 #   DDLBENCH_SLURM_DIR          scratch directory (absolute or relative, no whitespace)
-#   DDLBENCH_SLURM_CTLD_PORT    slurmctld port (default 16817 for the default dir,
-#                               otherwise derived from the dir path in 20000-31999)
-#   DDLBENCH_SLURM_NODE_PORT    first slurmd port; n2 uses the next one (default 17001
+#   DDLBENCH_SLURM_CTLD_PORT    slurmctld port (default 10817 for the default dir,
+#                               otherwise derived from the dir path in 7000-11799)
+#   DDLBENCH_SLURM_NODE_PORT    first slurmd port; n2 uses the next one (default 10001
 #                               for the default dir, otherwise slurmctld port + 1)
 #   DDLBENCH_SLURM_MEM_MB       RealMemory of each emulated node in MB (default 1000)
 #   DDLBENCH_SLURM_UP_TIMEOUT   seconds to wait for both nodes to be idle (default 30)
@@ -65,14 +65,15 @@ resolve_dir() {
     MUNGE_SOCK="$MUNGE/munge.socket"
     JOBCOMP="$DIR/jobcomp.txt"
     # Ports: fixed for the default dir; for any other dir derived from its path
-    # so that clusters in different dirs (parallel test runs) do not collide.
+    # so that clusters in different dirs (parallel test runs) do not collide. All below
+    # 12000, where the port blocks of ddlbench's jobs (DDLBENCH_PORT_BASE) start.
     local base
     if [[ $DIR == /tmp/ddlbench-slurm ]]; then
-        CTLD_PORT=${DDLBENCH_SLURM_CTLD_PORT:-16817}
-        NODE_PORT=${DDLBENCH_SLURM_NODE_PORT:-17001}
+        CTLD_PORT=${DDLBENCH_SLURM_CTLD_PORT:-10817}
+        NODE_PORT=${DDLBENCH_SLURM_NODE_PORT:-10001}
     else
         base=$(printf '%s' "$DIR" | cksum | cut -d' ' -f1)
-        base=$((20000 + (base % 4000) * 3))
+        base=$((7000 + (base % 1600) * 3))
         CTLD_PORT=${DDLBENCH_SLURM_CTLD_PORT:-$base}
         NODE_PORT=${DDLBENCH_SLURM_NODE_PORT:-$((CTLD_PORT + 1))}
     fi

@@ -10,15 +10,26 @@ the renderer picks the template by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Tuple, Type
+from typing import Any, Callable, Dict, Optional, Tuple, Type
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class FrameworkOptions(BaseModel):
-    """Base of every framework's options; unknown keys are errors."""
+    """Base of every framework's options; unknown keys are errors.
+
+    Options left unset are not passed to the workload, which then uses its own default
+    (documented in docs/workloads.md).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: intra-op threads per rank on CPU (default: SLURM_CPUS_PER_TASK, else all cores / ranks)
+    threads: Optional[int] = Field(default=None, ge=1)
+    #: data-loading worker processes per rank for file data sets
+    data_workers: Optional[int] = Field(default=None, ge=0)
+    #: seconds to wait for all ranks to join the process group or rendezvous
+    timeout_s: Optional[int] = Field(default=None, ge=1)
 
     def id_suffix(self) -> str:
         """Extra words for run ids when two entries use the same framework (default none)."""
@@ -44,6 +55,8 @@ class Launcher:
     template_vars: Callable[[Any, Any], Dict[str, Any]] = field(default=lambda opts, run: {})
     #: communication backend name for display and run.json
     backend: Callable[[Any, str], str] = field(default=lambda opts, device: "")
+    #: whether srun must start the ranks as MPI processes (``srun --mpi=<profile's mpi>``)
+    uses_mpi: Callable[[Any], bool] = field(default=lambda opts: False)
 
     @property
     def template_name(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 
@@ -13,6 +13,8 @@ class HorovodOptions(FrameworkOptions):
     #: mpi: srun --mpi=<profile mpi> starts ranks as MPI processes;
     #: gloo: job.sh runs Horovod's rendezvous server, srun starts the ranks
     controller: Literal["mpi", "gloo"] = "gloo"
+    #: compress gradients to fp16 for the allreduce (hvd.Compression.fp16)
+    fp16_allreduce: Optional[bool] = None
 
     def id_suffix(self) -> str:
         return "tf" if self.wraps == "tensorflow" else "torch"
@@ -31,4 +33,5 @@ LAUNCHER = Launcher(
     modes=("throughput", "convergence", "allreduce"),
     summary="Horovod (PyTorch or TensorFlow): srun with MPI, or Gloo with a rendezvous server",
     backend=lambda opts, device: opts.controller,
+    uses_mpi=lambda opts: opts.controller == "mpi",
 )

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
+from pydantic import Field
+
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 
 
 class PyTorchOptions(FrameworkOptions):
     #: process-group backend; default nccl on GPU, gloo on CPU
     backend: Optional[Literal["nccl", "gloo", "mpi"]] = None
+    #: DDP gradient bucket size in MiB (DDP's default: 25)
+    bucket_cap_mb: Optional[int] = Field(default=None, ge=1)
+    #: time the exposed communication with a DDP comm hook (default: true)
+    comm_timing: Optional[bool] = None
+    #: wrap the model in DDP even with one rank, to measure DDP's own overhead
+    ddp_single_rank: Optional[bool] = None
 
 
 def _backend(opts: PyTorchOptions, device: str) -> str:
@@ -23,4 +31,5 @@ LAUNCHER = Launcher(
     modes=("throughput", "convergence", "allreduce"),
     summary="PyTorch DDP: srun, one task per GPU, MASTER_ADDR/PORT from the job",
     backend=_backend,
+    uses_mpi=lambda opts: opts.backend == "mpi",
 )

@@ -206,7 +206,19 @@ def plan_runs(
         Optimizer(**optimizer)
         LRScaling(**lr_scaling)
         merged[variant.label if variant else None] = (optimizer, lr_scaling)
-    options = {i: e.options.model_dump() for i, e in enumerate(spec.frameworks)}
+    # unset options stay out of run.json, so the workload's documented default applies
+    options = {i: e.options.model_dump(exclude_none=True) for i, e in enumerate(spec.frameworks)}
+    if spec.container:
+        for entry in spec.frameworks:
+            if profile.setup_for(entry.name, entry.id_label).container is None:
+                problems.append(
+                    _problem(
+                        source,
+                        ("container",),
+                        f"profile '{profile.name}' runs '{entry.id_label}' without a container; "
+                        "give it environments.<framework>.container (apptainer or pyxis) first",
+                    )
+                )
     for repeat in range(spec.repeats):
         for fi, entry in enumerate(spec.frameworks):
             launcher = get_launcher(entry.name)

@@ -51,10 +51,18 @@ class CampaignRender:
         return self.root / "campaign.json"
 
 
-def template_environment(extra_dir: Optional[str] = None) -> jinja2.Environment:
+def template_environment(
+    extra_dir: Optional[str] = None, relative_to: Optional[str] = None
+) -> jinja2.Environment:
+    """Templates from the profile's ``templates`` folder first, then ddlbench's own."""
+    from ddlbench.spec.cluster import expand_path
+
     dirs = [str(TEMPLATE_DIR)]
     if extra_dir:
-        dirs.insert(0, os.path.expanduser(extra_dir))
+        folder = Path(expand_path(extra_dir))
+        if not folder.is_absolute() and relative_to:
+            folder = Path(relative_to).resolve().parent / folder
+        dirs.insert(0, str(folder))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(dirs),
         finalize=to_shell,
@@ -218,6 +226,13 @@ def render_campaign(
     except ValueError as exc:
         raise InputError(Problem(str(exc))) from None
     root = (results_root / campaign).resolve()
+    if any(c in str(root) for c in " \t\n'\"`$\\;"):
+        raise InputError(
+            Problem(
+                f"results folder {root} contains a space or shell character; #SBATCH "
+                "--output cannot hold it: choose another folder with --results"
+            )
+        )
     digest = spec_digest(spec_text, profile_text)
     manifest_path = root / "campaign.json"
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -241,7 +256,7 @@ def render_campaign(
     _atomic_write(root / "spec.yaml", spec_text)
     _atomic_write(root / "cluster.yaml", profile_text)
 
-    env = template_environment(plan.profile.templates)
+    env = template_environment(plan.profile.templates, profile_path)
     templates: Dict[str, jinja2.Template] = {}
     entries: List[Dict[str, Any]] = []
     total = len(plan.runs)

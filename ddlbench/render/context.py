@@ -59,13 +59,13 @@ def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
         lines.append("module purge")
     for module in setup.modules:
         lines.append(f"module load {to_shell(module)}")
+    lines += list(setup.commands)  # verbatim: the profile's author is the site administrator
     if setup.venv:
         activate = to_shell(str(Path(expand_path(setup.venv)) / "bin" / "activate"))
         lines.append("# shellcheck source=/dev/null")
         lines.append(f"source {activate}")
     if setup.conda:
         lines.append(f"conda activate {to_shell(expand_path(setup.conda))}")
-    lines += list(setup.commands)  # verbatim: the profile's author is the site administrator
     return [ShellSafe(line) for line in lines]
 
 
@@ -124,7 +124,10 @@ def run_context(
     cache = {} if cache is None else cache
     key = (run.framework, run.label, run.backend)
     if key not in cache:
-        setup = profile.setup_for(run.framework)
+        setup = profile.setup_for(run.framework, run.label)
+        if spec.container and setup.container is not None:
+            image = setup.container.model_copy(update={"image": spec.container})
+            setup = setup.model_copy(update={"container": image})
         env: Dict[str, str] = {}
         env.update(profile.env)
         env.update(setup.env)
@@ -149,12 +152,10 @@ def run_context(
     }
     ctx.update(fragments)
     launcher = get_launcher(run.framework)
-    ctx.update(launcher.template_vars(_Options(run.framework_options), run))
+    ctx.update(launcher.template_vars(options_of(run), run))
     return ctx
 
 
-class _Options:
-    """Attribute access to a run's framework options for launchers' template_vars."""
-
-    def __init__(self, data: Dict[str, Any]):
-        self.__dict__.update(data)
+def options_of(run: Run) -> Any:
+    """The run's framework options as the launcher's model (unset options at their defaults)."""
+    return get_launcher(run.framework).options(**run.framework_options)

@@ -70,7 +70,8 @@ class Container(Strict):
     image: str
     #: bind mounts, ``src[:dst[:opts]]``; the run directory and ddlbench's code are added
     bind: List[str] = Field(default_factory=list)
-    #: extra options for ``apptainer exec`` (e.g. ``--cleanenv``); ignored for pyxis
+    #: extra options for ``apptainer exec`` (not ``--cleanenv``: the workloads need the job's
+    #: SLURM_*, DDLBENCH_* and PYTHONPATH variables); ignored for pyxis
     options: List[str] = Field(default_factory=list)
 
 
@@ -84,7 +85,8 @@ class EnvSetup(Strict):
     container: Optional[Container] = None
     #: interpreter to run the workloads with (inside the venv/conda/container)
     python: str = "python"
-    #: extra shell lines, written verbatim: for site administrators, not for per-run values
+    #: extra shell lines, written verbatim after the modules and before the venv/conda
+    #: activation (e.g. sourcing conda.sh): for site administrators, not for per-run values
     commands: List[str] = Field(default_factory=list)
     env: Dict[str, str] = Field(default_factory=dict)
 
@@ -197,15 +199,23 @@ class ClusterProfile(Strict):
 
         allowed = ["default", *launchers()]
         for key in value:
-            if key not in allowed:
+            # a framework, 'default', or a framework label such as horovod-tf or pytorch-gloo
+            if key not in allowed and not any(key.startswith(f"{n}-") for n in launchers()):
                 raise ValueError(
-                    f"environments: {key!r} is not a framework name or 'default' "
-                    f"({', '.join(allowed)}){did_you_mean(key, allowed)}"
+                    f"{key!r} is not 'default', a framework name or a framework "
+                    f"label such as horovod-tf ({', '.join(allowed)}){did_you_mean(key, allowed)}"
                 )
         return value
 
-    def setup_for(self, framework: str) -> EnvSetup:
-        return self.environments.get(framework) or self.environments.get("default") or EnvSetup()
+    def setup_for(self, framework: str, label: Optional[str] = None) -> EnvSetup:
+        """The set-up for a framework entry: by its label, else its name, else ``default``."""
+        envs = self.environments
+        return (
+            (envs.get(label) if label else None)
+            or envs.get(framework)
+            or envs.get("default")
+            or EnvSetup()
+        )
 
 
 def _check_env(value: Dict[str, str]) -> Dict[str, str]:

@@ -217,6 +217,7 @@ class ExperimentSpec(Strict):
     allreduce: AllreduceSpec = Field(default_factory=AllreduceSpec)
     slurm: SlurmOverrides = Field(default_factory=SlurmOverrides)
     env: Dict[str, str] = Field(default_factory=dict)
+    #: container image for every framework, replacing the image of the profile's container
     container: Optional[str] = None
     mllog: bool = False
 
@@ -239,9 +240,20 @@ class ExperimentSpec(Strict):
     @field_validator("data", mode="before")
     @classmethod
     def _data_short(cls, value: Any) -> Any:
+        # shorthand: 'synthetic', 'digits', or a path (with a '/') to an image folder
         if isinstance(value, str):
-            kinds = ("synthetic", "digits")
-            return {"kind": value} if value in kinds else {"kind": "imagefolder", "path": value}
+            if value in ("synthetic", "digits"):
+                return {"kind": value}
+            if "/" in value:
+                return {"kind": "imagefolder", "path": value}
+            from ddlbench.errors import did_you_mean
+
+            if value in ("mnist", "imagefolder"):
+                raise ValueError(f"data kind '{value}' needs a path: {{kind: {value}, path: ...}}")
+            raise ValueError(
+                f"{value!r} is not synthetic, digits or a path to an image folder (with a '/')"
+                f"{did_you_mean(value, ['synthetic', 'digits'])}"
+            )
         return value
 
     @field_validator("frameworks", mode="before")
@@ -307,6 +319,13 @@ class ExperimentSpec(Strict):
             raise ValueError("scaling 'strong' needs 'global_batch_size' (it stays fixed)")
         if self.scaling == "weak" and self.global_batch_size is not None:
             raise ValueError("'global_batch_size' applies to scaling 'strong' only")
+        if "batch_size" in self.model_fields_set and (
+            self.scaling == "strong" or self.mode == "allreduce"
+        ):
+            raise ValueError(
+                "'batch_size' is not used here: strong scaling fixes 'global_batch_size', "
+                "and allreduce runs have no batch"
+            )
         if self.mode == "allreduce":
             for entry in self.frameworks:
                 if "allreduce" not in launchers()[entry.name].modes:

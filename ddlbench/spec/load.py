@@ -75,15 +75,62 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
         raise InputError(problems)
-    return spec
+    return _absolute_data_path(spec, source)
+
+
+def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:
+    """A relative ``data.path`` is relative to the spec file, not to where jobs run."""
+    path = spec.data.path
+    if path is None or Path(os.path.expanduser(path)).is_absolute() or source.file.startswith("<"):
+        return spec
+    absolute = str((Path(source.file).resolve().parent / path).resolve())
+    return spec.model_copy(update={"data": spec.data.model_copy(update={"path": absolute})})
 
 
 def validate_profile(source: YamlSource) -> ClusterProfile:
     data = _mapping(source, "cluster profile")
     try:
-        return ClusterProfile.model_validate(data)
+        profile = ClusterProfile.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from(exc, source, ClusterProfile)) from None
+    problems = _check_expansions(profile, source)
+    if problems:
+        raise InputError(problems)
+    return profile
+
+
+def _check_expansions(profile: ClusterProfile, source: YamlSource) -> List[Problem]:
+    """Paths expanded at render time (``~``, ``$VAR``) must expand now, and exist if local."""
+    from ddlbench.spec.cluster import expand_path
+
+    problems: List[Problem] = []
+
+    def check(loc: Tuple[Any, ...], value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return None
+        try:
+            return expand_path(value)
+        except ValueError as exc:
+            problems.append(source.problem(loc, str(exc)))
+            return None
+
+    for name, setup in profile.environments.items():
+        base: Tuple[Any, ...] = ("environments", name)
+        check(base + ("venv",), setup.venv)
+        check(base + ("conda",), setup.conda)
+        check(base + ("python",), setup.python if "/" in setup.python else None)
+        if setup.container is not None:
+            check(base + ("container", "image"), setup.container.image)
+            for i, bind in enumerate(setup.container.bind):
+                check(base + ("container", "bind", i), bind)
+    templates = check(("templates",), profile.templates)
+    if templates is not None:
+        folder = Path(templates)
+        if not folder.is_absolute():
+            folder = Path(source.file).resolve().parent / folder
+        if not folder.is_dir():
+            problems.append(source.problem(("templates",), f"no such folder: {folder}"))
+    return problems
 
 
 def load_spec(path: str | Path) -> Loaded:

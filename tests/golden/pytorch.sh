@@ -126,8 +126,9 @@ for ddlbench_h in "${ddlbench_hosts[@]}"; do
   DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_addr[${ddlbench_h}]:-${ddlbench_h}}"
 done
 IFS=, read -r -a ddlbench_addrs <<<"${DDLBENCH_ADDRS}"
-# 64 ports per job, spread by job id, so that jobs sharing a node do not collide
-DDLBENCH_PORT_BASE=$(( 20000 + (SLURM_JOB_ID % 600) * 64 ))
+# 64 ports per job, spread by job id so that jobs sharing a node do not collide, and kept
+# below Linux's ephemeral range (32768-60999), where outgoing connections take their ports
+DDLBENCH_PORT_BASE=$(( 12000 + (SLURM_JOB_ID % 320) * 64 ))
 DDLBENCH_FIRST_HOST=${ddlbench_hosts[0]}
 DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
 export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_PORT_BASE DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR

@@ -28,6 +28,8 @@ def spec(**kw) -> ExperimentSpec:
         "scale": {"nodes": [1, 2], "gpus_per_node": 4},
     }
     base.update(kw)
+    if base.get("scaling") == "strong" or base.get("mode") == "allreduce":
+        base.pop("batch_size")  # not used there, and refused
     return ExperimentSpec.model_validate(base)
 
 
