@@ -98,7 +98,7 @@ DDLBENCH_RUN_JSON
 set +u  # module and activation scripts often read unset variables
 module purge
 module load env/release/2020b
-module load tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0
+module load tools/Horovod/0.22.1-fosscuda-2020b-TensorFlow-2.5.0
 module load mpi/OpenMPI/4.0.5-gcccuda-2020b
 set -u
 export PYTHONPATH=<RESULTS>/golden/pkg${PYTHONPATH:+:${PYTHONPATH}}

@@ -97,8 +97,8 @@ DDLBENCH_RUN_JSON
 # --- software environment -----------------------------------------------------------------
 set +u  # module and activation scripts often read unset variables
 module purge
-module load env/release/2020b
-module load lib/TensorFlow/2.5.0-fosscuda-2020b
+module load env/release/2023b
+module load lib/TensorFlow/2.16.1-foss-2023b-CUDA-12.4.0
 set -u
 export PYTHONPATH=<RESULTS>/golden/pkg${PYTHONPATH:+:${PYTHONPATH}}
 export PYTHONUNBUFFERED=1
