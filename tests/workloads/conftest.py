@@ -115,10 +115,10 @@ def _ports_free(base: int, count: int = 8) -> bool:
 
 
 def pick_job_id() -> int:
-    """A job id whose port block (20000 + (id % 600) * 64) is free on this machine."""
+    """A job id whose port block (12000 + (id % 320) * 64) is free on this machine."""
     for _ in range(200):
         job_id = random.randint(1000, 999_999)
-        if _ports_free(20000 + (job_id % 600) * 64):
+        if _ports_free(12000 + (job_id % 320) * 64):
             return job_id
     raise RuntimeError("no free port block")
 
@@ -136,7 +136,7 @@ def rank_environment(
         raise ValueError("world_size must be a multiple of nodes")
     per_node = world_size // nodes
     hosts = [f"n{i + 1}" for i in range(nodes)]
-    port_base = 20000 + (job_id % 600) * 64
+    port_base = 12000 + (job_id % 320) * 64
     env = dict(os.environ if base is None else base)
     for key in [k for k in env if k.startswith(("SLURM_", "DDLBENCH_", "OMPI_", "PMI_"))]:
         del env[key]
