@@ -446,6 +446,7 @@ def collect_campaign(
         names=["run_id", "rank"] + STEP_SCHEMA.names,
     )
 
+    steps_written = _start_steps_write(campaign_dir / DATA_DIR, steps_out) if write else None
     stats = _rank_stats(steps, bounds)
     ranks = _ranks_frame(kept, stats, dup_count, campaign_dir)
     evals = _records_frame(kept, "evals", EVAL_COLUMNS)
@@ -485,7 +486,7 @@ def collect_campaign(
     )
     if write:
         say("writing data files")
-        write_data(data)
+        write_data(data, steps_written)
     return data
 
 
@@ -1116,15 +1117,44 @@ def _df_to_table(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def write_data(data: CampaignData) -> Path:
-    """Write ``data/`` (atomically per file; deterministic content)."""
+def _pq_writer(table: pa.Table):
+    return lambda p: pq.write_table(table, p, compression="zstd")
+
+
+def _start_steps_write(data_dir: Path, steps: pa.Table):
+    """Write steps.parquet in a thread (Arrow's encoder runs without the GIL, so this
+    overlaps with the Python work that follows); returns a function that waits for it."""
+    import threading
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    error: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            _write_atomic(data_dir / "steps.parquet", _pq_writer(steps))
+        except BaseException as exc:  # noqa: BLE001 - re-raised by wait()
+            error.append(exc)
+
+    th = threading.Thread(target=run, name="steps.parquet", daemon=True)
+    th.start()
+
+    def wait() -> None:
+        th.join()
+        if error:
+            raise error[0]
+
+    return wait
+
+
+def write_data(data: CampaignData, steps_written: Optional[Callable[[], None]] = None) -> Path:
+    """Write ``data/`` (atomically per file; deterministic content; collect.json last).
+
+    ``steps_written``: steps.parquet is being written already; call this to wait for it."""
     out = data.data_dir
     out.mkdir(parents=True, exist_ok=True)
-
-    def pq_writer(table):
-        return lambda p: pq.write_table(table, p, compression="zstd")
-
-    _write_atomic(out / "steps.parquet", pq_writer(data.steps_table()))
+    pq_writer = _pq_writer
+    if steps_written is None:
+        _write_atomic(out / "steps.parquet", pq_writer(data.steps_table()))
     for name, df in (
         ("ranks", data.ranks),
         ("runs", data.runs),
@@ -1134,6 +1164,8 @@ def write_data(data: CampaignData) -> Path:
     ):
         _write_atomic(out / f"{name}.parquet", pq_writer(_df_to_table(df)))
     _write_atomic(out / "runs.csv", lambda p: data.runs.to_csv(p, index=False))
+    if steps_written is not None:
+        steps_written()
     text = json.dumps(data.info, indent=2, sort_keys=True) + "\n"
     _write_atomic(out / COLLECT_INFO, lambda p: p.write_text(text))
     return out

@@ -465,7 +465,11 @@ FIGURE_TEXT = {
         "Scaling efficiency vs devices",
         "eff(N) = (throughput(N)/N) / (throughput(base)/base); the star marks the knee.",
     ),
-    "ranks": ("Per-rank step times of the largest run", ""),
+    "ranks": (
+        "Per-rank step times of the largest run",
+        "Median (dot), 25-75 % (bar) and 5-95 % (line) of each rank's measured step times; "
+        "colour alternates per host; the three slowest ranks are named.",
+    ),
     "accuracy": (
         "Accuracy vs global batch size",
         "Final validation accuracy (median of repeats) with and without gradual warmup "

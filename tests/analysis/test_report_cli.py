@@ -227,3 +227,13 @@ def test_report_of_campaigns_without_usable_data(results):
         assert res.figures == {} or name == "failed"
     html = (results / "failed" / "report" / "report.html").read_text()
     assert "NCCL error" in html
+
+
+def test_markdown_marks_only_flagged_rows(demo_report):
+    _, res = demo_report
+    md = res.files["md"].read_text()
+    section = md.split("### Straggler index per run")[1].split("\n\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    bold = [line for line in rows if line.startswith("| **")]
+    # only the demo's one straggler run (index 1.34) is above 1.10
+    assert len(bold) == 1 and "pytorch-resnet50-n8x4-b64-r0" in bold[0]
