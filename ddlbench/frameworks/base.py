@@ -57,6 +57,10 @@ class Launcher:
     backend: Callable[[Any, str], str] = field(default=lambda opts, device: "")
     #: whether srun must start the ranks as MPI processes (``srun --mpi=<profile's mpi>``)
     uses_mpi: Callable[[Any], bool] = field(default=lambda opts: False)
+    #: Python modules the workload imports; ``ddlbench doctor`` checks that they import
+    imports: Callable[[Any], Tuple[str, ...]] = field(default=lambda opts: ())
+    #: option sets that ``ddlbench doctor`` probes when no spec names the entries
+    probe_options: Tuple[Dict[str, Any], ...] = ({},)
 
     @property
     def template_name(self) -> str:

@@ -34,4 +34,8 @@ LAUNCHER = Launcher(
     summary="Horovod (PyTorch or TensorFlow): srun with MPI, or Gloo with a rendezvous server",
     backend=lambda opts, device: opts.controller,
     uses_mpi=lambda opts: opts.controller == "mpi",
+    probe_options=({"wraps": "pytorch"}, {"wraps": "tensorflow"}),
+    imports=lambda opts: (
+        ("horovod.tensorflow",) if opts.wraps == "tensorflow" else ("horovod.torch",)
+    ),
 )

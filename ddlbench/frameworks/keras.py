@@ -18,4 +18,5 @@ LAUNCHER = Launcher(
     workload=lambda mode, opts: "keras",
     summary="Keras 3 on TensorFlow, MultiWorkerMirroredStrategy: srun, TF_CONFIG per task",
     backend=lambda opts, device: opts.communication,
+    imports=lambda opts: ("tensorflow", "keras"),
 )

@@ -28,4 +28,5 @@ LAUNCHER = Launcher(
     summary="MXNet Gluon, kvstore dist_sync: scheduler, servers and workers as three srun steps",
     template_vars=_template_vars,
     backend=lambda opts, device: opts.kvstore,
+    imports=lambda opts: ("mxnet",),
 )

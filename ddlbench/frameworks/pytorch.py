@@ -32,4 +32,5 @@ LAUNCHER = Launcher(
     summary="PyTorch DDP: srun, one task per GPU, MASTER_ADDR/PORT from the job",
     backend=_backend,
     uses_mpi=lambda opts: opts.backend == "mpi",
+    imports=lambda opts: ("torch",),
 )

@@ -18,4 +18,5 @@ LAUNCHER = Launcher(
     workload=lambda mode, opts: "tensorflow",
     summary="TensorFlow MultiWorkerMirroredStrategy: srun, TF_CONFIG per task",
     backend=lambda opts, device: opts.communication,
+    imports=lambda opts: ("tensorflow",),
 )

@@ -187,6 +187,13 @@ def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
     return Loaded(validate_profile(source), source)
 
 
+def default_profile_name() -> Tuple[str, str]:
+    """The profile used when none is named, and why (see :func:`choose_profile`)."""
+    if shutil.which("sbatch") is None:
+        return "local", "default: no Slurm found (sbatch not on PATH)"
+    return "local", "default for doctor: this machine (pass --cluster for a Slurm profile)"
+
+
 def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str]:
     """The profile to use and why: the CLI option, the spec's ``cluster``, or the default.
 

@@ -1,0 +1,62 @@
+"""ddlbench doctor."""
+
+from __future__ import annotations
+
+import click
+
+from ddlbench.cli.common import cluster_option, stdout_console
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench doctor                              # every framework, with the default profile
+  ddlbench doctor --cluster localslurm
+  ddlbench doctor configs/resnet50.yaml        # the spec's frameworks, on its cluster
+  ddlbench doctor --json
+"""
+)
+@click.argument("spec_path", metavar="[SPEC]", required=False)
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
+    """Report which frameworks are usable with a cluster profile, and why not.
+
+    Each framework's set-up from the profile (modules, venv or conda, container) runs in a
+    fresh shell, exactly as in job.sh, and the framework is imported there; its version or
+    the import error is shown. On Slurm profiles the scheduler and the partition are checked
+    too. Exit code 0 when everything checked is usable, 1 otherwise.
+    """
+    from ddlbench.doctor import Entry, run_doctor
+    from ddlbench.doctor import as_json as to_json
+    from ddlbench.spec.load import choose_profile, load_profile, load_spec
+
+    entries = None
+    if spec_path:
+        spec = load_spec(spec_path)
+        profile, why = choose_profile(spec, cluster)
+        entries = [
+            Entry(e.name, e.id_label, e.options.model_dump(exclude_none=True))
+            for e in spec.value.frameworks
+        ]
+    else:
+        from ddlbench.spec.load import default_profile_name
+
+        name, why = (cluster, "--cluster") if cluster else default_profile_name()
+        profile = load_profile(name)
+    checks = run_doctor(profile.value, entries)
+    if as_json:
+        click.echo(to_json(profile.value, checks))
+    else:
+        console = stdout_console()
+        console.print(f"cluster profile [bold]{profile.value.name}[/] [dim]({why})[/]")
+        for c in checks:
+            mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
+            took = f" [dim]({c.seconds:.1f} s)[/]" if c.seconds else ""
+            console.print(f"  {mark} {c.name:<14} {c.detail}{took}", markup=True)
+        bad = [c.name for c in checks if not c.ok]
+        console.print(
+            "all usable" if not bad else f"not usable: {', '.join(bad)} (see docs/environments.md)"
+        )
+    if not all(c.ok for c in checks):
+        raise SystemExit(1)

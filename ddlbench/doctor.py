@@ -1,0 +1,169 @@
+"""Which frameworks can run with a cluster profile, and why not.
+
+For each framework entry, ddlbench runs the profile's real set-up for it (module loads, venv or
+conda activation, container prefix: the same lines job.sh runs) in a fresh bash and imports the
+framework's modules there, reporting their versions or the error. On a Slurm profile it also
+checks that the Slurm client answers and that the profile's partition exists.
+
+The probes run on the machine where ``ddlbench doctor`` runs. On a cluster that is the login
+node: module systems and shared file systems usually make that representative, but a
+framework that only imports on a GPU node shows up here as a failure with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+from ddlbench.frameworks import get_launcher, launchers
+from ddlbench.render.context import launch_fragments, setup_lines
+from ddlbench.render.shell import to_shell
+from ddlbench.spec.cluster import ClusterProfile
+
+PROBE = """
+import importlib, json, sys
+out = {}
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    out[name] = str(getattr(module, "__version__", "?"))
+print("DDLBENCH_PROBE " + json.dumps(out))
+"""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    versions: Dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What to probe: a framework with its options, under its label."""
+
+    framework: str
+    label: str
+    options: dict
+
+
+def default_entries() -> List[Entry]:
+    """Every framework, with each option set its launcher asks to probe."""
+    from ddlbench.spec.experiment import FrameworkEntry
+
+    out = []
+    for name, launcher in launchers().items():
+        for opts in launcher.probe_options:
+            entry = FrameworkEntry(name=name, options=launcher.options(**opts))
+            out.append(Entry(name, entry.id_label, opts))
+    return out
+
+
+def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
+    from ddlbench.plan.planner import Run
+
+    launcher = get_launcher(entry.framework)
+    options = launcher.options(**entry.options)
+    modules = launcher.imports(options)
+    setup = profile.setup_for(entry.framework, entry.label)
+    run = Run(  # only the fields launch_fragments reads matter
+        run_id="doctor",
+        group="doctor",
+        framework=entry.framework,
+        label=entry.label,
+        workload=launcher.workload("throughput", options),
+        backend="",
+        mode="throughput",
+        framework_options=options.model_dump(exclude_none=True),
+        model="lenet",
+        nodes=1,
+        tasks_per_node=1,
+        world_size=1,
+        device=profile.device,
+        batch_size=1,
+        global_batch_size=1,
+        lr=0.1,
+        optimizer={},
+        lr_scaling={},
+        precision="fp32",
+        scaling="weak",
+        variant=None,
+        repeat=0,
+        time_limit="1",
+        time_limit_min=1.0,
+    )
+    try:
+        lines = setup_lines(setup)
+        python = launch_fragments(run, profile, setup, [])["python"]
+    except ValueError as exc:  # e.g. an unset variable in a path
+        return Check(entry.label, False, str(exc))
+    script = "\n".join(
+        [
+            "set -e",
+            "set +u",
+            *lines,
+            "set -u",
+            "export TF_CPP_MIN_LOG_LEVEL=3",
+            f"{python} -c {to_shell(PROBE)} {' '.join(to_shell(m) for m in modules)}",
+        ]
+    )
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            ["bash", "-c", script], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return Check(entry.label, False, f"import did not finish within {timeout:.0f} s")
+    seconds = time.monotonic() - start
+    for line in proc.stdout.splitlines():
+        if line.startswith("DDLBENCH_PROBE "):
+            versions = json.loads(line[len("DDLBENCH_PROBE ") :])
+            detail = ", ".join(f"{m} {v}" for m, v in versions.items())
+            return Check(entry.label, True, detail, versions, seconds)
+    errors = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    reason = errors[-1] if errors else f"exit code {proc.returncode}"
+    from ddlbench.spec.cluster import expand_path
+
+    where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
+    hint = f" (environment: {expand_path(where)})" if where else ""
+    return Check(entry.label, False, reason + hint, seconds=seconds)
+
+
+def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
+    if profile.scheduler != "slurm":
+        return None
+    if shutil.which("sbatch") is None:
+        return Check("slurm", False, "sbatch is not on PATH (use a 'local' profile here)")
+    part = profile.slurm.partition
+    args = ["sinfo", "--noheader", "--format=%P %a %D"]
+    if part:
+        args.append(f"--partition={part}")
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return Check("slurm", False, "sinfo did not answer within 30 s")
+    if proc.returncode != 0:
+        return Check("slurm", False, (proc.stderr.strip() or "sinfo failed").splitlines()[-1])
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()]
+    if part and not rows:
+        return Check("slurm", False, f"partition '{part}' does not exist here")
+    detail = "; ".join(f"{r[0]} {r[1]}, {r[2]} nodes" for r in rows[:4])
+    return Check("slurm", True, detail or "controller answers")
+
+
+def run_doctor(profile: ClusterProfile, entries: Optional[List[Entry]] = None) -> List[Check]:
+    entries = entries or default_entries()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        checks = list(pool.map(lambda e: probe_framework(profile, e), entries))
+    scheduler = probe_scheduler(profile)
+    return ([scheduler] if scheduler else []) + checks
+
+
+def as_json(profile: ClusterProfile, checks: List[Check]) -> str:
+    return json.dumps({"cluster": profile.name, "checks": [asdict(c) for c in checks]}, indent=1)
