@@ -523,6 +523,10 @@ def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, objec
         "python_versions": uniq(ranks, "python_version"),
         "hosts": uniq(runs, "hosts"),
         "largest_run_devices": devices,
+        "devices_per_node": sorted(
+            {str(int(v)) for v in runs["tasks_per_node"].dropna()} if len(runs) else set(),
+            key=int,
+        ),
         "job_ids": uniq(runs, "job_id"),
         "runs": int(len(runs)),
         "runs_ok": int((runs["status"] == "ok").sum()) if len(runs) else 0,

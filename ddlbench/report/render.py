@@ -351,21 +351,32 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
         ]
     if len(a.allreduce):
         ar = a.allreduce
-        piv = ar.pivot_table(index="bytes", columns="group", values="busbw_gbps")
-        spec = [("message size", lambda r: fbytes(r.name), True)]
-        for g in piv.columns:
-            spec.append((f"{g} busbw GB/s", lambda r, g=g: fsig(r[g]), True))
-        rows = [[f(r) for _, f, _ in spec] for _, r in piv.iterrows()]
-        t["allreduce"] = [
-            Table(
-                "Allreduce bus bandwidth (GB/s, median over repeats)",
-                [h for h, _, _ in spec],
-                rows,
-                [n for _, _, n in spec],
-                note="Time per size: the slowest rank's median; algbw = bytes/time; "
-                "busbw = algbw x 2(n-1)/n.",
+        t["allreduce"] = []
+        for value, what in (("busbw_gbps", "bus"), ("algbw_gbps", "algorithm")):
+            piv = ar.pivot_table(index="bytes", columns="group", values=value)
+            short = {}
+            for g, r in ar.groupby("group").first().iterrows():
+                nodes = int(r["nodes"]) if not _missing(r["nodes"]) else 1
+                per = int(r["world_size"]) // max(nodes, 1)
+                short[g] = f"{r['framework']} {nodes}x{per}"
+            if len(set(short.values())) < len(short):
+                short = {g: g for g in short}
+            spec = [("message size", lambda r: fbytes(r.name), True)]
+            for g in piv.columns:
+                spec.append((short.get(g, g), lambda r, g=g: fsig(r[g]), True))
+            rows = [[f(r) for _, f, _ in spec] for _, r in piv.iterrows()]
+            t["allreduce"].append(
+                Table(
+                    f"Allreduce {what} bandwidth (GB/s, median over repeats)",
+                    [h for h, _, _ in spec],
+                    rows,
+                    [n for _, _, n in spec],
+                    note="Columns: framework nodes x ranks per node. Time per size: the "
+                    "slowest rank's median; algbw = bytes/time; busbw = algbw x 2(n-1)/n."
+                    if what == "algorithm"
+                    else "",
+                )
             )
-        ]
     if len(a.problem_runs):
         t["problems"] = [
             _table(
@@ -406,7 +417,8 @@ def _provenance(a: Analysis) -> List[tuple]:
         ("communication backends", ", ".join(p.get("backends", []))),
         ("devices", ", ".join(p.get("device_names", []))),
         ("largest complete run", f"{p.get('largest_run_devices')} devices"),
-        ("hosts", _short_list(p.get("hosts", []))),
+        ("devices per node", ", ".join(p.get("devices_per_node", [])) or "-"),
+        ("nodes", f"{len(p.get('hosts', []))}: {_short_list(p.get('hosts', []))}"),
         ("Slurm job ids", _short_list(p.get("job_ids", []))),
         ("python", ", ".join(p.get("python_versions", []))),
         (
