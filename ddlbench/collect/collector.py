@@ -91,6 +91,7 @@ class CampaignData:
     files: pd.DataFrame
     info: dict = field(default_factory=dict)
     _steps: Optional[pa.Table] = None
+    _steps_written: Optional[Callable[[], None]] = None  # waits for a pending steps write
 
     @property
     def name(self) -> str:
@@ -372,6 +373,7 @@ def collect_campaign(
     run_states: RunStates = None,
     progress: Progress = None,
     write: bool = True,
+    defer_write: bool = False,
 ) -> CampaignData:
     """Collect one campaign folder; writes ``data/`` unless ``write`` is False.
 
@@ -379,6 +381,9 @@ def collect_campaign(
     ``f(campaign_dir) -> DataFrame``, one row per attempt with the columns ``run_id``, and
     optionally ``attempt``/``attempts``, ``job_id``, ``state``, ``exit_code``, ``start``,
     ``end``, ``nodelist``. Without it every Slurm state is ``unknown``.
+
+    ``defer_write``: start writing steps.parquet but leave the other files to a later
+    :func:`write_data` (so that the caller can overlap its own work with the writing).
 
     Raises :class:`CollectError` (incl. ``LogFormatError``) for input it refuses.
     """
@@ -446,7 +451,9 @@ def collect_campaign(
         names=["run_id", "rank"] + STEP_SCHEMA.names,
     )
 
-    steps_written = _start_steps_write(campaign_dir / DATA_DIR, steps_out) if write else None
+    steps_written = (
+        _start_steps_write(campaign_dir / DATA_DIR, steps_out) if write or defer_write else None
+    )
     stats = _rank_stats(steps, bounds)
     ranks = _ranks_frame(kept, stats, dup_count, campaign_dir)
     evals = _records_frame(kept, "evals", EVAL_COLUMNS)
@@ -483,10 +490,11 @@ def collect_campaign(
         files=files_df,
         info=info,
         _steps=steps_out,
+        _steps_written=steps_written,
     )
-    if write:
+    if write and not defer_write:
         say("writing data files")
-        write_data(data, steps_written)
+        write_data(data)
     return data
 
 
@@ -1146,10 +1154,9 @@ def _start_steps_write(data_dir: Path, steps: pa.Table):
     return wait
 
 
-def write_data(data: CampaignData, steps_written: Optional[Callable[[], None]] = None) -> Path:
-    """Write ``data/`` (atomically per file; deterministic content; collect.json last).
-
-    ``steps_written``: steps.parquet is being written already; call this to wait for it."""
+def write_data(data: CampaignData) -> Path:
+    """Write ``data/`` (atomically per file; deterministic content; collect.json last)."""
+    steps_written, data._steps_written = data._steps_written, None
     out = data.data_dir
     out.mkdir(parents=True, exist_ok=True)
     pq_writer = _pq_writer
@@ -1197,11 +1204,22 @@ def ensure_collected(
     run_states: RunStates = None,
     progress: Progress = None,
     force: bool = False,
+    defer_write: bool = False,
 ) -> CampaignData:
-    """The campaign's data: collected now if ``data/`` is missing or stale, else loaded."""
+    """The campaign's data: collected now if ``data/`` is missing or stale, else loaded.
+
+    ``defer_write``: see :func:`collect_campaign`; then call :func:`finish_write`."""
     from .paths import is_stale
 
     campaign_dir = Path(campaign_dir)
     if force or is_stale(campaign_dir):
-        return collect_campaign(campaign_dir, run_states=run_states, progress=progress)
+        return collect_campaign(
+            campaign_dir, run_states=run_states, progress=progress, defer_write=defer_write
+        )
     return load_data(campaign_dir)
+
+
+def finish_write(data: CampaignData) -> None:
+    """Write the data files of a collection made with ``defer_write`` (no-op otherwise)."""
+    if data._steps_written is not None:
+        write_data(data)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
-from ..collect.collector import CampaignData, RunStates, ensure_collected
+from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = ("html", "md")
@@ -593,7 +593,11 @@ def build_report(
     try:
         if data is None:
             data = ensure_collected(
-                campaign_dir, run_states=run_states, progress=say, force=force_collect
+                campaign_dir,
+                run_states=run_states,
+                progress=say,
+                force=force_collect,
+                defer_write=True,
             )
         out = Path(out_dir) if out_dir else campaign_dir / "report"
         out.mkdir(parents=True, exist_ok=True)
@@ -603,6 +607,7 @@ def build_report(
         fig_input = FigureInput.of(a)
         if worker is not None:
             worker.submit(fig_input, out / "plots")
+        finish_write(data)  # the data files, while the worker draws
         (out / "data").mkdir(exist_ok=True)
         for name in DATA_FILES:
             src = data.data_dir / name
@@ -623,4 +628,6 @@ def build_report(
     finally:
         if worker is not None:
             worker.close()
+        if data is not None:
+            finish_write(data)  # also when the report failed: keep what was collected
     return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)
