@@ -431,7 +431,11 @@ def _finish_bulk(
         if s in bad_segments:
             continue
         i, a, b, _ = segs[s]
-        lines = bytes(buf[a:b]).split(b"\n")
+        # pyarrow skips whitespace-only lines: so do we, then row k is line k
+        lines = [ln for ln in bytes(buf[a:b]).split(b"\n") if ln.strip()]
+        if len(lines) != int(counts[s]):
+            bad_segments.add(s)  # e.g. two records on one line: parse line by line
+            continue
         f = files[i]
         for local, kind in wanted:
             rec = _loads(lines[local]) if local < len(lines) else None

@@ -270,3 +270,26 @@ def test_blank_lines_stay_on_the_fast_path(results):
     assert not d.files["line_by_line"].any()
     assert good.steps_table().equals(d.steps_table())
     pd.testing.assert_frame_equal(good.runs, d.runs)
+
+
+def test_blank_line_between_allreduce_records_keeps_every_record(results):
+    runs = [
+        SynthRun(
+            "pytorch",
+            model="allreduce",
+            mode="allreduce",
+            nodes=1,
+            tasks_per_node=2,
+            batch_size=1,
+            allreduce_sizes=[1 << 10, 1 << 12, 1 << 14, 1 << 16],
+            workload="allreduce_torch",
+        )
+    ]
+    camp = write_campaign(results, "c", runs)
+    good = collect_campaign(camp, write=False)
+    log = camp / "runs" / runs[0].run_id / "logs" / "rank-0.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:2] + ["\n"] + lines[2:]))
+    d = collect_campaign(camp, write=False)
+    pd.testing.assert_frame_equal(good.allreduce, d.allreduce)
+    assert sorted(d.allreduce[d.allreduce["rank"] == 0]["bytes"]) == [1024, 4096, 16384, 65536]
