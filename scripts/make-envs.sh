@@ -22,6 +22,7 @@
 #
 # See docs/environments.md.
 set -euo pipefail
+set -o errtrace  # ERR trap (below) in functions and subshells too
 
 # Bump when the install logic changes in a way that should rebuild every env.
 readonly RECIPE_VERSION=1
@@ -67,6 +68,15 @@ usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
 }
 
+# Last non-blank line of $1.
+last_line() {
+  local line last=""
+  while IFS= read -r line; do
+    if [[ -n "${line//[[:space:]]/}" ]]; then last=${line}; fi
+  done <<<"$1"
+  printf '%s' "${last}"
+}
+
 fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 on_exit() {
@@ -76,6 +86,7 @@ on_exit() {
   fi
 }
 trap on_exit EXIT
+trap 'say "ERROR: \"${BASH_COMMAND}\" failed (line ${LINENO})${LOG:+; log: ${LOG}}" >&2' ERR
 
 # Run a command with its output appended to $LOG; on failure show the log tail and exit.
 run_logged() {
@@ -179,7 +190,10 @@ build_sdist_wheel() {
   version=${pin#*==}
   [[ "${name}" == horovod ]] || die "${env}: only horovod can be built from an sdist (got ${pin})"
   wheel_dir="${ENVS_ROOT}/wheels/${name}-${version}-${hash}"
-  wheel=$(find "${wheel_dir}" -maxdepth 1 -name "${name}-${version}-*.whl" 2>/dev/null | head -n 1)
+  wheel=""
+  if [[ -d "${wheel_dir}" ]]; then
+    wheel=$(find "${wheel_dir}" -maxdepth 1 -name "${name}-${version}-*.whl" | head -n 1)
+  fi
   if [[ -n "${wheel}" ]]; then
     say "${env}: reusing cached wheel ${wheel}"
     BUILT_WHEEL=${wheel}
@@ -237,7 +251,7 @@ build_env() {
     || die "${env}: no Python ${want} found (tried \$DDLBENCH_PYTHON_${env^^}, python3, python${want}, pyenv)"
   say "${env}: building with Python ${want} (${py}) into ${final} (log: ${LOG})"
   rm -rf -- "${TMP_DIR}"
-  run_logged "${py}" -m venv "${TMP_DIR}"
+  run_logged "${py}" -m venv --prompt "${env}" "${TMP_DIR}"
   say "${env}: installing $(basename -- "$(req_file "${env}")") ..."
   run_logged "${TMP_DIR}/bin/python" -m pip install "${PIP_OPTS[@]}" -r "$(req_file "${env}")"
   sdist=$(directive "${env}" sdist)
@@ -262,7 +276,7 @@ build_env() {
     rm -f -- "${final}/${STAMP_NAME}"
     exit 1
   fi
-  size=$(du -sh "${final}" 2>/dev/null | cut -f1)
+  size=$(du -sh "${final}" 2>/dev/null | cut -f1 || true)
   say "${env}: done in $(fmt_secs $((SECONDS - start))) (${size})"
 }
 
@@ -324,10 +338,10 @@ check_env() {
     return 1
   fi
   if ! out=$(check_imports "${env}" 2>&1); then
-    say "${env}: IMPORT FAILS: $(printf '%s\n' "${out}" | grep -v '^[[:space:]]*$' | tail -n 1)"
+    say "${env}: IMPORT FAILS: $(last_line "${out}")"
     return 1
   fi
-  say "${env}: ok ($(printf '%s\n' "${out}" | tail -n 1))"
+  say "${env}: ok ($(last_line "${out}"))"
 }
 
 main() {
@@ -348,24 +362,27 @@ main() {
     for env in "${envs[@]}"; do
       check_env "${env}" || failed=1
     done
-    return "${failed}"
+    exit "${failed}"
   fi
 
   mkdir -p "${ENVS_ROOT}"
   ENVS_ROOT=$(cd -- "${ENVS_ROOT}" && pwd)
-  if command -v flock >/dev/null 2>&1; then
-    exec 9>"${ENVS_ROOT}/.lock"
-    flock -n 9 || { say "waiting for another make-envs.sh on ${ENVS_ROOT} ..."; flock 9; }
-  fi
   for env in "${envs[@]}"; do
+    # One make-envs.sh at a time per env; the stamp is checked once the lock is held.
+    if command -v flock >/dev/null 2>&1; then
+      exec 9>"${ENVS_ROOT}/.${env}.lock"
+      flock -n 9 || { say "${env}: waiting for another make-envs.sh building it ..."; flock 9; }
+    fi
     hash=$(env_hash "${env}")
     if [[ -x "${ENVS_ROOT}/${env}/bin/python" ]] \
       && [[ "$(cat -- "${ENVS_ROOT}/${env}/${STAMP_NAME}" 2>/dev/null || true)" == "${hash}" ]] \
       && "${ENVS_ROOT}/${env}/bin/python" -c '' 2>/dev/null; then
       say "${env}: up to date (${hash}), skipping"
+      exec 9>&-
       continue
     fi
     build_env "${env}" "${hash}"
+    exec 9>&-
   done
   say "all done in $(fmt_secs $((SECONDS - total_start))): ${envs[*]} under ${ENVS_ROOT}"
 }

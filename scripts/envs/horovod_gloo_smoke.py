@@ -26,10 +26,11 @@
 
 Usage (from the "horovod" environment)::
 
-    python horovod_gloo_smoke.py [--np 2] [--framework torch|tensorflow|both]
+    python horovod_gloo_smoke.py [--np 2] [--nodes 1] [--framework torch|tensorflow|both]
         launcher: starts the rendezvous server and --np workers with plain
-        subprocess (each worker gets SLURM_* variables as srun would set them
-        on one node), checks their allreduce results, exits 0 on success.
+        subprocess, each given the SLURM_* variables srun would set for a step
+        of --np tasks on --nodes nodes (simulated on this host: node names
+        node0, node1, ...), checks their allreduce results, exits 0 on success.
     python horovod_gloo_smoke.py --server --hosts node1:4,node2:4 [--port-file F]
         only the rendezvous server, e.g. in an sbatch script before ``srun``;
         prints "ADDR PORT" (and writes it to F), serves until killed.
@@ -93,7 +94,7 @@ def horovod_env_from_slurm(env: dict) -> dict:
 
 
 def start_rendezvous(hosts: str, num_proc: int):
-    """Start horovodrun's rendezvous server for `hosts` ("host:slots,..."); returns (server, port)."""
+    """Start horovodrun's rendezvous server for "host:slots,..."; returns (server, port)."""
     from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
     from horovod.runner.http.http_server import RendezvousServer
 
@@ -131,9 +132,12 @@ def run_worker(framework: str) -> int:
     return 0 if ok else 1
 
 
-def run_launcher(framework: str, np_: int, timeout: float) -> int:
-    host = "localhost"
-    server, port = start_rendezvous(f"{host}:{np_}", np_)
+def run_launcher(framework: str, np_: int, nodes: int, timeout: float) -> int:
+    if nodes < 1 or np_ % nodes:
+        raise SystemExit("--np must be a multiple of --nodes")
+    per_node = np_ // nodes
+    names = ["localhost"] if nodes == 1 else [f"node{i}" for i in range(nodes)]
+    server, port = start_rendezvous(",".join(f"{n}:{per_node}" for n in names), np_)
     base = dict(os.environ)
     base.update(
         {
@@ -153,16 +157,18 @@ def run_launcher(framework: str, np_: int, timeout: float) -> int:
     t0 = time.time()
     for rank in range(np_):
         env = dict(base)
-        # What srun sets for task `rank` of a one-node step with np_ tasks.
+        # What srun sets for task `rank` of a step with np_ tasks, per_node per node
+        # (block distribution).
+        node = rank // per_node
         env.update(
             {
                 "SLURM_PROCID": str(rank),
                 "SLURM_NTASKS": str(np_),
-                "SLURM_LOCALID": str(rank),
-                "SLURM_NODEID": "0",
-                "SLURM_NNODES": "1",
-                "SLURM_STEP_TASKS_PER_NODE": str(np_),
-                "SLURMD_NODENAME": host,
+                "SLURM_LOCALID": str(rank % per_node),
+                "SLURM_NODEID": str(node),
+                "SLURM_NNODES": str(nodes),
+                "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x{nodes})" if nodes > 1 else str(np_),
+                "SLURMD_NODENAME": names[node],
             }
         )
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--framework", framework]
@@ -180,7 +186,10 @@ def run_launcher(framework: str, np_: int, timeout: float) -> int:
             if p.poll() is None:
                 p.kill()
         server.stop()
-    print(f"{framework}: {'OK' if rc == 0 else 'FAILED'} ({np_} processes, {time.time() - t0:.1f}s)")
+    print(
+        f"{framework}: {'OK' if rc == 0 else 'FAILED'} ({np_} processes on {nodes} node(s), "
+        f"{time.time() - t0:.1f}s)"
+    )
     return rc
 
 
@@ -202,6 +211,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", choices=["torch", "tensorflow", "both"], default="both")
     ap.add_argument("--np", type=int, default=2, dest="np_")
+    ap.add_argument("--nodes", type=int, default=1, help="simulated nodes for the launcher")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--server", action="store_true")
@@ -213,7 +223,7 @@ def main() -> int:
     frameworks = ["torch", "tensorflow"] if a.framework == "both" else [a.framework]
     if a.worker:
         return run_worker(frameworks[0])
-    return max(run_launcher(fw, a.np_, a.timeout) for fw in frameworks)
+    return max(run_launcher(fw, a.np_, a.nodes, a.timeout) for fw in frameworks)
 
 
 if __name__ == "__main__":
