@@ -2,4 +2,5 @@
 
 from ddlbench.cli import main
 
-main()
+if __name__ == "__main__":
+    main()
