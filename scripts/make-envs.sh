@@ -37,8 +37,9 @@ readonly STAMP_NAME=".ddlbench-stamp"
 
 # Horovod build recipe. Each patch is "FILE|SED-EXPR|GREP-PATTERN-THAT-MUST-MATCH".
 # 0.28.1 hard-codes C++14, but torch >= 2.1 and TF >= 2.10 headers need C++17;
-# xla_mpi_ops.cc needs MPI and TF's removed XLA custom-call API; its Release
-# build type drops the debug info that RelWithDebInfo would add (faster, smaller).
+# xla_mpi_ops.cc (XLA custom-call ops, used only by GPU builds) includes
+# tensorflow/compiler/xla/client/xla_builder.h, which TF 2.21 no longer ships;
+# build type Release drops the debug info of RelWithDebInfo (faster, smaller).
 readonly HOROVOD_PATCHES=(
   "CMakeLists.txt|s/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/|set(CMAKE_CXX_STANDARD 14)"
   "horovod/torch/CMakeLists.txt|s/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/|set(CMAKE_CXX_STANDARD 14)"
@@ -185,7 +186,7 @@ ensure_build_tools() {
 
 # Build (or reuse from the wheel cache) the wheel for an "@sdist" pin; sets BUILT_WHEEL.
 build_sdist_wheel() {
-  local env=$1 pin=$2 py=$3 hash=$4 name version wheel_dir wheel src work patch file expr pattern jobs
+  local env=$1 pin=$2 py=$3 hash=$4 name version wheel_dir wheel src work patch file expr pattern jobs start
   name=${pin%%==*}
   version=${pin#*==}
   [[ "${name}" == horovod ]] || die "${env}: only horovod can be built from an sdist (got ${pin})"
@@ -219,9 +220,11 @@ build_sdist_wheel() {
   jobs=${DDLBENCH_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
   say "${env}: compiling ${pin} (Gloo, no MPI, ${jobs} jobs; takes a while)"
   mkdir -p "${wheel_dir}.tmp"
+  start=${SECONDS}
   run_logged env "${HOROVOD_BUILD_ENV[@]}" MAKEFLAGS="-j${jobs}" \
     "${py}" -m pip wheel "${PIP_OPTS[@]}" --no-deps --no-build-isolation -v \
     -w "${wheel_dir}.tmp" "${src}"
+  say "${env}: compiled in $(fmt_secs $((SECONDS - start)))"
   rm -rf -- "${wheel_dir}"
   mv -- "${wheel_dir}.tmp" "${wheel_dir}"
   rm -rf -- "${work}"
