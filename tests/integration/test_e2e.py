@@ -216,3 +216,34 @@ def test_quickstart_end_to_end_report(tmp_path):
         results=results,
     )
     assert again.returncode == 0 and "0 submitted" in again.stderr + again.stdout
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_quickstart_on_local_slurm(tmp_path, slurm_cluster):
+    """`scripts/quickstart.sh --cluster localslurm`: the same main job through real Slurm."""
+    require_envs("pytorch")
+    results = tmp_path / "results"
+    sub = ddlbench(
+        "submit",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        "--cluster",
+        "localslurm",
+        "--campaign",
+        "qs-slurm",
+        results=results,
+    )
+    assert sub.returncode == 0, sub.stderr
+    waited = ddlbench("wait", "qs-slurm", "--timeout", "600", results=results)
+    assert waited.returncode == 0, _diagnose(results / "qs-slurm", waited.stdout)
+    rep = ddlbench("report", "qs-slurm", results=results)
+    assert rep.returncode == 0, rep.stderr
+    md = (results / "qs-slurm" / "report" / "report.md").read_text()
+    assert "## Throughput and scaling" in md
+    # provenance names real Slurm job ids, not the local executor's
+    job_ids = {
+        json.loads(p.read_text().splitlines()[0])["slurm_job_id"]
+        for p in (results / "qs-slurm" / "runs").glob("*/logs/rank-0.jsonl")
+    }
+    assert len(job_ids) == 6 and all(j and j.isdigit() for j in job_ids)
