@@ -73,6 +73,9 @@ def run_config(args: argparse.Namespace, log_dir: str) -> dict:
     }  # fmt: skip
 
 
+GAPS: list = []  # per round: the window's share spent between steps (the harness's own time)
+
+
 def workload_throughput(args: argparse.Namespace, tmp: str, i: int) -> float:
     from ddlbench.workloads.common import workload_main
     from ddlbench.workloads.pytorch import body
@@ -84,7 +87,11 @@ def workload_throughput(args: argparse.Namespace, tmp: str, i: int) -> float:
     if workload_main(body, [path]) != 0:
         sys.exit("the workload failed")
     with open(os.path.join(log_dir, "rank-0.jsonl")) as f:
-        summary = json.loads(f.read().splitlines()[-1])
+        records = [json.loads(line) for line in f]
+    summary = records[-1]
+    steps = [r for r in records if r["type"] == "step" and r["phase"] == "measure"]
+    gaps = sum(b["t_start"] - a["t_end"] for a, b in zip(steps, steps[1:]))
+    GAPS.append(gaps / summary["measure_time_s"])
     return float(summary["throughput"])
 
 
@@ -159,6 +166,10 @@ def main() -> int:
     )
     paired = statistics.median(x / y for x, y in zip(workload, bare))
     print(f"median of the per-round ratios {paired:.4f}")
+    print(
+        f"time between the workload's measured steps (logging, loop): median "
+        f"{100 * statistics.median(GAPS):.4f}% of its window"
+    )
     ok = ratio >= args.threshold
     print(
         ("PASS" if ok else "FAIL") + f": ratio {ratio:.4f} {'>=' if ok else '<'} {args.threshold}"
