@@ -108,14 +108,20 @@ is_known_env() {
 
 req_file() { printf '%s/%s.txt' "${REQ_DIR}" "$1"; }
 
-# Print a requirement file followed by every file it includes with -r, recursively.
+# Print the meaningful lines (requirements, options, "# @" directives; no comments
+# or blank lines, so editing a comment rebuilds nothing) of a requirement file,
+# followed by those of every file it includes with -r, recursively.
 req_closure() {
   local file=$1 dir line inc
   [[ -f "${file}" ]] || die "requirement file not found: ${file}"
   dir=$(dirname -- "${file}")
   printf '### %s\n' "$(basename -- "${file}")"
-  cat -- "${file}"
-  while IFS= read -r line; do
+  while IFS= read -r line || [[ -n "${line}" ]]; do
+    line=${line%%[[:space:]]#*}                    # pip's inline comments
+    line=${line%"${line##*[![:space:]]}"}         # trailing blanks
+    if [[ -z "${line//[[:space:]]/}" ]]; then continue; fi
+    if [[ "${line}" =~ ^[[:space:]]*# && ! "${line}" =~ ^#[[:space:]]*@ ]]; then continue; fi
+    printf '%s\n' "${line}"
     if [[ "${line}" =~ ^[[:space:]]*(-r|--requirement)[[:space:]=]+([^[:space:]]+) ]]; then
       inc=${BASH_REMATCH[2]}
       [[ "${inc}" == /* ]] || inc="${dir}/${inc}"
