@@ -30,7 +30,8 @@ import importlib, json, sys
 out = {}
 for name in sys.argv[1:]:
     module = importlib.import_module(name)
-    out[name] = str(getattr(module, "__version__", "?"))
+    top = sys.modules[name.split(".")[0]]
+    out[name] = str(getattr(module, "__version__", None) or getattr(top, "__version__", "?"))
 print("DDLBENCH_PROBE " + json.dumps(out))
 """
 

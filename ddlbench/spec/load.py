@@ -190,8 +190,8 @@ def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
 def default_profile_name() -> Tuple[str, str]:
     """The profile used when none is named, and why (see :func:`choose_profile`)."""
     if shutil.which("sbatch") is None:
-        return "local", "default: no Slurm found (sbatch not on PATH)"
-    return "local", "default for doctor: this machine (pass --cluster for a Slurm profile)"
+        return "local", "the default: no Slurm here"
+    return "local", "the default; pass --cluster to check a Slurm profile"
 
 
 def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str]:
