@@ -1,0 +1,483 @@
+"""MXNet workload: Gluon with a parameter-server kvstore (``dist_sync`` / ``dist_device_sync``).
+
+``python -m ddlbench.workloads.mxnet run.json`` runs in three Slurm steps that differ only in
+``DMLC_ROLE`` (docs/run-config.md, slurm_templates/mxnet.sh.j2):
+
+* ``scheduler`` and ``server``: the process only imports ``mxnet``. MXNet's ps-lite runs the
+  role inside that import and calls ``sys.exit()`` when the workers have finalised the kvstore,
+  so these processes exit 0 by themselves at the end of the job. They write no rank log (they
+  are not ranks).
+* ``worker`` (the default): trains. The rank (log file, data shard) is ``SLURM_PROCID`` of the
+  worker step (0..W-1). ``kv.rank`` is *not* that: ps-lite's scheduler numbers the workers by
+  sorting their (address, port) pairs, and the ports are random, so ``kv.rank`` is an arbitrary
+  permutation of the Slurm ranks (it is recorded as ``kv_rank`` in the meta record). It cannot
+  be imposed: ``DMLC_RANK`` is where ps-lite *caches* the rank it was assigned, and a preset
+  ``DMLC_RANK`` stops the node from taking its assigned id (training then silently diverges
+  across workers). The workload only uses ``kv.rank`` where MXNet does: the initial parameters
+  are broadcast from kvstore rank 0 (all ranks build them from the same seed anyway).
+
+Before importing MXNet the workload also sets ``DMLC_NODE_HOST`` to this node's Slurm
+``NodeAddr`` (from ``DDLBENCH_HOSTS``/``DDLBENCH_ADDRS``, unless set), since node names need not
+resolve, and ``OMP_NUM_THREADS`` on the CPU (unless set).
+
+Training: ``gluon.Trainer(params, "sgd"/"nag", kvstore=kv, update_on_kvstore=False)``. The
+servers only sum: each worker pushes its gradients, pulls the sum over workers and applies the
+optimizer locally (identical on every worker), so the learning-rate schedule can be set per step
+(with ``update_on_kvstore=True`` the optimizer would run, pickled, on the servers, out of the
+workers' reach). The per-sample losses are summed and ``trainer.step(global_batch)`` rescales
+the summed gradients by ``1 / global_batch``: the mean gradient of the global batch. A step ends
+after ``mx.nd.waitall()``, i.e. after the push/pull and the update have completed (MXNet's
+engine is asynchronous).
+
+See docs/workloads.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from . import models_mxnet
+from .common import (
+    Context,
+    LRSchedule,
+    RankInfo,
+    cpu_name,
+    data_seed,
+    imagefolder_split,
+    input_channels,
+    load_rank_data,
+    param_checksum,
+    run_training,
+    shard_indices,
+    steps_per_epoch,
+    synthetic_batch,
+    warn,
+    workload_main,
+)
+
+KVSTORES = ("dist_sync", "dist_device_sync")
+PS_ROLES = ("scheduler", "server")
+# kvstore key for the evaluation totals; the Trainer uses the parameter indices 0..n-1
+EVAL_KEY = 999_983
+
+
+def role() -> str:
+    return (os.environ.get("DMLC_ROLE") or "worker").strip().lower()
+
+
+def node_host(env: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """This node's address (``DDLBENCH_ADDRS`` at the index of ``SLURMD_NODENAME`` in
+    ``DDLBENCH_HOSTS``), or None when the environment does not say."""
+    env = os.environ if env is None else env  # type: ignore[assignment]
+    assert env is not None
+    hosts = [h.strip() for h in env.get("DDLBENCH_HOSTS", "").split(",") if h.strip()]
+    addrs = [a.strip() for a in env.get("DDLBENCH_ADDRS", "").split(",") if a.strip()]
+    name = env.get("SLURMD_NODENAME") or ""
+    if name and len(hosts) == len(addrs) and name in hosts:
+        return addrs[hosts.index(name)]
+    return None
+
+
+def prepare_ps_environment(env: Optional[Dict[str, str]] = None) -> None:
+    """Variables ps-lite reads when ``mxnet`` is imported (call before the import)."""
+    env = os.environ if env is None else env  # type: ignore[assignment]
+    assert env is not None
+    if env.get("DMLC_RANK"):
+        raise RuntimeError(
+            "DMLC_RANK is set: ps-lite would not take the id its scheduler assigns (unset it)"
+        )
+    if role() != "scheduler" and not env.get("DMLC_NODE_HOST"):
+        host = node_host(env)
+        if host:
+            env["DMLC_NODE_HOST"] = host
+
+
+def run_ps_role(which: str) -> int:
+    """Scheduler or server: MXNet runs the role during ``import mxnet`` and exits from it."""
+    prepare_ps_environment()
+    env = os.environ
+    sys.stderr.write(
+        f"ddlbench[mxnet]: {which} starting (scheduler {env.get('DMLC_PS_ROOT_URI')}:"
+        f"{env.get('DMLC_PS_ROOT_PORT')}, {env.get('DMLC_NUM_WORKER')} workers, "
+        f"{env.get('DMLC_NUM_SERVER')} servers)\n"
+    )
+    sys.stderr.flush()
+    import mxnet  # noqa: F401 - ps-lite runs the role here and raises SystemExit(None) at the end
+
+    sys.stderr.write(f"ddlbench[mxnet]: import mxnet returned in role {which}: not a PS process\n")
+    return 1
+
+
+def cpu_threads(cfg: Dict[str, Any], info: RankInfo) -> int:
+    """Threads per rank on CPU: ``framework_options.threads``, else SLURM_CPUS_PER_TASK, else
+    the usable cores divided by the tasks on this node."""
+    opts = cfg.get("framework_options") or {}
+    if opts.get("threads"):
+        return int(opts["threads"])
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, info.local_size))
+
+
+def kvstore_type(cfg: Dict[str, Any]) -> str:
+    value = str((cfg.get("framework_options") or {}).get("kvstore") or "dist_sync")
+    if value not in KVSTORES:
+        raise ValueError(f"framework_options.kvstore must be one of {', '.join(KVSTORES)}")
+    return value
+
+
+# -- data --------------------------------------------------------------------------------------
+class TrainData:
+    def __init__(
+        self,
+        steps_per_epoch: float,
+        fixed: Optional[Tuple[Any, Any]] = None,
+        batches: Optional[Callable[[int], Iterator[Any]]] = None,
+        val: Optional[Callable[[], Iterator[Any]]] = None,
+    ) -> None:
+        self.steps_per_epoch = steps_per_epoch
+        self.fixed = fixed
+        self.batches = batches
+        self.val = val
+
+
+def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainData:
+    """This rank's data, NCHW (common/data.py for the kinds)."""
+    kind = cfg["data"]["kind"]
+    batch = int(cfg["batch_size"])
+    seed = data_seed(cfg["seed"], info.rank)
+
+    def to_nd(x: np.ndarray, y: np.ndarray) -> Tuple[Any, Any]:
+        return mx.nd.array(x, ctx=ctx, dtype="float32"), mx.nd.array(y, ctx=ctx, dtype="float32")
+
+    if kind == "synthetic":
+        x, y = synthetic_batch(
+            batch,
+            int(cfg["image_size"]),
+            int(cfg["num_classes"]),
+            input_channels(cfg["model"]),
+            "NCHW",
+            seed,
+        )
+        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
+        fixed = to_nd(x, y)
+        mx.nd.waitall()
+        return TrainData(samples / cfg["global_batch_size"], fixed=fixed)
+    if kind in ("digits", "mnist"):
+        data = load_rank_data(cfg, info, "NCHW")
+
+        def batches(epoch: int) -> Iterator[Any]:
+            for bx, by in data.epoch_batches(epoch, batch, seed):
+                yield to_nd(bx, by)
+
+        def val() -> Iterator[Any]:
+            for bx, by in data.val.batches(max(batch, 256)):
+                yield to_nd(bx, by)
+
+        return TrainData(data.steps_per_epoch, batches=batches, val=val)
+    if kind == "imagefolder":
+        return _imagefolder_data(mx, cfg, info, ctx, seed)
+    raise ValueError(f"unknown data kind {kind!r}")
+
+
+def _imagefolder_data(
+    mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any, seed: int
+) -> TrainData:
+    """``train/<class>/<image>`` folders decoded with ``mx.image`` in a Gluon DataLoader:
+    resize the shorter side to ``size * 256 / 224``, random crop and flip (centre crop for
+    validation), ImageNet mean/std. Each rank reads its own shard of the file list."""
+    from mxnet import gluon
+
+    path = cfg["data"].get("path")
+    if not path:
+        raise ValueError("data kind imagefolder needs data.path")
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(path)
+    size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
+    workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
+    mean = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1) * 255.0
+    std = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1) * 255.0
+    short = int(round(size * 256 / 224))
+
+    class Folder(gluon.data.Dataset):
+        def __init__(self, paths: List[str], labels: np.ndarray, train: bool) -> None:
+            self.paths, self.labels, self.train = paths, labels, train
+
+        def __len__(self) -> int:
+            return len(self.paths)
+
+        def __getitem__(self, i: int) -> Tuple[np.ndarray, np.float32]:
+            img = mx.image.resize_short(mx.image.imread(self.paths[i]), short)
+            if self.train:
+                img, _ = mx.image.random_crop(img, (size, size))
+                if np.random.rand() < 0.5:
+                    img = mx.nd.flip(img, axis=1)
+            else:
+                img, _ = mx.image.center_crop(img, (size, size))
+            arr = img.asnumpy().astype(np.float32).transpose(2, 0, 1)
+            return (arr - mean) / std, np.float32(self.labels[i])
+
+    def loader(paths: List[str], labels: np.ndarray, train: bool, epoch: int) -> Iterator[Any]:
+        idx = shard_indices(len(paths), info.rank, info.world_size)
+        if train:
+            idx = idx[np.random.RandomState((seed + epoch) % (2**31)).permutation(len(idx))]
+        ds = Folder([paths[i] for i in idx], labels[idx], train)
+        dl = gluon.data.DataLoader(
+            ds, batch_size=batch, shuffle=False, last_batch="discard" if train else "keep",
+            num_workers=workers,
+        )  # fmt: skip
+        for x, y in dl:
+            yield x.as_in_context(ctx), y.as_in_context(ctx)
+
+    spe = steps_per_epoch(len(train_paths), info.world_size, batch)
+
+    def batches(epoch: int) -> Iterator[Any]:
+        it = loader(train_paths, train_labels, True, epoch)
+        return (b for _, b in zip(range(spe), it))
+
+    val = None
+    if val_index is not None:
+        val_paths, val_labels, _ = val_index
+
+        def val() -> Iterator[Any]:
+            return loader(val_paths, val_labels, False, 0)
+
+    return TrainData(spe, batches=batches, val=val)
+
+
+# -- training ----------------------------------------------------------------------------------
+def make_trainer(mx: Any, cfg: Dict[str, Any], net: Any, kv: Any, use_amp: bool) -> Any:
+    from mxnet import gluon
+
+    opt = cfg["optimizer"]
+    if opt.get("name", "sgd") != "sgd":
+        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
+    momentum = float(opt.get("momentum") or 0.0)
+    nesterov = bool(opt.get("nesterov")) and momentum > 0
+    trainer = gluon.Trainer(
+        net.collect_params(),
+        "nag" if nesterov else "sgd",
+        {
+            "learning_rate": float(opt["lr"]),
+            "momentum": momentum,
+            "wd": float(opt.get("weight_decay") or 0.0),
+        },
+        kvstore=kv,
+        update_on_kvstore=False,
+    )
+    sync_initial_params(mx, trainer, kv)
+    if use_amp:
+        from mxnet.contrib import amp
+
+        amp.init_trainer(trainer)
+    return trainer
+
+
+def sync_initial_params(mx: Any, trainer: Any, kv: Any) -> None:
+    """Put the initial parameters on the servers and give every worker kvstore rank 0's copy,
+    before the first step, in an order that cannot race.
+
+    Gluon does this lazily inside the first ``trainer.step()`` (``kv.broadcast``: init, then
+    pull), and with MXNet 1.9 on ``dist_sync`` that races: ``init`` lets kvstore rank 0 enter
+    its barrier before the servers have stored its push, so another worker's pull (or first
+    gradient push, which a server takes as the initial value of a key it does not hold yet)
+    can get there first. Seen on 2 CPU workers in about one run in five: a worker starting
+    from the wrong weights (the ranks' parameter checksums then differ) or a server aborting
+    with ``init <key> first``. Here rank 0 reads its pushes back (the server answers them in
+    order, so the values are stored) before anyone pulls, and a barrier separates each phase.
+    """
+    trainer._init_kvstore()
+    if trainer._kvstore is None:
+        return
+    params = list(trainer._params)
+    keys = [trainer._param2idx[p.name] for p in params]
+    # host copies in the default layout (MKL-DNN may hold conv weights in its own layout,
+    # which the kvstore cannot send)
+    values = [mx.nd.array(p.data().asnumpy(), dtype=p.dtype) for p in params]
+    kv.init(keys, values)
+    if kv.rank == 0:
+        kv.pull(keys, out=[mx.nd.zeros_like(v) for v in values])
+        mx.nd.waitall()
+    kv._barrier()
+    kv.pull(keys, out=values)
+    mx.nd.waitall()
+    for p, v in zip(params, values):
+        p.set_data(v)
+    mx.nd.waitall()
+    kv._barrier()
+    trainer._params_to_init = []
+
+
+def make_step_fn(
+    mx: Any,
+    net: Any,
+    trainer: Any,
+    cfg: Dict[str, Any],
+    use_amp: bool,
+    fixed: Optional[Tuple[Any, Any]] = None,
+) -> Callable[[Optional[Any], float], float]:
+    from mxnet import autograd, gluon
+
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    global_batch = int(cfg["global_batch_size"])
+    current = {"lr": None}
+
+    def step_fn(batch: Optional[Any], lr: float) -> float:
+        if current["lr"] != lr:
+            trainer.set_learning_rate(lr)
+            current["lr"] = lr
+        x, y = fixed if batch is None else batch
+        with autograd.record():
+            loss = loss_fn(net(x), y)  # per sample
+            if use_amp:
+                from mxnet.contrib import amp
+
+                with amp.scale_loss(loss, trainer) as scaled:
+                    autograd.backward(scaled)
+            else:
+                loss.backward()  # sum over the batch
+        # push the summed gradients, pull their sum over workers, scale by 1/global batch
+        trainer.step(global_batch)
+        mx.nd.waitall()  # the push/pull and the update have completed
+        return float(loss.mean().asscalar())
+
+    return step_fn
+
+
+def make_evaluate(
+    mx: Any, net: Any, kv: Any, ctx: Any, val: Callable[[], Iterator[Any]]
+) -> Callable[[int], Tuple[float, float, int]]:
+    """Global ``(accuracy, mean loss, samples)``: local sums, then one kvstore push/pull of
+    the three totals (the servers sum them over workers)."""
+    from mxnet import gluon
+
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    kv.init(EVAL_KEY, mx.nd.zeros((3,), ctx=ctx, dtype="float64"))
+
+    def evaluate(_epoch: int) -> Tuple[float, float, int]:
+        totals = np.zeros(3, dtype=np.float64)
+        for x, y in val():
+            out = net(x)
+            totals[0] += float((out.argmax(axis=1) == y).sum().asscalar())
+            totals[1] += float(loss_fn(out, y).sum().asscalar())
+            totals[2] += int(y.shape[0])
+        buf = mx.nd.array(totals, ctx=ctx, dtype="float64")
+        kv.push(EVAL_KEY, buf)
+        kv.pull(EVAL_KEY, out=buf)
+        correct, loss_sum, n = (float(v) for v in buf.asnumpy())
+        return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+
+    return evaluate
+
+
+def model_checksum(net: Any) -> Tuple[float, str]:
+    arrays = (np.asarray(a, dtype=np.float32) for a in models_mxnet.trainable_numpy(net))
+    return param_checksum(arrays)
+
+
+def body(ctx: Context) -> None:
+    cfg, info = ctx.cfg, ctx.info
+    if cfg["mode"] == "allreduce":
+        raise ValueError("mode allreduce is not provided by the mxnet workload")
+    kv_name = kvstore_type(cfg)
+    prepare_ps_environment()
+    if cfg["device"] == "cpu":
+        os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads(cfg, info)))
+    import mxnet as mx
+
+    if cfg["device"] == "gpu":
+        n_gpus = mx.context.num_gpus()
+        if n_gpus == 0:
+            raise RuntimeError("device gpu requested but MXNet sees no GPU")
+        dev = mx.gpu(info.local_rank % n_gpus)
+        device_name = f"gpu {dev.device_id}"
+        try:
+            import subprocess
+
+            names = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            ).stdout.splitlines()
+            device_name = names[dev.device_id].strip() or device_name
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
+    else:
+        dev, device_name = mx.cpu(), cpu_name()
+    use_amp, precision_meta = False, {}
+    if cfg["precision"] == "amp":
+        if cfg["device"] == "gpu":
+            from mxnet.contrib import amp
+
+            amp.init()
+            use_amp = True
+        else:
+            warn("precision amp is not supported on the CPU; running fp32")
+            precision_meta = {"precision": "fp32", "precision_requested": "amp"}
+
+    kv = mx.kv.create(kv_name)
+    if kv.num_workers != info.world_size:
+        raise RuntimeError(
+            f"kvstore has {kv.num_workers} workers but the worker step has {info.world_size} "
+            "tasks (DMLC_NUM_WORKER must equal the world size)"
+        )
+    if not 0 <= kv.rank < kv.num_workers:
+        raise RuntimeError(f"kvstore rank {kv.rank} outside 0..{kv.num_workers - 1}")
+
+    channels = models_mxnet.default_channels(cfg["model"])
+    image_size = int(cfg["image_size"])
+    net = models_mxnet.build_model(cfg["model"], int(cfg["num_classes"]), image_size)
+    models_mxnet.initialize(net, dev, image_size, channels, int(cfg["seed"]))
+    net.hybridize(static_alloc=True, static_shape=True)
+    ctx.write_meta(
+        mx.__version__,
+        device_name,
+        models_mxnet.count_params(net),
+        kv_name,
+        kv_rank=kv.rank,
+        num_servers=int(os.environ.get("DMLC_NUM_SERVER") or 0) or None,
+        update_on_kvstore=False,
+        threads=int(os.environ["OMP_NUM_THREADS"]) if cfg["device"] == "cpu" else None,
+        **precision_meta,
+    )
+    data = make_data(mx, cfg, info, dev)
+    trainer = make_trainer(mx, cfg, net, kv, use_amp)
+    step_fn = make_step_fn(mx, net, trainer, cfg, use_amp, data.fixed)
+    schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
+    evaluate_fn = None
+    if cfg["mode"] == "convergence":
+        if data.val is None:
+            raise ValueError("convergence mode needs a validation split")
+        evaluate_fn = make_evaluate(mx, net, kv, dev, data.val)
+    measurement = run_training(cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn)
+    psum, sha = model_checksum(net)
+    ctx.finish(measurement.summary_fields(), psum, sha)
+
+
+def main() -> int:
+    which = role()
+    if which in PS_ROLES:
+        return run_ps_role(which)
+    if which != "worker":
+        sys.stderr.write(f"ddlbench[mxnet]: unknown DMLC_ROLE {which!r}\n")
+        return 2
+    rc = workload_main(body)
+    if rc != 0:
+        # A failed worker must not wait in the kvstore's exit barrier for peers that are
+        # blocked in a push/pull it will never send: leave at once (the log is written).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
