@@ -178,7 +178,7 @@ def body(ctx: Context) -> None:
     cfg, info = ctx.cfg, ctx.info
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is not provided by the keras workload")
-    prepare_environment(cfg, info)
+    tf_config = prepare_environment(cfg, info)
     tf, keras = import_keras()
     device, device_name = setup_device(tf, cfg, info)
     use_amp, precision_meta = resolve_precision(tf, cfg, keras)
@@ -198,7 +198,7 @@ def body(ctx: Context) -> None:
         tensorflow_version=tf.__version__,
         keras_backend=keras.backend.backend(),
         threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
-        **communication_meta(cfg, comm_name),
+        **communication_meta(cfg, comm_name, tf_config),
         **precision_meta,
     )
     data = make_data(tf, cfg, info, device)

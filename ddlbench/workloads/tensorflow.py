@@ -154,11 +154,19 @@ def make_strategy(tf: Any, cfg: Dict[str, Any], info: RankInfo) -> Tuple[Any, An
     return strategy, options, name
 
 
-def communication_meta(cfg: Dict[str, Any], name: str) -> Dict[str, Any]:
-    """What ``auto`` resolves to, where it is known: on the CPU only the ring exists."""
-    if cfg["device"] == "cpu":
-        return {"communication_effective": "ring"}
-    return {"communication_effective": name if name != "auto" else None}
+def communication_meta(
+    cfg: Dict[str, Any], name: str, tf_config: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
+    """Extra meta fields: what ``auto`` resolves to where it is known (on the CPU only the
+    ring exists) and the cluster of ``TF_CONFIG`` (provenance of the rendezvous)."""
+    fields: Dict[str, Any] = {
+        "communication_effective": "ring"
+        if cfg["device"] == "cpu"
+        else (name if name != "auto" else None)
+    }
+    if tf_config is not None:
+        fields["tf_config"] = tf_config
+    return fields
 
 
 def tf_variable(v: Any) -> Any:
@@ -424,7 +432,7 @@ def body(ctx: Context) -> None:
     cfg, info = ctx.cfg, ctx.info
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is not provided by the tensorflow workload")
-    prepare_environment(cfg, info)
+    tf_config = prepare_environment(cfg, info)
     import tensorflow as tf
 
     keras = tf.keras
@@ -442,7 +450,7 @@ def body(ctx: Context) -> None:
         comm_name,
         strategy="MultiWorkerMirroredStrategy",
         threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
-        **communication_meta(cfg, comm_name),
+        **communication_meta(cfg, comm_name, tf_config),
         **precision_meta,
     )
     data = make_data(tf, cfg, info, device)
