@@ -170,7 +170,7 @@ def _spec_parts(plan: Plan) -> Dict[str, Any]:
 
 
 def manifest_entry(run: Run, run_dir_rel: str) -> Dict[str, Any]:
-    entry = run.as_dict()
+    entry = dict(vars(run))  # shallow: the entry is serialised, never mutated
     entry["gpus_per_node"] = run.tasks_per_node if run.device == "gpu" else 0
     entry["node_hours"] = run.node_hours
     entry["run_dir"] = run_dir_rel
@@ -258,15 +258,7 @@ def render_campaign(
 
     env = template_environment(plan.profile.templates, profile_path)
     templates: Dict[str, jinja2.Template] = {}
-    entries: List[Dict[str, Any]] = []
-    total = len(plan.runs)
-    results_abs = results_root.resolve()
-    cache: Dict[Any, Any] = {}
-    spec_parts = _spec_parts(plan)
-    for i, run in enumerate(plan.runs):
-        run_dir = root / "runs" / run.run_id
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(run_dir)
+    for run in plan.runs:  # compile each template once, here, before any worker starts
         name = _template_name(run)
         if name not in templates:
             try:
@@ -275,25 +267,31 @@ def render_campaign(
                 raise InputError(
                     Problem(f"no template {name} for framework '{run.framework}'")
                 ) from None
-        ctx = run_context(
-            run,
-            plan.spec,
-            plan.profile,
-            campaign,
-            run_dir,
-            pkg_root,
-            results_abs,
-            ddlbench.__version__,
-            cache,
-        )
-        # job.sh carries its run config and writes run.json when the job starts: one file per
-        # run, and the config that runs is the one Slurm copied at submission
-        config = run_config(run, plan, campaign, run_dir, spec_parts)
-        ctx["run_json"] = ShellSafe(_json_text(config))
-        _atomic_write(run_dir / "job.sh", templates[name].render(ctx), 0o755)
-        entries.append(manifest_entry(run, f"runs/{run.run_id}"))
-        if progress is not None:
-            progress(i + 1, total)
+    job = _ScriptJob(plan, campaign, root, pkg_root, results_root.resolve(), templates)
+    workers = _workers(len(plan.runs))
+    children = []
+    if workers > 1:
+        # Large sweeps: forked workers render and write their share of the runs. Creating files
+        # is kernel time, so two cores really do overlap it (10,000 runs: docs/spec.md).
+        import multiprocessing
+
+        fork = multiprocessing.get_context("fork")
+        for k in range(1, workers):
+            child = fork.Process(target=job.write, args=(plan.runs[k::workers],), daemon=True)
+            child.start()
+            children.append(child)
+    job.write(plan.runs[0::workers], progress, scale=workers)
+    entries = [manifest_entry(run, f"runs/{run.run_id}") for run in plan.runs]
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            from ddlbench.errors import DDLBenchError
+
+            raise DDLBenchError(
+                f"rendering failed in a worker process (exit code {child.exitcode})"
+            )
+    if progress is not None:
+        progress(len(plan.runs), len(plan.runs))
 
     manifest = {
         "format": MANIFEST_FORMAT,
@@ -312,6 +310,60 @@ def render_campaign(
     head = json.dumps({k: v for k, v in manifest.items() if k != "runs"}, indent=1)
     _atomic_write(manifest_path, head[:-2] + ',\n "runs": [\n' + runs_json + "\n ]\n}\n")
     return CampaignRender(campaign=campaign, root=root, manifest=manifest)
+
+
+PARALLEL_MIN_RUNS = 2000
+
+
+def _workers(runs: int) -> int:
+    if runs < PARALLEL_MIN_RUNS or os.environ.get("DDLBENCH_RENDER_WORKERS") == "1":
+        return 1
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass
+class _ScriptJob:
+    """Renders and writes job.sh files for a share of a plan's runs (in a worker or inline)."""
+
+    plan: Plan
+    campaign: str
+    root: Path
+    pkg_root: Path
+    results_abs: Path
+    templates: Dict[str, jinja2.Template]
+
+    def write(
+        self,
+        runs: List[Run],
+        progress: Optional[Callable[[int, int], None]] = None,
+        scale: int = 1,
+    ) -> None:
+        cache: Dict[Any, Any] = {}
+        spec_parts = _spec_parts(self.plan)
+        total = len(self.plan.runs)
+        for i, run in enumerate(runs):
+            run_dir = self.root / "runs" / run.run_id
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(run_dir)
+            ctx = run_context(
+                run,
+                self.plan.spec,
+                self.plan.profile,
+                self.campaign,
+                run_dir,
+                self.pkg_root,
+                self.results_abs,
+                ddlbench.__version__,
+                cache,
+            )
+            # job.sh carries its run config and writes run.json when the job starts: one file
+            # per run, and the config that runs is the one Slurm copied at submission
+            config = run_config(run, self.plan, self.campaign, run_dir, spec_parts)
+            ctx["run_json"] = ShellSafe(_json_text(config))
+            text = self.templates[_template_name(run)].render(ctx)
+            _atomic_write(run_dir / "job.sh", text, 0o755)
+            if progress is not None and (i + 1) % 50 == 0:
+                progress(min(total, (i + 1) * scale), total)
 
 
 RUN_JSON_MARKER = "DDLBENCH_RUN_JSON"

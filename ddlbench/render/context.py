@@ -13,19 +13,48 @@ from ddlbench.spec.experiment import ExperimentSpec
 
 
 def sbatch_options(
-    run: Run, spec: ExperimentSpec, profile: ClusterProfile, run_dir: Path, job_name: str
+    run: Run,
+    spec: ExperimentSpec,
+    profile: ClusterProfile,
+    run_dir: Path,
+    job_name: str,
+    cache: Dict[Any, Any] | None = None,
 ) -> List[ShellSafe]:
-    """The ``#SBATCH`` options, each one validated word."""
+    """The ``#SBATCH`` options, each one validated word.
+
+    Everything but the job name and output files depends only on the run's shape, so
+    ``cache`` (one dict per campaign) keeps it per shape.
+    """
+    key = ("sbatch", run.nodes, run.tasks_per_node, run.time_limit)
+    if cache is None or key not in cache:
+        shape = _shape_options(run, spec, profile)
+        if cache is None:
+            return _named(job_name, run_dir, shape)
+        cache[key] = shape
+    return _named(job_name, run_dir, cache[key])
+
+
+def _named(job_name: str, run_dir: Path, shape: List[ShellSafe]) -> List[ShellSafe]:
+    for word in (job_name, str(run_dir)):
+        if any(c in word for c in " \t\n'\"`$\\;"):
+            raise ValueError(f"unsafe #SBATCH value {word!r}")  # guarded upstream
+    return [
+        ShellSafe(f"--job-name={job_name}"),
+        *shape[:4],
+        ShellSafe(f"--output={run_dir}/slurm-%j.out"),
+        ShellSafe(f"--error={run_dir}/slurm-%j.err"),
+        *shape[4:],
+    ]
+
+
+def _shape_options(run: Run, spec: ExperimentSpec, profile: ClusterProfile) -> List[ShellSafe]:
     s = profile.slurm
     o = spec.slurm
     opts = [
-        f"--job-name={job_name}",
         f"--nodes={run.nodes}",
         f"--ntasks-per-node={run.tasks_per_node}",
         f"--cpus-per-task={s.cpus_per_task}",
         f"--time={run.time_limit}",
-        f"--output={run_dir}/slurm-%j.out",
-        f"--error={run_dir}/slurm-%j.err",
     ]
     for name, value in (
         ("partition", o.partition or s.partition),
@@ -143,7 +172,7 @@ def run_context(
         "job_name": job_name,
         "run_dir": str(run_dir),
         "pkg_root": str(pkg_root),
-        "sbatch": sbatch_options(run, spec, profile, run_dir, job_name),
+        "sbatch": sbatch_options(run, spec, profile, run_dir, job_name, cache),
         "setup": setup,
         "env": env,
         "profile": profile,

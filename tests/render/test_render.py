@@ -193,3 +193,24 @@ def test_job_writes_its_run_config(tmp_path, fixed_home):
     (run_dir / "run.json").unlink()
     assert written == read_run_config(run_dir)
     assert written["run_id"] == run_dir.name
+
+
+def test_parallel_rendering_writes_the_same_files(tmp_path, fixed_home, monkeypatch):
+    """Large sweeps render in forked workers; the files are the same as rendered inline."""
+    import ddlbench.render.campaign as campaign
+
+    monkeypatch.setattr(campaign, "PARALLEL_MIN_RUNS", 2)
+    monkeypatch.setattr(campaign.os, "cpu_count", lambda: 3)
+    parallel = render(ROOT / "configs" / "resnet50.yaml", "iris", tmp_path / "p")
+    monkeypatch.setenv("DDLBENCH_RENDER_WORKERS", "1")
+    inline = render(ROOT / "configs" / "resnet50.yaml", "iris", tmp_path / "i")
+    files_p = sorted(p.relative_to(parallel.root) for p in parallel.root.glob("runs/*/job.sh"))
+    files_i = sorted(p.relative_to(inline.root) for p in inline.root.glob("runs/*/job.sh"))
+    assert len(files_p) == 60 and files_p == files_i
+    for rel in files_p:
+        got = (parallel.root / rel).read_text().replace(str(tmp_path / "p"), "<R>")
+        assert got == (inline.root / rel).read_text().replace(str(tmp_path / "i"), "<R>")
+    assert (
+        parallel.manifest["runs"]
+        == json.loads((parallel.root / "campaign.json").read_text())["runs"]
+    )
