@@ -83,9 +83,11 @@ def test_wait_for_server():
 RENDEZVOUS = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
 
 
-def _launch(launch_ranks, cfg, **kwargs):
+def _launch(launch_ranks, cfg, nodes=1, **kwargs):
+    # as job.sh: --hosts defaults to DDLBENCH_ADDRS, one address per (emulated) node
+    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", str(2 // nodes)]
     return launch_ranks(
-        cfg["workload"], cfg, env="horovod", background=RENDEZVOUS, timeout=180, **kwargs
+        cfg["workload"], cfg, env="horovod", background=server, timeout=180, nodes=nodes, **kwargs
     )
 
 
@@ -139,10 +141,11 @@ def test_allreduce_horovod(launch_ranks, run_config, validate_log):
         framework_options={"controller": "gloo"},
         allreduce={"min_bytes": 1024, "max_bytes": 1 << 18, "iters": 5, "warmup": 2},
     )
-    result = _launch(launch_ranks, cfg)
+    result = _launch(launch_ranks, cfg, nodes=2)  # two emulated nodes sharing 127.0.0.1
     result.check_ok()
     for rank in range(2):
         validate_log(result.logs[rank])
+        assert result.logs[rank][0]["node_rank"] == rank
         sizes = [r["bytes"] for r in result.records(rank, "allreduce")]
         assert sizes == [1024 << i for i in range(9)]
         assert all(r["time_s"] > 0 for r in result.records(rank, "allreduce"))
