@@ -229,9 +229,11 @@ def _imagefolder_data(
         if train:
             idx = idx[np.random.RandomState((seed + epoch) % (2**31)).permutation(len(idx))]
         ds = Folder([paths[i] for i in idx], labels[idx], train)
+        # thread_pool: forked loader processes would inherit the rank's SIGTERM handler and
+        # raise in the middle of the pool's shutdown, which can hang the rank at the end
         dl = gluon.data.DataLoader(
             ds, batch_size=batch, shuffle=False, last_batch="discard" if train else "keep",
-            num_workers=workers,
+            num_workers=workers, thread_pool=True,
         )  # fmt: skip
         for x, y in dl:
             yield x.as_in_context(ctx), y.as_in_context(ctx)
