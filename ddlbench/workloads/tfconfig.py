@@ -5,8 +5,10 @@ TensorFlow's ``MultiWorkerMirroredStrategy`` finds its peers through ``TF_CONFIG
 workloads build ``TF_CONFIG`` themselves, *before* importing TensorFlow, following
 ``docs/run-config.md``:
 
-* worker ``i`` listens on ``DDLBENCH_ADDRS[node of i]:DDLBENCH_PORT_BASE + i``; the global rank
-  (not the local one) picks the port because emulated nodes may share one address;
+* worker ``i`` listens on ``DDLBENCH_ADDRS[node of i]:DDLBENCH_PORT_BASE + i % 64``: the global
+  rank (not the local one) picks the port because emulated nodes may share one address, and
+  the modulo keeps every port inside the job's 64-port block (workers sharing an address have
+  fewer than 64 consecutive ranks, so their ports stay distinct);
 * the task index is ``SLURM_PROCID``;
 * an existing ``TF_CONFIG`` is kept untouched.
 
@@ -23,6 +25,9 @@ import re
 from typing import Dict, List, Mapping, Optional
 
 _COUNT_RE = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+
+#: size of the port block job.sh reserves per job (DDLBENCH_PORT_BASE ...+63)
+PORTS_PER_JOB = 64
 
 
 class TFConfigError(RuntimeError):
@@ -91,7 +96,7 @@ def worker_addresses(env: Mapping[str, str]) -> List[str]:
     for node, count in enumerate(counts):
         for _ in range(count):
             rank = len(workers)
-            workers.append(f"{addrs[node]}:{port_base + rank}")
+            workers.append(f"{addrs[node]}:{port_base + rank % PORTS_PER_JOB}")
     return workers
 
 

@@ -149,3 +149,19 @@ def test_lenet_digits_two_nodes_convergence(launch_ranks, run_config, check_data
     assert len(lrs) == 3 * (1438 // 2 // 32)
     assert lrs[0] == pytest.approx(0.025) and lrs[22] == pytest.approx(0.05)
     assert lrs[-1] == pytest.approx(0.005)
+
+
+def test_worker_ports_stay_in_the_job_block_beyond_64_workers():
+    """80 workers on 20 nodes: every port is in the job's 64-port block, addresses distinct."""
+    from ddlbench.workloads.tfconfig import worker_addresses
+
+    env = {
+        "DDLBENCH_PORT_BASE": "12000",
+        "DDLBENCH_ADDRS": ",".join(f"10.0.0.{i}" for i in range(20)),
+        "SLURM_NNODES": "20",
+        "SLURM_NTASKS": "80",
+        "SLURM_NTASKS_PER_NODE": "4",
+    }
+    workers = worker_addresses(env)
+    assert len(workers) == 80 and len(set(workers)) == 80
+    assert all(12000 <= int(w.rsplit(":", 1)[1]) < 12064 for w in workers)
