@@ -46,6 +46,7 @@ from .common import (
     LRSchedule,
     RankInfo,
     cpu_name,
+    cpu_threads,
     data_seed,
     imagefolder_split,
     input_channels,
@@ -110,21 +111,6 @@ def run_ps_role(which: str) -> int:
 
     sys.stderr.write(f"ddlbench[mxnet]: import mxnet returned in role {which}: not a PS process\n")
     return 1
-
-
-def cpu_threads(cfg: Dict[str, Any], info: RankInfo) -> int:
-    """Threads per rank on CPU: ``framework_options.threads``, else SLURM_CPUS_PER_TASK, else
-    the usable cores divided by the tasks on this node."""
-    opts = cfg.get("framework_options") or {}
-    if opts.get("threads"):
-        return int(opts["threads"])
-    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, info.local_size))
 
 
 def kvstore_type(cfg: Dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from .common import (
     LRSchedule,
     RankInfo,
     cpu_name,
+    cpu_threads,
     data_seed,
     imagefolder_split,
     input_channels,
@@ -43,19 +44,6 @@ Batch = Tuple[torch.Tensor, torch.Tensor]
 
 
 # -- set-up helpers (shared with horovod_torch) -------------------------------------------------
-def cpu_threads(cfg: Dict[str, Any], info: RankInfo) -> int:
-    """Intra-op threads per rank on CPU: ``framework_options.threads``, else
-    SLURM_CPUS_PER_TASK, else the usable cores divided by the tasks on this node."""
-    opts = cfg.get("framework_options") or {}
-    if opts.get("threads"):
-        return int(opts["threads"])
-    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, info.local_size))
 
 
 def setup_device(cfg: Dict[str, Any], info: RankInfo) -> Tuple[torch.device, str]:

@@ -36,6 +36,7 @@ from .data import (
 from .env import (
     RankInfo,
     cpu_name,
+    cpu_threads,
     master_addr_port,
     node_addresses,
     parse_tasks_per_node,
@@ -82,6 +83,7 @@ __all__ = [
     "parse_tasks_per_node",
     "port_base",
     "rank_info",
+    "cpu_threads",
     "read_idx",
     "run_allreduce_sweep",
     "run_training",

@@ -7,7 +7,7 @@ import platform
 import re
 import socket
 from dataclasses import dataclass
-from typing import List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 DEFAULT_PORT_BASE = 29500
 
@@ -131,3 +131,18 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_threads(cfg: Dict[str, Any], info: RankInfo) -> int:
+    """Intra-op threads per rank on CPU: ``framework_options.threads``, else
+    SLURM_CPUS_PER_TASK, else the usable cores divided by the tasks on this node."""
+    opts = cfg.get("framework_options") or {}
+    if opts.get("threads"):
+        return int(opts["threads"])
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, info.local_size))
