@@ -272,7 +272,7 @@ def render_campaign(
     children = []
     if workers > 1:
         # Large sweeps: forked workers render and write their share of the runs. Creating files
-        # is kernel time, so two cores really do overlap it (10,000 runs: docs/spec.md).
+        # is kernel time, so two cores really do overlap it (figures: benchmarks/README.md).
         import multiprocessing
 
         fork = multiprocessing.get_context("fork")
