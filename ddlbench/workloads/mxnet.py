@@ -45,6 +45,7 @@ from .common import (
     Context,
     LRSchedule,
     RankInfo,
+    TrainData,
     cpu_name,
     cpu_threads,
     data_seed,
@@ -121,18 +122,6 @@ def kvstore_type(cfg: Dict[str, Any]) -> str:
 
 
 # -- data --------------------------------------------------------------------------------------
-class TrainData:
-    def __init__(
-        self,
-        steps_per_epoch: float,
-        fixed: Optional[Tuple[Any, Any]] = None,
-        batches: Optional[Callable[[int], Iterator[Any]]] = None,
-        val: Optional[Callable[[], Iterator[Any]]] = None,
-    ) -> None:
-        self.steps_per_epoch = steps_per_epoch
-        self.fixed = fixed
-        self.batches = batches
-        self.val = val
 
 
 def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainData:

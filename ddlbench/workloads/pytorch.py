@@ -23,6 +23,7 @@ from .common import (
     Context,
     LRSchedule,
     RankInfo,
+    TrainData,
     cpu_name,
     cpu_threads,
     data_seed,
@@ -92,22 +93,6 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 def model_checksum(model: nn.Module) -> Tuple[float, str]:
     """Checksum of the parameters in ``model.parameters()`` order (float32 on the host)."""
     return param_checksum(p.detach().float().cpu().numpy() for p in model.parameters())
-
-
-class TrainData:
-    """The data side of a run: a fixed synthetic batch or per-epoch batch iterators."""
-
-    def __init__(
-        self,
-        steps_per_epoch: float,
-        fixed: Optional[Batch] = None,
-        batches: Optional[Callable[[int], Iterator[Batch]]] = None,
-        val: Optional[Callable[[], Iterator[Batch]]] = None,
-    ) -> None:
-        self.steps_per_epoch = steps_per_epoch
-        self.fixed = fixed
-        self.batches = batches
-        self.val = val
 
 
 def _to_device(x: np.ndarray, y: np.ndarray, device: torch.device) -> Batch:

@@ -33,6 +33,7 @@ from .common import (
     Context,
     LRSchedule,
     RankInfo,
+    TrainData,
     cpu_name,
     cpu_threads,
     data_seed,
@@ -180,20 +181,6 @@ def model_checksum(model: Any) -> Tuple[float, str]:
 
 
 # -- data --------------------------------------------------------------------------------------
-class TrainData:
-    """A fixed (device-resident) synthetic batch, or per-epoch batch iterators."""
-
-    def __init__(
-        self,
-        steps_per_epoch: float,
-        fixed: Optional[Tuple[Any, Any]] = None,
-        batches: Optional[Callable[[int], Iterator[Any]]] = None,
-        val: Optional[Callable[[], Iterator[Any]]] = None,
-    ) -> None:
-        self.steps_per_epoch = steps_per_epoch
-        self.fixed = fixed
-        self.batches = batches
-        self.val = val
 
 
 def make_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, device: str) -> TrainData:

@@ -21,7 +21,7 @@ import gzip
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -301,3 +301,20 @@ def imagefolder_split(path: str):
     train = image_folder_index(train_root)
     val = image_folder_index(val_root) if os.path.isdir(val_root) else None
     return train, val
+
+
+class TrainData:
+    """A rank's data: a fixed (device-resident) synthetic batch, or per-epoch batch iterators
+    (``batches(epoch)``) with an optional validation iterator (``val()``)."""
+
+    def __init__(
+        self,
+        steps_per_epoch: float,
+        fixed: Optional[Tuple[Any, Any]] = None,
+        batches: Optional[Callable[[int], Iterator[Any]]] = None,
+        val: Optional[Callable[[], Iterator[Any]]] = None,
+    ) -> None:
+        self.steps_per_epoch = steps_per_epoch
+        self.fixed = fixed
+        self.batches = batches
+        self.val = val
