@@ -35,13 +35,12 @@ def release_cluster(started: bool) -> None:
 
 
 def make_campaign(root: Path, name: str, n: int, *, hold: bool = True) -> Path:
-    """``n`` runs whose job.sh is ``true``; held (never started) unless ``hold`` is False."""
+    """``n`` runs whose job script is ``true``; held (never started) unless ``hold`` is False."""
     cdir = (root / name).resolve()
     runs = []
     for i in range(n):
         rid = f"r{i:04d}"
-        rdir = cdir / "runs" / rid
-        rdir.mkdir(parents=True, exist_ok=True)
+        rdir = cdir / "runs" / rid  # created at submission, as for a rendered campaign
         lines = [
             "#!/bin/bash",
             f"#SBATCH --job-name={name}.{rid}",
@@ -53,7 +52,7 @@ def make_campaign(root: Path, name: str, n: int, *, hold: bool = True) -> Path:
         ]
         if hold:
             lines.append("#SBATCH --hold")
-        (rdir / "job.sh").write_text("\n".join(lines + ["true"]) + "\n")
+        (cdir / "jobs" / f"{rid}.sh").write_text("\n".join(lines + ["true"]) + "\n")
         runs.append(
             {
                 "run_id": rid,
@@ -61,7 +60,7 @@ def make_campaign(root: Path, name: str, n: int, *, hold: bool = True) -> Path:
                 "tasks_per_node": 1,
                 "world_size": 1,
                 "time_limit_min": 5,
-                "script": f"runs/{rid}/job.sh",
+                "script": f"jobs/{rid}.sh",
                 "run_dir": f"runs/{rid}",
             }
         )

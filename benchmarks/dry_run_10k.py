@@ -69,7 +69,7 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-        runs = len(list((out / "sweep10k" / "runs").iterdir()))
+        runs = len(list((out / "sweep10k" / "jobs").glob("*.sh")))
     med = statistics.median(times)
     print(f"runs rendered:           {runs}")
     print(

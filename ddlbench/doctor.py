@@ -1,7 +1,7 @@
 """Which frameworks can run with a cluster profile, and why not.
 
 For each framework entry, ddlbench runs the profile's real set-up for it (module loads, venv or
-conda activation, container prefix: the same lines job.sh runs) in a fresh bash and imports the
+conda activation, container prefix: as in a job script) in a fresh bash and imports the
 framework's modules there, reporting their versions or the error. On a Slurm profile it also
 checks that the Slurm client answers and that the profile's partition exists.
 

@@ -23,7 +23,7 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
     """Report which frameworks are usable with a cluster profile, and why not.
 
     Each framework's set-up from the profile (modules, venv or conda, container) runs in a
-    fresh shell, exactly as in job.sh, and the framework is imported there; its version or
+    fresh shell, exactly as in a job script, and the framework is imported there; its version or
     the import error is shown. On Slurm profiles the scheduler and the partition are checked
     too. Exit code 0 when everything checked is usable, 1 otherwise.
     """

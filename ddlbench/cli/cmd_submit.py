@@ -63,7 +63,8 @@ def command(
 ) -> None:
     """Render one sbatch script per run of SPEC and submit them.
 
-    Each run gets results/CAMPAIGN/runs/RUN-ID/ with job.sh, run.json and logs/. Submitting
+    Each run gets a job script results/CAMPAIGN/jobs/RUN-ID.sh; its folder runs/RUN-ID/
+    (Slurm output, run.json, logs/) is created when it is submitted. Submitting
     the same campaign again never submits a run twice: runs already submitted are skipped.
     With a 'local' cluster profile the runs execute on this machine, one at a time by default.
     """

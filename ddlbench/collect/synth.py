@@ -1,6 +1,6 @@
 """Synthetic campaigns in the documented on-disk layout.
 
-Writes ``<root>/<campaign>/campaign.json``, ``runs/<run-id>/{job.sh, run.json,
+Writes ``<root>/<campaign>/campaign.json``, ``jobs/<run-id>.sh``, ``runs/<run-id>/{run.json,
 logs/rank-<k>.jsonl, slurm-<jobid>.out, slurm-<jobid>.err}`` exactly as the planner,
 renderer and workloads do (``docs/run-config.md``, ``docs/log-format.md``), with a
 simple but realistic timing model. Used by the tests and by
@@ -153,6 +153,7 @@ def manifest_entry(run: SynthRun) -> dict:
         "scaling": run.scaling,
         "group": run.group,
         "run_dir": f"runs/{run.run_id}",
+        "script": f"jobs/{run.run_id}.sh",
     }
 
 
@@ -281,19 +282,20 @@ def write_rank_log(path: Path, lines: str, truncate: bool = False) -> None:
 
 
 def write_run(campaign_dir: Path, campaign: str, run: SynthRun, index: int, rng) -> None:
-    """Write one run directory (job.sh, run.json, logs, Slurm stdout/stderr)."""
+    """Write one run's job script and, if it ran, its folder (run.json, logs, Slurm output)."""
     run_dir = campaign_dir / "runs" / run.run_id
-    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "job.sh").write_text(
+    (campaign_dir / "jobs").mkdir(exist_ok=True)
+    (campaign_dir / "jobs" / f"{run.run_id}.sh").write_text(
         "#!/bin/bash\n"
         f"#SBATCH --job-name={run.run_id}\n#SBATCH --nodes={run.nodes}\n"
         f"#SBATCH --ntasks-per-node={run.tasks_per_node}\n"
         f"srun python -m ddlbench.workloads.{manifest_entry(run)['workload']} run.json\n"
     )
-    (run_dir / "run.json").write_text(json.dumps(run_config(run, campaign, run_dir), indent=2))
     job_id = run.job_id if run.job_id is not None else 1000 + index
-    if run.not_run:
+    if run.not_run:  # rendered, never started: no run folder yet
         return
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(run_config(run, campaign, run_dir), indent=2))
     hosts = _hosts(run)
     nodelist = hosts[0] if len(hosts) == 1 else f"gpu[{hosts[0][3:]}-{hosts[-1][3:]}]"
     n = run.world_size

@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.execute import states as S
 from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
-from ddlbench.execute.campaign import Campaign, load_campaign
+from ddlbench.execute.campaign import Campaign, RunInfo, load_campaign
 from ddlbench.execute.store import Attempt, CampaignStore
 
 
@@ -100,6 +100,13 @@ class _Progress:
             self.bar.stop()
 
 
+def make_run_dirs(runs: Iterable[RunInfo]) -> None:
+    """Create the folders of runs about to be submitted: rendering leaves them to submission,
+    and Slurm can only open a job's ``--output`` in a folder that exists."""
+    for run in runs:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+
+
 def submit_campaign(
     campaign_dir: Path,
     *,
@@ -134,6 +141,8 @@ def submit_campaign(
                 elif a.state != S.SUBMITTING:
                     summary.skipped.append(run.run_id)
             total = len(todo) + len(intents)
+            by_id = {r.run_id: r for r in campaign.runs}
+            make_run_dirs(todo + [by_id[a.run_id] for a in intents if a.run_id in by_id])
             bar = _Progress(total, f"submitting {campaign.name}")
             try:
                 ex.submit(
@@ -309,6 +318,7 @@ def retry_campaign(
                     for r in campaign.runs
                     if r.run_id in latest and latest[r.run_id].state in wanted_states
                 ]
+            make_run_dirs(todo)
             bar = _Progress(len(todo), f"retrying {campaign.name}")
             try:
                 ex.submit(

@@ -90,7 +90,7 @@ def load_campaign(campaign_dir: Path) -> Campaign:
     for seq, r in enumerate(raw.get("runs") or []):
         run_id = str(r["run_id"])
         run_dir = campaign_dir / str(r.get("run_dir") or f"runs/{run_id}")
-        script = campaign_dir / str(r.get("script") or f"runs/{run_id}/job.sh")
+        script = campaign_dir / str(r.get("script") or f"jobs/{run_id}.sh")
         tl = r.get("time_limit_min")
         runs.append(
             RunInfo(

@@ -4,7 +4,7 @@
 sure a detached runner process (``python -m ddlbench.execute.local_runner``) is draining the
 queue. The runner starts one supervisor per job (``ddlbench.execute.local_job``), at most
 ``local.max_parallel`` at once; the supervisor plays slurmstepd: it sets the job's SLURM_*
-variables, puts the ``srun``/``scontrol`` shims first on PATH, runs ``bash job.sh`` with
+variables, puts the ``srun``/``scontrol`` shims first on PATH, runs ``bash <job script>`` with
 output where Slurm would write it, enforces the time limit and records how the job ended.
 """
 

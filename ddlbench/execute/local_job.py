@@ -1,7 +1,7 @@
 """Supervisor of one local job: what slurmstepd does for a batch job on a cluster.
 
 ``python -m ddlbench.execute.local_job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` claims the attempt
-(PENDING -> RUNNING, atomically, so a job never starts twice), runs ``bash job.sh`` in its own
+(PENDING -> RUNNING, atomically, so a job never starts twice), runs ``bash <job script>`` in its own
 process group with the job-level SLURM_* variables and the shims first on PATH, sends its
 output where Slurm would, stops it at its time limit (TIMEOUT) or when cancelled (CANCELLED),
 kills what is left of it when the script ends, and records the result.
@@ -197,6 +197,7 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     err_path = Path(submit_dir, expand_pattern(err_pat, **pat)) if err_pat else None
 
     try:
+        Path(submit_dir).mkdir(parents=True, exist_ok=True)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(out_path, "wb")  # noqa: SIM115 - closed when the job ends
         err = open(err_path, "wb") if err_path and err_path != out_path else None  # noqa: SIM115

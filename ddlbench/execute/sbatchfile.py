@@ -1,4 +1,4 @@
-"""Reading the ``#SBATCH`` lines of a rendered ``job.sh``.
+"""Reading the ``#SBATCH`` lines of a rendered job script.
 
 The local executor takes a job's shape, time limit and output files from them, exactly as
 ``sbatch`` would, and ``--array`` groups runs whose directives (all but names and output files)

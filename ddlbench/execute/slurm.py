@@ -277,7 +277,7 @@ class SlurmExecutor(Executor):
         return array_id
 
     def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:
-        """One sbatch script for a group of same-shape runs; task i runs the i-th job.sh.
+        """One sbatch script for a group of same-shape runs; task i runs the i-th job script.
 
         The group's #SBATCH lines are those of its runs (identical but for names and output
         files); each task writes its output where the run's own job would have.
@@ -293,7 +293,7 @@ class SlurmExecutor(Executor):
         lines.append(f"#SBATCH --output={out_dir}/{token}-%A_%a.out")
         lines.append("#")
         lines.append(f"# ddlbench job array for campaign {self.campaign.name}: task i runs the")
-        lines.append("# i-th run's job.sh with its output where that run's own job would put it.")
+        lines.append("# i-th run's job script, with its output where that run's own job puts it.")
         lines.append('case "${SLURM_ARRAY_TASK_ID}" in')
         for i, run in enumerate(runs):
             js = JobScript.read(run.script)

@@ -11,7 +11,7 @@ class HorovodOptions(FrameworkOptions):
     #: framework Horovod wraps
     wraps: Literal["pytorch", "tensorflow"] = "pytorch"
     #: mpi: srun --mpi=<profile mpi> starts ranks as MPI processes;
-    #: gloo: job.sh runs Horovod's rendezvous server, srun starts the ranks
+    #: gloo: the job script runs Horovod's rendezvous server, srun starts the ranks
     controller: Literal["mpi", "gloo"] = "gloo"
     #: compress gradients to fp16 for the allreduce (hvd.Compression.fp16)
     fp16_allreduce: Optional[bool] = None

@@ -3,9 +3,13 @@
 ``results/<campaign>/`` gets ``campaign.json`` (the manifest), ``spec.yaml`` and ``cluster.yaml``
 (the inputs as given), ``pkg/`` (a frozen copy of ddlbench's workload code, which the jobs put on
 PYTHONPATH, so that a campaign always runs, and records, the code it was rendered with) and one
-``runs/<run-id>/job.sh`` per run. ``job.sh`` is self-contained: it carries the run's config
-(docs/run-config.md) and writes ``run.json`` and ``logs/`` into its run directory when the job
-starts.
+job script ``jobs/<run-id>.sh`` per run. A job script is self-contained: it carries the run's
+config (docs/run-config.md) and writes ``run.json`` and ``logs/`` into the run's folder
+``runs/<run-id>/`` when the job starts.
+
+Run folders are created when a run is submitted (Slurm opens ``--output`` there), not here:
+a dry run of a large sweep then costs one file per run, not a folder and a file (on a parallel
+file system every creation is a metadata round trip).
 
 Rendering contacts no scheduler and starts no process: templates are compiled once per
 campaign and every file is written atomically (a running local job keeps reading its old
@@ -14,7 +18,6 @@ script).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +40,9 @@ from ddlbench.spec.experiment import MODEL_SHAPES
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_DIR = Path(os.environ.get("DDLBENCH_TEMPLATES", SOURCE_ROOT / "slurm_templates"))
 MANIFEST_FORMAT = "ddlbench-campaign/1"
+#: a campaign's job scripts (one per run) and run folders (created at submission)
+JOBS_DIR = "jobs"
+RUNS_DIR = "runs"
 RUN_FORMAT = "ddlbench-run/1"
 
 
@@ -68,6 +74,7 @@ def template_environment(
         finalize=to_shell,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        auto_reload=False,  # a campaign renders from one snapshot: no stat() per render
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
@@ -85,23 +92,21 @@ def _atomic_write(path: Path | str, text: str, mode: int = 0o644) -> None:
     running it keeps reading the old inode.
     """
     path = str(path)
+    data = text.encode("utf-8")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError:
         pass
     else:
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            _write_all(fd, data)
         except BaseException:
             os.unlink(path)
             raise
         return
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        _write_all(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -109,8 +114,22 @@ def _atomic_write(path: Path | str, text: str, mode: int = 0o644) -> None:
         raise
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to ``fd`` and close it (no file object: this runs once per run)."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def run_config(
-    run: Run, plan: Plan, campaign: str, run_dir: Path, spec_parts: Optional[Dict[str, Any]] = None
+    run: Run,
+    plan: Plan,
+    campaign: str,
+    run_dir: Path | str,
+    spec_parts: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """The ``run.json`` a workload reads (docs/run-config.md)."""
     spec = plan.spec
@@ -154,7 +173,7 @@ def run_config(
         "repeat": run.repeat,
         "variant": run.variant,
         "allreduce": parts["allreduce"],
-        "log_dir": str(run_dir / "logs"),
+        "log_dir": f"{run_dir}/logs",
         "mllog": spec.mllog,
     }
 
@@ -169,12 +188,12 @@ def _spec_parts(plan: Plan) -> Dict[str, Any]:
     }
 
 
-def manifest_entry(run: Run, run_dir_rel: str) -> Dict[str, Any]:
+def manifest_entry(run: Run, run_dir_rel: str, script_rel: str) -> Dict[str, Any]:
     entry = dict(vars(run))  # shallow: the entry is serialised, never mutated
     entry["gpus_per_node"] = run.tasks_per_node if run.device == "gpu" else 0
     entry["node_hours"] = run.node_hours
     entry["run_dir"] = run_dir_rel
-    entry["script"] = f"{run_dir_rel}/job.sh"
+    entry["script"] = script_rel
     return entry
 
 
@@ -250,7 +269,8 @@ def render_campaign(
             )
         created = old.get("created", created)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "runs").mkdir(exist_ok=True)
+    (root / RUNS_DIR).mkdir(exist_ok=True)
+    (root / JOBS_DIR).mkdir(exist_ok=True)
     pkg_root = root / "pkg"
     _copy_workloads(pkg_root)
     _atomic_write(root / "spec.yaml", spec_text)
@@ -281,7 +301,10 @@ def render_campaign(
             child.start()
             children.append(child)
     job.write(plan.runs[0::workers], progress, scale=workers)
-    entries = [manifest_entry(run, f"runs/{run.run_id}") for run in plan.runs]
+    entries = [
+        manifest_entry(run, f"{RUNS_DIR}/{run.run_id}", f"{JOBS_DIR}/{run.run_id}.sh")
+        for run in plan.runs
+    ]
     for child in children:
         child.join()
         if child.exitcode != 0:
@@ -323,7 +346,7 @@ def _workers(runs: int) -> int:
 
 @dataclass
 class _ScriptJob:
-    """Renders and writes job.sh files for a share of a plan's runs (in a worker or inline)."""
+    """Renders and writes the job scripts of a share of a plan's runs (in a worker or inline)."""
 
     plan: Plan
     campaign: str
@@ -341,10 +364,10 @@ class _ScriptJob:
         cache: Dict[Any, Any] = {}
         spec_parts = _spec_parts(self.plan)
         total = len(self.plan.runs)
+        jobs = f"{self.root}/{JOBS_DIR}"  # strings, not Paths: this loop runs once per run
+        runs_root = f"{self.root}/{RUNS_DIR}"
         for i, run in enumerate(runs):
-            run_dir = self.root / "runs" / run.run_id
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(run_dir)
+            run_dir = f"{runs_root}/{run.run_id}"
             ctx = run_context(
                 run,
                 self.plan.spec,
@@ -356,12 +379,12 @@ class _ScriptJob:
                 ddlbench.__version__,
                 cache,
             )
-            # job.sh carries its run config and writes run.json when the job starts: one file
-            # per run, and the config that runs is the one Slurm copied at submission
+            # the script carries its run config and writes run.json when the job starts: one
+            # file per run, and the config that runs is the one Slurm copied at submission
             config = run_config(run, self.plan, self.campaign, run_dir, spec_parts)
             ctx["run_json"] = ShellSafe(_json_text(config))
             text = self.templates[_template_name(run)].render(ctx)
-            _atomic_write(run_dir / "job.sh", text, 0o755)
+            _atomic_write(f"{jobs}/{run.run_id}.sh", text, 0o755)
             if progress is not None and (i + 1) % 50 == 0:
                 progress(min(total, (i + 1) * scale), total)
 
@@ -369,19 +392,19 @@ class _ScriptJob:
 RUN_JSON_MARKER = "DDLBENCH_RUN_JSON"
 
 
-def read_run_config(run_dir: Path) -> Dict[str, Any]:
-    """A run's config: its ``run.json`` once the job has started, else the copy in ``job.sh``."""
+def read_run_config(run_dir: Path, script: Path) -> Dict[str, Any]:
+    """A run's config: its ``run.json`` once the job has started, else the copy in its script."""
     path = Path(run_dir)
     if (path / "run.json").is_file():
         return json.loads((path / "run.json").read_text())
-    text = (path / "job.sh").read_text()
+    text = Path(script).read_text()
     start = text.index(f"<<'{RUN_JSON_MARKER}'\n") + len(RUN_JSON_MARKER) + 5
     end = text.index(f"\n{RUN_JSON_MARKER}\n", start)
     return json.loads(text[start:end])
 
 
 def _json_text(obj: Dict[str, Any]) -> str:
-    """JSON with a line break after every comma: readable in job.sh, and written by json's
+    """JSON with a line break after every comma: readable in the script, and written by json's
     C encoder (``indent`` would switch to the much slower Python one)."""
     return json.dumps(obj, sort_keys=True, separators=(",\n ", ": "))
 

@@ -16,7 +16,7 @@ def sbatch_options(
     run: Run,
     spec: ExperimentSpec,
     profile: ClusterProfile,
-    run_dir: Path,
+    run_dir: Path | str,
     job_name: str,
     cache: Dict[Any, Any] | None = None,
 ) -> List[ShellSafe]:
@@ -34,7 +34,7 @@ def sbatch_options(
     return _named(job_name, run_dir, cache[key])
 
 
-def _named(job_name: str, run_dir: Path, shape: List[ShellSafe]) -> List[ShellSafe]:
+def _named(job_name: str, run_dir: Path | str, shape: List[ShellSafe]) -> List[ShellSafe]:
     for word in (job_name, str(run_dir)):
         if any(c in word for c in " \t\n'\"`$\\;"):
             raise ValueError(f"unsafe #SBATCH value {word!r}")  # guarded upstream
@@ -139,7 +139,7 @@ def run_context(
     spec: ExperimentSpec,
     profile: ClusterProfile,
     campaign: str,
-    run_dir: Path,
+    run_dir: Path | str,
     pkg_root: Path,
     results_root: Path,
     ddlbench_version: str,
@@ -181,7 +181,10 @@ def run_context(
     }
     ctx.update(fragments)
     launcher = get_launcher(run.framework)
-    ctx.update(launcher.template_vars(options_of(run), run))
+    options_key = ("options", run.framework, repr(sorted(run.framework_options.items())))
+    if options_key not in cache:
+        cache[options_key] = options_of(run)
+    ctx.update(launcher.template_vars(cache[options_key], run))
     return ctx
 
 

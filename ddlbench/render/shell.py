@@ -17,6 +17,13 @@ class ShellSafe(str):
 
 
 def to_shell(value: Any) -> str:
+    kind = type(value)  # exact types first: this runs for every {{ }} of every script
+    if kind is ShellSafe:
+        return value
+    if kind is int or kind is float:
+        return repr(value)
+    if kind is str:
+        return shlex.quote(value)
     if isinstance(value, ShellSafe):
         return str(value)
     if value is None:

@@ -2,7 +2,7 @@
 per-task environment.
 
 ``horovodrun --gloo`` starts an HTTP rendezvous server, gives it the host allocation
-plan, and starts every process with ``HOROVOD_*`` variables. Under Slurm, job.sh does
+plan, and starts every process with ``HOROVOD_*`` variables. Under Slurm, the job script does
 the first part with this module's server::
 
     python -m ddlbench.workloads.horovod_rendezvous \\
@@ -142,7 +142,7 @@ def setup_horovod_env(cfg: Mapping[str, object]) -> str:
 
 def wait_for_server(addr: str, port: int, timeout_s: float) -> None:
     """Wait until the rendezvous server accepts connections: Horovod itself gives up after
-    three tries 0.5 s apart, and job.sh starts the server and the ranks at the same time."""
+    three tries 0.5 s apart, and the job script starts the server and the ranks at the same time."""
     deadline = time.time() + timeout_s
     while True:
         try:

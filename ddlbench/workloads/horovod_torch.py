@@ -3,7 +3,7 @@
 ``python -m ddlbench.workloads.horovod_torch run.json`` on every task. With
 ``framework_options.controller: gloo`` the task maps the Slurm variables to Horovod's
 (``horovod_rendezvous.setup_horovod_env``) and meets the other tasks at the rendezvous
-server job.sh started; with ``mpi`` Horovod takes the ranks from MPI. The model, data,
+server the job script started; with ``mpi`` Horovod takes the ranks from MPI. The model, data,
 optimizer, step and evaluation are the pytorch workload's; Horovod averages gradients
 in ``hvd.DistributedOptimizer`` and rank 0's initial parameters and optimizer state are
 broadcast to all ranks.

@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional
 
 _COUNT_RE = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
-#: size of the port block job.sh reserves per job (DDLBENCH_PORT_BASE ...+63)
+#: size of the port block the job script reserves per job (DDLBENCH_PORT_BASE ...+63)
 PORTS_PER_JOB = 64
 
 

@@ -20,19 +20,18 @@ def make_campaign(
     slurm: Optional[Dict] = None,
     local: Optional[Dict] = None,
 ) -> Path:
-    """Write ``root/name`` with one job.sh per run.
+    """Write ``root/name`` with one job script per run (``jobs/<run-id>.sh``).
 
     Each run dict: ``run_id``, ``body`` (shell lines after the #SBATCH block), and optionally
     ``nodes``, ``tasks_per_node``, ``time`` (sbatch --time), ``partition``, ``extra`` (more
     #SBATCH options).
     """
     cdir = (root / name).resolve()
-    (cdir / "runs").mkdir(parents=True, exist_ok=True)
+    (cdir / "jobs").mkdir(parents=True, exist_ok=True)
     manifest_runs = []
     for r in runs:
         rid = r["run_id"]
-        rdir = cdir / "runs" / rid
-        rdir.mkdir(parents=True, exist_ok=True)
+        rdir = cdir / "runs" / rid  # created at submission, as for a rendered campaign
         nodes = r.get("nodes", 1)
         tpn = r.get("tasks_per_node", 1)
         lines = [
@@ -55,7 +54,7 @@ def make_campaign(
             'cd "$DDLBENCH_RUN_DIR"',
         ]
         lines += r["body"] if isinstance(r["body"], list) else [r["body"]]
-        (rdir / "job.sh").write_text("\n".join(lines) + "\n")
+        (cdir / "jobs" / f"{rid}.sh").write_text("\n".join(lines) + "\n")
         manifest_runs.append(
             {
                 "run_id": rid,
@@ -66,7 +65,7 @@ def make_campaign(
                 "gpus_per_node": 0,
                 "world_size": nodes * tpn,
                 "time_limit_min": 10,
-                "script": f"runs/{rid}/job.sh",
+                "script": f"jobs/{rid}.sh",
                 "run_dir": f"runs/{rid}",
             }
         )

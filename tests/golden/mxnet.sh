@@ -17,6 +17,8 @@
 #
 # Rendered by ddlbench from slurm_templates/ (base.sh.j2 + mxnet.sh.j2).
 # Every value that came from YAML is shell-quoted. Edit the templates, not this file.
+# `ddlbench submit` creates the run folder, where Slurm writes --output; to submit this script
+# by hand, create it first: mkdir -p <RESULTS>/golden/runs/mxnet-resnet50-n2x4-b64-r0
 
 set -Eeuo pipefail
 
@@ -34,13 +36,14 @@ ddlbench_cleanup() {
 }
 ddlbench_fail() {
   local rc=$1 line=$2
-  echo "ddlbench: run ${DDLBENCH_RUN_ID} failed: command at line ${line} of job.sh exited with ${rc}" >&2
+  echo "ddlbench: run ${DDLBENCH_RUN_ID} failed: command at line ${line} of its job script exited with ${rc}" >&2
   echo "${rc}" > "${DDLBENCH_RUN_DIR}/exit_code"
   ddlbench_cleanup
   exit "${rc}"
 }
 trap 'ddlbench_fail $? $LINENO' ERR
 trap ddlbench_cleanup EXIT
+mkdir -p "${DDLBENCH_RUN_DIR}"
 cd "${DDLBENCH_RUN_DIR}"
 mkdir -p logs provenance
 

@@ -60,18 +60,18 @@ def normalise(text: str, out: Path) -> str:
 
 
 def test_golden_scripts(tmp_path, fixed_home):
-    """The review artifact: one rendered job.sh per framework launch style.
+    """The review artifact: one rendered job script per framework launch style.
 
     Regenerate with DDLBENCH_UPDATE_GOLDEN=1 and read the diff.
     """
     rendered = render(GOLDEN / "spec.yaml", "iris", tmp_path)
-    runs = sorted((rendered.root / "runs").iterdir())
-    assert len(runs) == 6
+    scripts = sorted((rendered.root / "jobs").iterdir())
+    assert len(scripts) == 6
     update = os.environ.get("DDLBENCH_UPDATE_GOLDEN")
     mismatched = []
-    for run_dir in runs:
-        label = run_dir.name.split("-resnet50-")[0]
-        got = normalise((run_dir / "job.sh").read_text(), tmp_path)
+    for script in scripts:
+        label = script.name.split("-resnet50-")[0]
+        got = normalise(script.read_text(), tmp_path)
         golden = GOLDEN / f"{label}.sh"
         if update:
             golden.write_text(got)
@@ -86,14 +86,14 @@ def test_golden_scripts(tmp_path, fixed_home):
 def test_every_shipped_config_renders_valid_shell(config, profile, tmp_path, fixed_home):
     shellcheck = require_tool("shellcheck")
     rendered = render(config, profile, tmp_path)
-    scripts = sorted(rendered.root.glob("runs/*/job.sh"))
+    scripts = sorted(rendered.root.glob("jobs/*.sh"))
     assert scripts
     # one script per distinct template path is enough for shellcheck; bash -n checks all
     for script in scripts:
         subprocess.run(["bash", "-n", str(script)], check=True)
     by_framework = {}
     for script in scripts:
-        by_framework.setdefault(script.parent.name.split("-")[0], script)
+        by_framework.setdefault(script.name.split("-")[0], script)
     proc = subprocess.run(
         [shellcheck, "--severity=info", *map(str, by_framework.values())],
         capture_output=True,
@@ -118,7 +118,7 @@ env:
     rendered = render_campaign(
         plan, "q", tmp_path, text, "q.yaml", profile.source.text, profile.path
     )
-    script = (rendered.root / "runs" / "pytorch-lenet-n1x1-b32-r0" / "job.sh").read_text()
+    script = (rendered.root / "jobs" / "pytorch-lenet-n1x1-b32-r0.sh").read_text()
     start = script.index("export NASTY=")
     end = script.index("\nexport", start + 1)
     export_line = script[start:end]
@@ -143,10 +143,12 @@ def test_layout_manifest_and_run_config(tmp_path, fixed_home):
     assert (root / "pkg" / "ddlbench" / "__init__.py").is_file()
     entry = manifest["runs"][1]
     run_dir = root / entry["run_dir"]
-    assert entry["script"] == f"runs/{entry['run_id']}/job.sh"
-    assert os.access(run_dir / "job.sh", os.X_OK)
-    assert not (run_dir / "run.json").exists()  # written by the job when it starts
-    config = read_run_config(run_dir)
+    script = root / entry["script"]
+    assert entry["run_dir"] == f"runs/{entry['run_id']}"
+    assert entry["script"] == f"jobs/{entry['run_id']}.sh"
+    assert os.access(script, os.X_OK)
+    assert not run_dir.exists()  # created at submission; the job writes run.json into it
+    config = read_run_config(run_dir, script)
     assert config["format"] == "ddlbench-run/1"
     assert config["world_size"] == 2 and config["global_batch_size"] == 64
     assert config["optimizer"]["lr"] == pytest.approx(0.1)
@@ -158,9 +160,10 @@ def test_layout_manifest_and_run_config(tmp_path, fixed_home):
 
 def test_rerender_is_stable_and_different_spec_is_refused(tmp_path, fixed_home):
     first = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
-    scripts = {p: p.read_text() for p in first.root.glob("runs/*/job.sh")}
+    scripts = {p: p.read_text() for p in first.root.glob("jobs/*.sh")}
+    assert len(scripts) == 6
     again = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
-    assert {p: p.read_text() for p in again.root.glob("runs/*/job.sh")} == scripts
+    assert {p: p.read_text() for p in again.root.glob("jobs/*.sh")} == scripts
     with pytest.raises(InputError, match="rendered from a different spec"):
         render(ROOT / "configs" / "lenet-mnist.yaml", "local", tmp_path, campaign="quickstart")
 
@@ -172,27 +175,29 @@ def test_bad_campaign_name(tmp_path):
 
 def test_gpu_request_styles(tmp_path, fixed_home, monkeypatch):
     rendered = render(GOLDEN / "spec.yaml", "iris", tmp_path)
-    text = next(rendered.root.glob("runs/pytorch-*/job.sh")).read_text()
+    text = next(rendered.root.glob("jobs/pytorch-*.sh")).read_text()
     assert "#SBATCH --gres=gpu:v100:4\n" in text
     assert "#SBATCH --exclusive\n" in text
     local = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path / "l")
-    text = next(local.root.glob("runs/*/job.sh")).read_text()
+    text = next(local.root.glob("jobs/*.sh")).read_text()
     assert "--gres" not in text and "--gpus-per-node" not in text
     assert 'export CUDA_VISIBLE_DEVICES=""' in text
 
 
 def test_job_writes_its_run_config(tmp_path, fixed_home):
-    """The heredoc in job.sh reproduces the run config exactly when executed."""
+    """The heredoc in the job script reproduces the run config exactly when executed."""
     rendered = render(ROOT / "configs" / "quickstart.yaml", "local", tmp_path)
-    run_dir = next(rendered.root.glob("runs/*"))
-    script = (run_dir / "job.sh").read_text()
+    path = next(rendered.root.glob("jobs/*.sh"))
+    run_dir = rendered.root / "runs" / path.stem
+    run_dir.mkdir()
+    script = path.read_text()
     start = script.index("cat > run.json")
     end = script.index("\nDDLBENCH_RUN_JSON\n", start) + len("\nDDLBENCH_RUN_JSON\n")
     subprocess.run(["bash", "-c", script[start:end]], cwd=run_dir, check=True)
     written = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").unlink()
-    assert written == read_run_config(run_dir)
-    assert written["run_id"] == run_dir.name
+    assert written == read_run_config(run_dir, path)
+    assert written["run_id"] == path.stem
 
 
 def test_parallel_rendering_writes_the_same_files(tmp_path, fixed_home, monkeypatch):
@@ -204,8 +209,8 @@ def test_parallel_rendering_writes_the_same_files(tmp_path, fixed_home, monkeypa
     parallel = render(ROOT / "configs" / "resnet50.yaml", "iris", tmp_path / "p")
     monkeypatch.setenv("DDLBENCH_RENDER_WORKERS", "1")
     inline = render(ROOT / "configs" / "resnet50.yaml", "iris", tmp_path / "i")
-    files_p = sorted(p.relative_to(parallel.root) for p in parallel.root.glob("runs/*/job.sh"))
-    files_i = sorted(p.relative_to(inline.root) for p in inline.root.glob("runs/*/job.sh"))
+    files_p = sorted(p.relative_to(parallel.root) for p in parallel.root.glob("jobs/*.sh"))
+    files_i = sorted(p.relative_to(inline.root) for p in inline.root.glob("jobs/*.sh"))
     assert len(files_p) == 60 and files_p == files_i
     for rel in files_p:
         got = (parallel.root / rel).read_text().replace(str(tmp_path / "p"), "<R>")
