@@ -166,7 +166,7 @@ def main() -> int:
                 f"{min(cpus):8.2f}s {max(peaks):9.0f}"
             )
         peak = max(figures[rows[0][0]][2])
-        main_wall = min(figures[rows[0][0]][0])
+        main_wall = statistics.median(figures[rows[0][0]][0])  # medians are quoted
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         ok_t = main_wall <= TARGET_S
         ok_m = peak <= TARGET_MIB
