@@ -4,6 +4,8 @@
 # cluster on 127.0.0.1), so a fresh machine needs nothing else. Extra arguments go to pytest.
 #
 # Usage: scripts/test.sh [PYTEST-ARGS...]      e.g. scripts/test.sh -m "not slow" -x
+# With no arguments it then also runs scripts/test-min-deps.sh (the oldest supported
+# dependency versions, docs/environments.md).
 #
 # Environment: DDLBENCH_ENVS (framework environments, cached between runs),
 #              DDLBENCH_SLURM_DIR (scratch dir of the test cluster)
@@ -40,4 +42,15 @@ if [[ ${rc} -eq 5 ]]; then
   rc=1
 fi
 stage "pytest exited with ${rc}"
+
+if [[ $# -eq 0 ]]; then
+  # the whole suite was asked for: also the declared minimum dependency versions
+  stage "minimum dependency versions"
+  min_rc=0
+  scripts/test-min-deps.sh || min_rc=$?
+  stage "minimum-versions tests exited with ${min_rc}"
+  if [[ ${rc} -eq 0 ]]; then
+    rc=${min_rc}
+  fi
+fi
 exit "${rc}"
