@@ -150,19 +150,22 @@ env | grep -E '^(SLURM_|CUDA_|NCCL_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_R
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "${DDLBENCH_RUN_DIR}/provenance/gpus.txt" 2>&1 || true
 fi
-python -m pip freeze > "${DDLBENCH_RUN_DIR}/provenance/packages.txt" 2>/dev/null || true
+# packages.txt is written by rank 0 of the workload: the packages of the environment the ranks
+# run in (venv, Apptainer image or Pyxis container alike)
 lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 
 # --- launch ----------------------------------------------------------------------------------
 echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"
-# Horovod with Gloo, without horovodrun: this script runs Horovod's rendezvous server on the
-# first node (the batch host) at the job's first port, then srun starts the ranks; each rank
-# maps SLURM_PROCID/LOCALID/NODEID to Horovod's variables before hvd.init().
+# Horovod with Gloo, without horovodrun: Horovod's rendezvous server runs as a one-task step on
+# the first node at the job's first port (a step, like the ranks, so that it runs in the same
+# environment and container), then srun starts the ranks; each rank maps
+# SLURM_PROCID/LOCALID/NODEID to Horovod's variables before hvd.init().
 export HOROVOD_CONTROLLER=gloo
 export HOROVOD_CPU_OPERATIONS=gloo
 export HOROVOD_GLOO_RENDEZVOUS_ADDR="${DDLBENCH_FIRST_ADDR}"
 export HOROVOD_GLOO_RENDEZVOUS_PORT="${DDLBENCH_PORT_BASE}"
-python -m ddlbench.workloads.horovod_rendezvous \
+srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=7 \
+  python -m ddlbench.workloads.horovod_rendezvous \
   --port "${DDLBENCH_PORT_BASE}" --hosts "${DDLBENCH_ADDRS}" --tasks-per-node 4 &
 DDLBENCH_BG_PIDS+=("$!")
 srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 \

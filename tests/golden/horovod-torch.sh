@@ -150,7 +150,8 @@ env | grep -E '^(SLURM_|CUDA_|NCCL_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_R
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "${DDLBENCH_RUN_DIR}/provenance/gpus.txt" 2>&1 || true
 fi
-python -m pip freeze > "${DDLBENCH_RUN_DIR}/provenance/packages.txt" 2>/dev/null || true
+# packages.txt is written by rank 0 of the workload: the packages of the environment the ranks
+# run in (venv, Apptainer image or Pyxis container alike)
 lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 
 # --- launch ----------------------------------------------------------------------------------

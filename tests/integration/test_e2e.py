@@ -1,8 +1,8 @@
 """End to end, as users run it: `ddlbench submit` -> real frameworks -> `wait` -> `collect`.
 
 Every framework trains LeNet on the digits data with 2 real ranks through the local executor;
-PyTorch, TensorFlow and MXNet also run through the project's real Slurm cluster with two
-emulated nodes and one rank each. Then the quickstart runs through `report`.
+PyTorch, TensorFlow, Horovod (Gloo) and MXNet also run through the project's real Slurm
+cluster with two emulated nodes and one rank each. Then the quickstart runs through `report`.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ ALL = """\
 ON_SLURM = """\
   - {name: pytorch, backend: gloo}
   - {name: tensorflow, communication: ring}
+  - {name: horovod, wraps: pytorch, controller: gloo}
   - {name: mxnet, kvstore: dist_sync, servers: 1}"""
 
 
@@ -119,6 +120,15 @@ def check_run(run_dir: Path, world: int) -> None:
     # and training works: the loss of rank 0 goes down over 15 steps
     first, last = losses[0][:3], losses[0][-3:]
     assert sum(last) < sum(first), f"{run_dir.name}: loss did not decrease {losses[0]}"
+    # provenance: the job's facts, and the packages of the ranks' own interpreter
+    job = (run_dir / "provenance" / "job.txt").read_text()
+    assert "job_id=" in job and "ddlbench_version=" in job
+    packages = (run_dir / "provenance" / "packages.txt").read_text().splitlines()
+    assert packages[0].startswith("# python ")
+    framework = run_dir.name.split("-")[0]
+    wanted = {"pytorch": "torch==", "tensorflow": "tensorflow", "keras": "keras=="}
+    wanted.update(mxnet="mxnet==", horovod="horovod==")
+    assert any(line.lower().startswith(wanted[framework]) for line in packages), packages
 
 
 def check_collected(root: Path, results: Path, runs: int) -> None:
@@ -154,7 +164,7 @@ def test_every_framework_on_the_local_executor(tmp_path):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_frameworks_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
-    require_envs("pytorch", "tensorflow", "mxnet")
+    require_envs("pytorch", "tensorflow", "horovod", "mxnet")
     root = run_campaign(
         SPEC.format(frameworks=ON_SLURM, point="2x1"), "localslurm", "e2e-slurm", tmp_path
     )
@@ -167,7 +177,7 @@ def test_frameworks_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
         ]
         assert sorted(m["node_rank"] for m in metas) == [0, 1]
         assert all(m["slurm_job_id"] for m in metas)
-    check_collected(root, tmp_path / "results", 3)
+    check_collected(root, tmp_path / "results", 4)
 
 
 @pytest.mark.frameworks

@@ -11,6 +11,7 @@ prints the traceback and returns 1.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -23,6 +24,7 @@ from .env import RankInfo, rank_info
 from .logger import RankLogger, build_meta
 from .loop import Measurement
 from .mllog import MLLog
+from .provenance import write_packages
 
 
 class Terminated(Exception):
@@ -113,6 +115,15 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     raise Terminated(f"received signal {signum}")
 
 
+def _record_packages(cfg: Dict[str, Any]) -> None:
+    """Rank 0 lists its interpreter's packages into the run's provenance (never fails a run)."""
+    run_dir = os.environ.get("DDLBENCH_RUN_DIR") or os.path.dirname(str(cfg["log_dir"]))
+    try:
+        write_packages(run_dir)
+    except Exception as exc:
+        sys.stderr.write(f"ddlbench: cannot record the installed packages: {exc}\n")
+
+
 def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = None) -> int:
     """Run a workload body; returns the process exit code (0, 1 on failure, 2 on usage)."""
     start_time = time.time()
@@ -133,6 +144,8 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(ValueError):  # not the main thread
             old[sig] = signal.signal(sig, _raise_terminated)
+    if info.is_root:
+        _record_packages(cfg)
     try:
         mllog.start("init_start")
         mllog.run_config(cfg)
