@@ -49,6 +49,7 @@ from .common import (
     cpu_name,
     cpu_threads,
     data_seed,
+    image_mean_std,
     imagefolder_split,
     input_channels,
     load_rank_data,
@@ -122,6 +123,9 @@ def kvstore_type(cfg: Dict[str, Any]) -> str:
 
 
 # -- data --------------------------------------------------------------------------------------
+# what mx.image.imread (the OpenCV inside libmxnet) reads of common's IMAGE_EXTENSIONS
+# (not PPM/PGM, not WebP)
+DECODABLE = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
 
 
 def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainData:
@@ -168,17 +172,20 @@ def _imagefolder_data(
 ) -> TrainData:
     """``train/<class>/<image>`` folders decoded with ``mx.image`` in a Gluon DataLoader:
     resize the shorter side to ``size * 256 / 224``, random crop and flip (centre crop for
-    validation), ImageNet mean/std. Each rank reads its own shard of the file list."""
+    validation), normalised by ``image_mean_std`` (gray for 1-channel models). Each rank reads
+    its own shard of the file list."""
     from mxnet import gluon
 
-    path = cfg["data"].get("path")
-    if not path:
-        raise ValueError("data kind imagefolder needs data.path")
-    (train_paths, train_labels, _classes), val_index = imagefolder_split(path)
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(
+        cfg["data"].get("path"), cfg["num_classes"], DECODABLE
+    )
     size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
     workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
-    mean = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1) * 255.0
-    std = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1) * 255.0
+    channels = input_channels(cfg["model"])
+    mean, std = (
+        np.array(v, dtype=np.float32).reshape(channels, 1, 1) * 255.0
+        for v in image_mean_std(channels)
+    )
     short = int(round(size * 256 / 224))
 
     class Folder(gluon.data.Dataset):
@@ -189,7 +196,8 @@ def _imagefolder_data(
             return len(self.paths)
 
         def __getitem__(self, i: int) -> Tuple[np.ndarray, np.float32]:
-            img = mx.image.resize_short(mx.image.imread(self.paths[i]), short)
+            img = mx.image.imread(self.paths[i], flag=1 if channels == 3 else 0)
+            img = mx.image.resize_short(img, short)
             if self.train:
                 img, _ = mx.image.random_crop(img, (size, size))
                 if np.random.rand() < 0.5:

@@ -27,6 +27,7 @@ from .common import (
     cpu_name,
     cpu_threads,
     data_seed,
+    image_mean_std,
     imagefolder_split,
     input_channels,
     load_rank_data,
@@ -139,19 +140,20 @@ def make_data(cfg: Dict[str, Any], info: RankInfo, device: torch.device) -> Trai
 def _imagefolder_data(
     cfg: Dict[str, Any], info: RankInfo, device: torch.device, seed: int
 ) -> TrainData:
-    """JPEG/PNG folders decoded with Pillow in DataLoader workers."""
+    """Image folders decoded with Pillow in DataLoader workers (gray for 1-channel models)."""
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(
+        cfg["data"].get("path"), cfg["num_classes"]
+    )
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise RuntimeError("data kind imagefolder needs Pillow in the torch environment") from exc
-    path = cfg["data"].get("path")
-    if not path:
-        raise ValueError("data kind imagefolder needs data.path")
-    (train_paths, train_labels, _classes), val_index = imagefolder_split(path)
     size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
     workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    channels = input_channels(cfg["model"])
+    mode = "L" if channels == 1 else "RGB"
+    mean, std = (torch.tensor(v).view(channels, 1, 1) for v in image_mean_std(channels))
+    flip = getattr(Image, "Transpose", Image).FLIP_LEFT_RIGHT
 
     class Folder(torch.utils.data.Dataset):
         def __init__(self, paths: List[str], labels: np.ndarray, train: bool) -> None:
@@ -161,7 +163,8 @@ def _imagefolder_data(
             return len(self.paths)
 
         def __getitem__(self, i: int) -> Batch:
-            img = Image.open(self.paths[i]).convert("RGB")
+            with Image.open(self.paths[i]) as f:
+                img = f.convert(mode)
             scale = size * 256 / 224 / min(img.size)
             img = img.resize(
                 (max(size, round(img.size[0] * scale)), max(size, round(img.size[1] * scale)))
@@ -173,8 +176,9 @@ def _imagefolder_data(
                 left, top = (w - size) // 2, (h - size) // 2
             img = img.crop((left, top, left + size, top + size))
             if self.train and np.random.rand() < 0.5:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            arr = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)
+                img = img.transpose(flip)
+            arr = np.asarray(img, dtype=np.float32).reshape(size, size, channels) / 255.0
+            arr = torch.from_numpy(arr).permute(2, 0, 1)
             return (arr - mean) / std, torch.tensor(int(self.labels[i]))
 
     class Order(torch.utils.data.Sampler):

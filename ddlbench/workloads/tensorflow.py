@@ -37,6 +37,7 @@ from .common import (
     cpu_name,
     cpu_threads,
     data_seed,
+    image_mean_std,
     imagefolder_split,
     input_channels,
     load_rank_data,
@@ -181,6 +182,8 @@ def model_checksum(model: Any) -> Tuple[float, str]:
 
 
 # -- data --------------------------------------------------------------------------------------
+# what tf.io.decode_image reads of common's IMAGE_EXTENSIONS (not PPM/PGM, not TIFF)
+DECODABLE = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 
 def make_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, device: str) -> TrainData:
@@ -224,25 +227,25 @@ def make_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, device: str) -> Trai
 def _imagefolder_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, seed: int) -> TrainData:
     """``train/<class>/<image>`` folders decoded by a ``tf.data`` pipeline: resize the shorter
     side to ``size * 256 / 224``, random crop and flip (centre crop for validation),
-    ImageNet mean/std normalisation. Each rank reads its own shard of the file list."""
-    path = cfg["data"].get("path")
-    if not path:
-        raise ValueError("data kind imagefolder needs data.path")
-    (train_paths, train_labels, _classes), val_index = imagefolder_split(path)
+    normalised by ``image_mean_std`` (gray for 1-channel models). Each rank reads its own
+    shard of the file list."""
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(
+        cfg["data"].get("path"), cfg["num_classes"], DECODABLE
+    )
     size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
-    mean = tf.constant([0.485, 0.456, 0.406]) * 255.0
-    std = tf.constant([0.229, 0.224, 0.225]) * 255.0
+    channels = input_channels(cfg["model"])
+    mean, std = (tf.constant(v) * 255.0 for v in image_mean_std(channels))
     autotune = tf.data.AUTOTUNE
 
     def load(p: Any, label: Any, train: bool) -> Tuple[Any, Any]:
-        img = tf.io.decode_image(tf.io.read_file(p), channels=3, expand_animations=False)
+        img = tf.io.decode_image(tf.io.read_file(p), channels=channels, expand_animations=False)
         img = tf.cast(img, tf.float32)
         shape = tf.cast(tf.shape(img)[:2], tf.float32)
         scale = (size * 256.0 / 224.0) / tf.reduce_min(shape)
         new = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), size)
         img = tf.image.resize(img, new)
         if train:
-            img = tf.image.random_crop(img, [size, size, 3])
+            img = tf.image.random_crop(img, [size, size, channels])
             img = tf.image.random_flip_left_right(img)
         else:
             img = tf.image.resize_with_crop_or_pad(img, size, size)

@@ -32,6 +32,11 @@ DIGITS_SPLIT_SEED = 2017
 DIGITS_VAL_FRACTION = 0.2
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+# ImageNet's per-channel mean and std (of pixels scaled to [0, 1]); gray images (1-channel
+# models) use the mean of the three
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+GRAY_MEAN, GRAY_STD = 0.449, 0.226
 
 
 def data_seed(seed: int, rank: int) -> int:
@@ -146,10 +151,17 @@ def _find(folder: str, stem: str) -> str:
 
 def load_mnist_split(path: str, image_size: int = 28) -> ArraySplit:
     """MNIST from its four IDX files; ``t10k`` is the validation split."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"mnist data.path {path}: no such folder")
     parts = []
     for prefix in ("train", "t10k"):
         x = read_idx(_find(path, prefix + "-images-idx3-ubyte")).astype(np.float32) / 255.0
         y = read_idx(_find(path, prefix + "-labels-idx1-ubyte")).astype(np.int64)
+        if x.ndim != 3 or y.shape != (len(x),):
+            raise ValueError(
+                f"{path}: {prefix} images {x.shape} and labels {y.shape} do not match "
+                "(expected (N, H, W) and (N,))"
+            )
         x = upsample_bilinear(x, image_size)
         parts.append((((x - MNIST_MEAN) / MNIST_STD).astype(np.float32)[:, None], y))
     return ArraySplit(parts[0][0], parts[0][1], parts[1][0], parts[1][1])
@@ -273,33 +285,83 @@ def load_rank_data(cfg: Dict[str, Any], info: RankInfo, layout: str = "NCHW") ->
     )
 
 
-def image_folder_index(root: str) -> Tuple[List[str], np.ndarray, List[str]]:
-    """``(paths, labels, classes)`` of ``root/<class>/<image>``, classes and files sorted."""
-    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-    if not classes:
-        raise ValueError(f"{root}: no class folders")
+def image_mean_std(channels: int) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+    """Per-channel ``(mean, std)`` an image loader normalises with (pixels in [0, 1]):
+    ImageNet's for 3 channels, their means for 1 (gray input, e.g. lenet)."""
+    if channels == 1:
+        return (GRAY_MEAN,), (GRAY_STD,)
+    if channels == 3:
+        return IMAGENET_MEAN, IMAGENET_STD
+    raise ValueError(f"no image normalisation for {channels} channels")
+
+
+def image_folder_index(
+    root: str, classes: Optional[List[str]] = None
+) -> Tuple[List[str], np.ndarray, List[str]]:
+    """``(paths, labels, classes)`` of ``root/<class>/<image>``, classes and files sorted.
+
+    With ``classes`` (the training split's), labels follow that list, so that a validation
+    folder lacking a class still labels the others as training did; a class folder not in
+    ``classes`` is an error.
+    """
+    found = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    if not found:
+        raise ValueError(f"{root}: no class folders (expected {root}/<class>/<image>)")
+    if classes is None:
+        classes = found
+    unknown = [c for c in found if c not in classes]
+    if unknown:
+        raise ValueError(f"{root}: class folders not in the training set: {', '.join(unknown)}")
     paths: List[str] = []
     labels: List[int] = []
-    for label, cls in enumerate(classes):
+    for cls in found:
+        label = classes.index(cls)
         for dirpath, _dirs, files in sorted(os.walk(os.path.join(root, cls), followlinks=True)):
             for name in sorted(files):
                 if name.lower().endswith(IMAGE_EXTENSIONS):
                     paths.append(os.path.join(dirpath, name))
                     labels.append(label)
-    return paths, np.asarray(labels, dtype=np.int64), classes
+    if not paths:
+        raise ValueError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) in the class folders")
+    return paths, np.asarray(labels, dtype=np.int64), list(classes)
 
 
-def imagefolder_split(path: str):
+def imagefolder_split(
+    path: Optional[str],
+    num_classes: Optional[int] = None,
+    decodable: Optional[Tuple[str, ...]] = None,
+):
     """Index ``path/train`` and ``path/val`` (``val`` may be absent: then ``None``).
 
-    Without a ``train`` folder, ``path`` itself is the training set.
+    Without a ``train`` folder, ``path`` itself is the training set. Validation labels use
+    the training split's classes. With ``num_classes`` (the model's outputs), more classes
+    than that is an error (labels would be out of range). With ``decodable`` (the extensions
+    the framework's decoder reads), an image of another type is an error now rather than
+    in the middle of training.
     """
+    if not path:
+        raise ValueError("data kind imagefolder needs data.path")
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"imagefolder data.path {path}: no such folder")
     train_root = os.path.join(path, "train")
     if not os.path.isdir(train_root):
         train_root = path
     val_root = os.path.join(path, "val")
     train = image_folder_index(train_root)
-    val = image_folder_index(val_root) if os.path.isdir(val_root) else None
+    classes = train[2]
+    if num_classes is not None and len(classes) > int(num_classes):
+        raise ValueError(
+            f"{train_root}: {len(classes)} classes, more than the model's num_classes {num_classes}"
+        )
+    val = image_folder_index(val_root, classes) if os.path.isdir(val_root) else None
+    if decodable is not None:
+        for paths in (train[0], val[0] if val else []):
+            other = sorted({os.path.splitext(p)[1].lower() for p in paths} - set(decodable))
+            if other:
+                raise ValueError(
+                    f"{path}: {', '.join(other)} images cannot be decoded by this "
+                    f"framework's loader (it reads {', '.join(decodable)})"
+                )
     return train, val
 
 
