@@ -49,6 +49,9 @@ def main() -> None:
         env_clusters = str(root / "configs" / "clusters")
         for i in range(args.repeats):
             out = Path(tmp) / f"out{i}"
+            # start every repetition from the same state: the previous one's 65 MB of scripts
+            # are written back first, not while this one creates its files
+            os.sync()
             t0 = time.perf_counter()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import matplotlib
 import numpy as np
@@ -107,12 +107,16 @@ def _series_styles(series: pd.DataFrame) -> Dict[str, dict]:
     return out
 
 
-def save(fig, directory: Path, name: str) -> Dict[str, Path]:
-    """Write ``name.png`` and ``name.svg``; returns both paths."""
+#: every figure is written in these formats (PNG for screens, SVG for print)
+FORMATS = ("png", "svg")
+
+
+def save(fig, directory: Path, name: str, formats: Sequence[str] = FORMATS) -> Dict[str, Path]:
+    """Write ``name.png`` and ``name.svg`` (or only ``formats``); returns the paths."""
     directory.mkdir(parents=True, exist_ok=True)
     out = {}
     with matplotlib.rc_context(RC):
-        for ext in ("png", "svg"):
+        for ext in formats:
             path = directory / f"{name}.{ext}"
             kw = {"pil_kwargs": {"compress_level": 3}} if ext == "png" else {}
             fig.savefig(path, metadata=_metadata(ext), **kw)
@@ -424,25 +428,30 @@ def busbw_figure(ar: pd.DataFrame):
     return fig
 
 
-def make_figures(analysis, directory: Path) -> Dict[str, Dict[str, Path]]:
-    """Every figure that the analysis has data for; name -> {"png": path, "svg": path}."""
+def make_figures(
+    analysis, directory: Path, formats: Sequence[str] = FORMATS
+) -> Dict[str, Dict[str, Path]]:
+    """Every figure that the analysis has data for; name -> {"png": path, "svg": path}
+    (only the ``formats`` asked for)."""
     out: Dict[str, Dict[str, Path]] = {}
     a = analysis
+
+    def put(key: str, fig, name: str) -> None:
+        out[key] = save(fig, directory, name, formats)
+
     if len(a.points) and a.points["throughput_median"].notna().any():
-        out["throughput"] = save(throughput_figure(a.points, a.series), directory, "throughput")
-        out["efficiency"] = save(
+        put("throughput", throughput_figure(a.points, a.series), "throughput")
+        put(
+            "efficiency",
             efficiency_figure(a.points, a.series, a.settings.efficiency_threshold),
-            directory,
             "efficiency",
         )
     if a.largest_run and len(a.largest_ranks):
-        out["ranks"] = save(
-            rank_distribution_figure(a.largest_ranks, a.largest_run), directory, "rank_step_times"
-        )
+        put("ranks", rank_distribution_figure(a.largest_ranks, a.largest_run), "rank_step_times")
     if len(a.convergence):
-        out["accuracy"] = save(accuracy_batch_figure(a.convergence), directory, "accuracy_vs_batch")
+        put("accuracy", accuracy_batch_figure(a.convergence), "accuracy_vs_batch")
     if len(a.curves):
-        out["curves"] = save(curves_figure(a.curves), directory, "training_curves")
+        put("curves", curves_figure(a.curves), "training_curves")
     if len(a.allreduce):
-        out["busbw"] = save(busbw_figure(a.allreduce), directory, "allreduce_busbw")
+        put("busbw", busbw_figure(a.allreduce), "allreduce_busbw")
     return out
