@@ -237,3 +237,26 @@ def test_markdown_marks_only_flagged_rows(demo_report):
     bold = [line for line in rows if line.startswith("| **")]
     # only the demo's one straggler run (index 1.34) is above 1.10
     assert len(bold) == 1 and "pytorch-resnet50-n8x4-b64-r0" in bold[0]
+
+
+def test_split_drawing_writes_the_same_files(demo_report, tmp_path):
+    """The figure worker draws PNGs in a forked child and SVGs itself; the files are the
+    same bytes as drawing everything in one process."""
+    import threading
+
+    from ddlbench.analyse.analysis import analyse
+    from ddlbench.collect.collector import ensure_collected
+    from ddlbench.report import plots
+    from ddlbench.report.worker import FigureInput, _draw_split
+
+    if threading.active_count() != 1:
+        pytest.skip("threads are running: the worker would not fork here")
+    camp, _res = demo_report
+    fig_input = FigureInput.of(analyse(ensure_collected(camp)))
+    split = _draw_split(plots, fig_input, tmp_path / "split")
+    whole = plots.make_figures(fig_input, tmp_path / "whole")
+    assert split is not None and set(split) == set(whole) and len(whole) == 6
+    for key, paths in whole.items():
+        assert set(split[key]) == {"png", "svg"}
+        for ext, path in paths.items():
+            assert split[key][ext].read_bytes() == path.read_bytes(), (key, ext)
