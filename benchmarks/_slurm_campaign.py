@@ -37,6 +37,7 @@ def release_cluster(started: bool) -> None:
 def make_campaign(root: Path, name: str, n: int, *, hold: bool = True) -> Path:
     """``n`` runs whose job script is ``true``; held (never started) unless ``hold`` is False."""
     cdir = (root / name).resolve()
+    (cdir / "jobs").mkdir(parents=True, exist_ok=True)
     runs = []
     for i in range(n):
         rid = f"r{i:04d}"
