@@ -147,34 +147,14 @@ env_hash() {
   } | sha256sum | cut -c1-16
 }
 
-# Find an interpreter for Python X.Y: $DDLBENCH_PYTHON_<ENV>, python3, pythonX.Y,
-# then pyenv's versions (newest patch release first). Prints sys.executable.
-find_python() {
-  local env=$1 want=$2 var cand root exe
-  local -a cands=()
-  var="DDLBENCH_PYTHON_$(printf '%s' "${env}" | tr '[:lower:]' '[:upper:]')"
-  [[ -n "${!var:-}" ]] && cands+=("${!var}")
-  cands+=(python3 "python${want}")
-  if command -v pyenv >/dev/null 2>&1; then
-    root=$(pyenv root 2>/dev/null || true)
-  fi
-  root=${root:-${PYENV_ROOT:-${HOME}/.pyenv}}
-  if [[ -d "${root}/versions" ]]; then
-    while IFS= read -r cand; do
-      cands+=("${cand}")
-    done < <(find "${root}/versions" -maxdepth 3 -path "*/versions/${want}.*/bin/python${want}" \
-               2>/dev/null | sort -t/ -V -r)
-  fi
-  for cand in "${cands[@]}"; do
-    command -v "${cand}" >/dev/null 2>&1 || continue
-    exe=$("${cand}" -c "import sys
-if '%d.%d' % sys.version_info[:2] == '${want}': print(sys.executable)" 2>/dev/null) || continue
-    if [[ -n "${exe}" ]]; then
-      printf '%s\n' "${exe}"
-      return 0
-    fi
-  done
-  return 1
+# find_python X.Y [PREFERRED] (scripts/lib/python.sh): $DDLBENCH_PYTHON_<ENV>, python3,
+# pythonX.Y, then pyenv's versions (newest patch release first).
+# shellcheck source=scripts/lib/python.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/python.sh"
+python_override() {
+  local var
+  var="DDLBENCH_PYTHON_$(printf '%s' "$1" | tr '[:lower:]' '[:upper:]')"
+  printf '%s' "${!var:-}"
 }
 
 ensure_build_tools() {
@@ -256,7 +236,7 @@ build_env() {
   : >"${LOG}"
   want=$(directive "${env}" python)
   [[ -n "${want}" ]] || die "${env}: no '# @python X.Y' line in $(req_file "${env}")"
-  py=$(find_python "${env}" "${want}") \
+  py=$(find_python "${want}" "$(python_override "${env}")") \
     || die "${env}: no Python ${want} found (tried \$DDLBENCH_PYTHON_${env^^}, python3, python${want}, pyenv)"
   say "${env}: building with Python ${want} (${py}) into ${final} (log: ${LOG})"
   rm -rf -- "${TMP_DIR}"

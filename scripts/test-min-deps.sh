@@ -8,7 +8,8 @@
 #
 # Environment: DDLBENCH_MINDEPS_VENV (the venv, kept between runs; default
 #              ~/.cache/ddlbench/mindeps-venv), DDLBENCH_MINDEPS_PYTHON (the Python 3.10
-#              interpreter; default: pyenv's newest 3.10.x, else python3.10 on PATH)
+#              interpreter; default: python3 or python3.10 if one is 3.10, else pyenv's newest
+#              3.10.x)
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,41 +25,24 @@ stage() { echo "[min-deps] $* ($((SECONDS - t0)) s)"; }
 die() { echo "test-min-deps.sh: $*" >&2; exit 1; }
 
 case "${1:-}" in
-  -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
 esac
 
 want=$(sed -n 's/^#[[:space:]]*@python[[:space:]]\{1,\}\([0-9.]*\).*/\1/p' "${PINS}" | head -n 1)
 [[ -n "${want}" ]] || die "${PINS} has no '# @python X.Y' line"
 
-# The interpreter: $DDLBENCH_MINDEPS_PYTHON, else pyenv's newest X.Y.*, else pythonX.Y.
-PYENV_DIR=$(pyenv root 2>/dev/null || true)
-PYENV_DIR=${PYENV_DIR:-${PYENV_ROOT:-${HOME}/.pyenv}}
-find_python() {
-  local candidates=() py
-  if [[ -n "${DDLBENCH_MINDEPS_PYTHON:-}" ]]; then
-    candidates=("${DDLBENCH_MINDEPS_PYTHON}")
-  else
-    while IFS= read -r py; do
-      candidates+=("${py}")
-    done < <(printf '%s\n' "${PYENV_DIR}/versions/${want}".*/bin/python | sort -rV)
-    candidates+=("python${want}")
-  fi
-  for py in "${candidates[@]}"; do
-    if [[ "$("${py}" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" == "${want}" ]]; then
-      echo "${py}"
-      return 0
-    fi
-  done
-  return 1
-}
+# find_python X.Y [PREFERRED]: $DDLBENCH_MINDEPS_PYTHON, python3, pythonX.Y, then pyenv's X.Y.*
+# shellcheck source=scripts/lib/python.sh
+source "${ROOT}/scripts/lib/python.sh"
 
 # The venv is reused while the pins and pyproject.toml (ddlbench's own requirements) are unchanged.
 hash=$(cat "${PINS}" "${ROOT}/pyproject.toml" | sha256sum | cut -c1-16)
 if [[ -x "${VENV}/bin/python" && "$(cat "${STAMP}" 2>/dev/null || true)" == "${hash}" ]]; then
   stage "reusing ${VENV} ($("${VENV}/bin/python" --version))"
 else
-  py=$(find_python) || die "no Python ${want} found (tried \$DDLBENCH_MINDEPS_PYTHON if set, \
-else ${PYENV_DIR}/versions/${want}.* and python${want} on PATH); install it, e.g. with pyenv"
+  py=$(find_python "${want}" "${DDLBENCH_MINDEPS_PYTHON:-}") || die "no Python ${want} found \
+(tried \$DDLBENCH_MINDEPS_PYTHON if set, python3, python${want} and pyenv's ${want}.*); \
+install it, e.g. with pyenv"
   if [[ -e "${VENV}" && ! -f "${VENV}/pyvenv.cfg" ]]; then
     die "${VENV} exists and is not a venv; remove it or set DDLBENCH_MINDEPS_VENV"
   fi
@@ -82,11 +66,7 @@ print("Python %d.%d.%d" % sys.version_info[:3], "pandas", pandas.__version__, "n
 set +e
 "${VENV}/bin/python" -m pytest -q -m "not slurm and not frameworks and not slow" \
   -p no:cacheprovider "$@"
-rc=$?
+rc=$(pytest_status $? min-deps)
 set -e
-if [[ ${rc} -eq 5 ]]; then
-  echo "[min-deps] pytest collected no tests: that is a failure" >&2
-  rc=1
-fi
 stage "pytest exited with ${rc}"
 exit "${rc}"

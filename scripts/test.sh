@@ -13,6 +13,8 @@ set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
+# shellcheck source=scripts/lib/python.sh
+source scripts/lib/python.sh
 t0=${SECONDS}
 stage() { echo "[test] $* ($((SECONDS - t0)) s)"; }
 
@@ -35,12 +37,8 @@ fi
 stage "pytest"
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
-rc=$?
+rc=$(pytest_status $? test)
 set -e
-if [[ ${rc} -eq 5 ]]; then
-  echo "[test] pytest collected no tests: that is a failure" >&2
-  rc=1
-fi
 stage "pytest exited with ${rc}"
 
 if [[ $# -eq 0 ]]; then

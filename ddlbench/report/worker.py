@@ -121,10 +121,14 @@ def _serve() -> int:
     figures = _draw_split(plots, fig_input, directory)
     if figures is None:
         figures = plots.make_figures(fig_input, directory)
-    answer = {k: {e: str(p) for e, p in v.items()} for k, v in figures.items()}
-    sys.stdout.buffer.write(pickle.dumps(answer))
+    sys.stdout.buffer.write(pickle.dumps(_as_strings(figures)))
     sys.stdout.buffer.flush()
     return 0
+
+
+def _as_strings(figures) -> Dict[str, Dict[str, str]]:
+    """Figure paths as strings, for the pickled answer."""
+    return {k: {e: str(p) for e, p in v.items()} for k, v in figures.items()}
 
 
 def _draw_split(plots, fig_input: FigureInput, directory: Path):
@@ -145,7 +149,7 @@ def _draw_split(plots, fig_input: FigureInput, directory: Path):
             os.close(read_fd)
             drawn = plots.make_figures(fig_input, directory, formats=first)
             with os.fdopen(write_fd, "wb") as out:
-                pickle.dump({k: {e: str(p) for e, p in v.items()} for k, v in drawn.items()}, out)
+                pickle.dump(_as_strings(drawn), out)
             code = 0
         finally:
             os._exit(code)
