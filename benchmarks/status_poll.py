@@ -26,7 +26,7 @@ def main() -> int:
     args = ap.parse_args()
     started = ensure_cluster()
     from ddlbench.execute import campaign_status, submit_campaign
-    from ddlbench.execute.slurmcmd import SlurmClient
+    from ddlbench.execute.slurm.commands import SlurmClient
 
     quiet = lambda m: None  # noqa: E731
     ok = True

@@ -57,7 +57,7 @@ def command(
     """
     from ddlbench.errors import InputError
     from ddlbench.execute import retry_campaign
-    from ddlbench.execute.states import FINAL, UNSUCCESSFUL
+    from ddlbench.campaign.states import FINAL, UNSUCCESSFUL
 
     wanted: Optional[set] = None
     if states:

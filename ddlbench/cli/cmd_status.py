@@ -40,7 +40,7 @@ def _exit(row: Dict) -> str:
 
 
 def counts_line(status: Dict) -> str:
-    from ddlbench.execute.states import ALL
+    from ddlbench.campaign.states import ALL
 
     counts = status["counts"]
     parts = [f"{counts[s]} {s}" for s in ALL if counts.get(s)]
@@ -167,7 +167,7 @@ def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
 
     from ddlbench.cli.common import stdout_console
     from ddlbench.execute import campaign_status
-    from ddlbench.execute.campaign import load_campaign
+    from ddlbench.campaign.manifest import load_campaign
 
     scheduler = load_campaign(root).scheduler
     first, longest = (0.5, 5.0) if scheduler == "local" else (2.0, 30.0)

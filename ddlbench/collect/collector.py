@@ -34,7 +34,7 @@ from .states import iso_time
 Progress = Optional[Callable[[str], None]]
 RunStates = Union[None, pd.DataFrame, Callable[[Path], Optional[pd.DataFrame]]]
 
-# the campaign store's vocabulary (Slurm's job states; see ddlbench/execute/states.py)
+# the campaign store's vocabulary (Slurm's job states; see ddlbench/campaign/states.py)
 FAILED_STATES = {
     "FAILED",
     "TIMEOUT",

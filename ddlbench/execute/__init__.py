@@ -24,7 +24,7 @@ _EXPORTS = {
     "make_executor": "ddlbench.execute.api",
     "SubmitSummary": "ddlbench.execute.base",
     "CampaignStore": "ddlbench.execute.store",
-    "load_campaign": "ddlbench.execute.campaign",
+    "load_campaign": "ddlbench.campaign.manifest",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -9,20 +9,20 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ddlbench.errors import DDLBenchError, InputError
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
-from ddlbench.execute.campaign import Campaign, RunInfo, load_campaign
+from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
 from ddlbench.execute.store import Attempt, CampaignStore
 
 
 def make_executor(campaign: Campaign, store: CampaignStore, echo: Echo = print) -> Executor:
     """The executor that the campaign's cluster profile names (``scheduler: slurm|local``)."""
     if campaign.scheduler == "local":
-        from ddlbench.execute.local import LocalExecutor
+        from ddlbench.execute.local.executor import LocalExecutor
 
         return LocalExecutor(campaign, store, echo)
     if campaign.scheduler == "slurm":
-        from ddlbench.execute.slurm import SlurmExecutor
+        from ddlbench.execute.slurm.executor import SlurmExecutor
 
         return SlurmExecutor(campaign, store, echo)
     raise InputError(
@@ -47,7 +47,7 @@ def open_campaign(
 
 
 def _manifest_stamp(campaign: Campaign) -> list:
-    from ddlbench.execute.campaign import CAMPAIGN_FILE
+    from ddlbench.campaign.manifest import CAMPAIGN_FILE
 
     st = (campaign.dir / CAMPAIGN_FILE).stat()
     return [st.st_mtime_ns, st.st_size, len(campaign.runs)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
-from ddlbench.execute.campaign import Campaign, RunInfo
+from ddlbench.campaign.manifest import Campaign, RunInfo
 from ddlbench.execute.store import Attempt, CampaignStore
 
 Echo = Callable[[str], None]

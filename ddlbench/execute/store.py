@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 
 SCHEMA_VERSION = 1
 
@@ -154,7 +154,7 @@ class CampaignStore:
 
     @classmethod
     def open(cls, campaign_dir: Path) -> CampaignStore:
-        from ddlbench.execute.campaign import STATE_FILE
+        from ddlbench.campaign.manifest import STATE_FILE
 
         return cls(Path(campaign_dir) / STATE_FILE)
 

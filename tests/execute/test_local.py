@@ -207,7 +207,7 @@ def test_concurrent_status_and_submit_keep_the_store_intact(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--mpi=pmix", "--container-image=x"])
 def test_srun_refuses_what_it_cannot_emulate(tmp_path, flag):
-    from ddlbench.execute.shims import srun
+    from ddlbench.execute.local.shims import srun
 
     env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1"}
     old = dict(os.environ)

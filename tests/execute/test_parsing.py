@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 from ddlbench.execute.hostlist import compress, expand
 from ddlbench.execute.sbatchfile import (
     JobScript,
@@ -15,8 +15,8 @@ from ddlbench.execute.sbatchfile import (
     parse_time_seconds,
     pattern_to_shell,
 )
-from ddlbench.execute.slurm import token_of
-from ddlbench.execute.slurmcmd import (
+from ddlbench.execute.slurm.executor import token_of
+from ddlbench.execute.slurm.commands import (
     expand_task_ids,
     is_no_accounting,
     is_transient,

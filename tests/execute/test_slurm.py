@@ -18,8 +18,8 @@ from ddlbench.execute import (
     submit_campaign,
     wait_campaign,
 )
-from ddlbench.execute.slurm import SlurmExecutor
-from ddlbench.execute.slurmcmd import SlurmClient
+from ddlbench.execute.slurm.executor import SlurmExecutor
+from ddlbench.execute.slurm.commands import SlurmClient
 from ddlbench.execute.store import CampaignStore
 
 pytestmark = pytest.mark.slurm
@@ -233,8 +233,8 @@ def test_controller_unreachable(slurm_cluster, tmp_path, monkeypatch):
     cdir = make_campaign(tmp_path, "down", [{"run_id": "a", "body": ["true"]}], scheduler="slurm")
     monkeypatch.setenv("SLURM_CONF", str(bad))
     monkeypatch.setenv("DDLBENCH_SLURM_RETRIES", "1")
-    from ddlbench.execute.campaign import load_campaign
-    from ddlbench.execute.slurmcmd import SchedulerUnreachable
+    from ddlbench.campaign.manifest import load_campaign
+    from ddlbench.execute.slurm.commands import SchedulerUnreachable
 
     campaign = load_campaign(cdir)
     with CampaignStore.open(cdir) as store:

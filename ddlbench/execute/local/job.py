@@ -1,6 +1,6 @@
 """Supervisor of one local job: what slurmstepd does for a batch job on a cluster.
 
-``python -m ddlbench.execute.local_job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` claims the attempt
+``python -m ddlbench.execute.local.job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` claims the attempt
 (PENDING -> RUNNING, atomically, so a job never starts twice), runs ``bash <job script>`` in its own
 process group with the job-level SLURM_* variables and the shims first on PATH, sends its
 output where Slurm would, stops it at its time limit (TIMEOUT) or when cancelled (CANCELLED),
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from ddlbench.execute import states as S
-from ddlbench.execute.campaign import load_campaign
+from ddlbench.campaign import states as S
+from ddlbench.campaign.manifest import load_campaign
 from ddlbench.execute.hostlist import compress
-from ddlbench.execute.local import NODE_ADDR, NODE_PREFIX, install_shims
+from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
 from ddlbench.execute.store import CampaignStore
 
@@ -32,7 +32,7 @@ _STOP = {"why": None}
 
 
 def job_dir(campaign_dir: Path, job_id: str) -> Path:
-    from ddlbench.execute.campaign import WORK_DIR
+    from ddlbench.campaign.manifest import WORK_DIR
 
     return Path(campaign_dir) / WORK_DIR / "jobs" / str(job_id)
 
@@ -271,7 +271,7 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
 def main(argv: List[str]) -> int:
     if len(argv) != 3:
         print(
-            "usage: python -m ddlbench.execute.local_job CAMPAIGN_DIR ATTEMPT_ID TOKEN",
+            "usage: python -m ddlbench.execute.local.job CAMPAIGN_DIR ATTEMPT_ID TOKEN",
             file=sys.stderr,
         )
         return 2

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ddlbench.errors import DDLBenchError, InputError
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 
 # what Slurm's clients print when the controller did not answer (worth retrying)
 _TRANSIENT = re.compile(

@@ -3,7 +3,7 @@
 Started detached by ``ddlbench submit`` (and restarted by status/wait when it is gone). One
 runner per campaign: it holds ``.ddlbench/runner.lock`` (an flock, released when the process
 dies, so a dead runner never blocks a new one). It starts supervisors
-(``ddlbench.execute.local_job``) up to ``local.max_parallel`` at once and exits when nothing
+(``ddlbench.execute.local.job``) up to ``local.max_parallel`` at once and exits when nothing
 is left to run.
 """
 
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from ddlbench.execute import states as S
-from ddlbench.execute.campaign import load_campaign
-from ddlbench.execute.local import pid_runs, runner_lock
+from ddlbench.campaign import states as S
+from ddlbench.campaign.manifest import load_campaign
+from ddlbench.execute.local.executor import pid_runs, runner_lock
 from ddlbench.execute.store import CampaignStore
 
 MAX_START_FAILURES = 3
@@ -113,7 +113,7 @@ def _spawn(campaign_dir: Path, attempt_id: int, token: str) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "ddlbench.execute.local_job",
+            "ddlbench.execute.local.job",
             str(campaign_dir),
             str(attempt_id),
             token,
@@ -126,7 +126,7 @@ def _spawn(campaign_dir: Path, attempt_id: int, token: str) -> subprocess.Popen:
 
 def _kill_group(campaign_dir: Path, job_id: str) -> None:
     """Kill what is left of a job whose supervisor died."""
-    from ddlbench.execute.local_job import kill_group, read_pgid
+    from ddlbench.execute.local.job import kill_group, read_pgid
 
     pgid = read_pgid(campaign_dir, job_id)
     if pgid:
@@ -138,7 +138,7 @@ def main(argv: List[str]) -> int:
     args = [a for a in argv if a != "--detach"]
     if len(args) != 1:
         print(
-            "usage: python -m ddlbench.execute.local_runner [--detach] CAMPAIGN_DIR",
+            "usage: python -m ddlbench.execute.local.runner [--detach] CAMPAIGN_DIR",
             file=sys.stderr,
         )
         return 2

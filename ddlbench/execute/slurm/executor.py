@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.errors import DDLBenchError
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
-from ddlbench.execute.campaign import RunInfo
+from ddlbench.campaign.manifest import RunInfo
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
-from ddlbench.execute.slurmcmd import (
+from ddlbench.execute.slurm.commands import (
     JobRecord,
     SlurmClient,
     is_no_accounting,
@@ -123,7 +123,7 @@ class SlurmExecutor(Executor):
                 found = self._find_by_token({token}, check_reachable=False)
                 if found.get(token):
                     return res, found[token]
-        from ddlbench.execute.slurmcmd import SchedulerUnreachable
+        from ddlbench.execute.slurm.commands import SchedulerUnreachable
 
         raise SchedulerUnreachable(
             f"sbatch could not reach the Slurm controller ({res.message}). Nothing is lost: "

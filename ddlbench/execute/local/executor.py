@@ -1,8 +1,8 @@
 """The local executor: runs rendered jobs on this machine, no Slurm needed.
 
 ``submit`` queues one PENDING attempt per run (job ids from a counter in the store) and makes
-sure a detached runner process (``python -m ddlbench.execute.local_runner``) is draining the
-queue. The runner starts one supervisor per job (``ddlbench.execute.local_job``), at most
+sure a detached runner process (``python -m ddlbench.execute.local.runner``) is draining the
+queue. The runner starts one supervisor per job (``ddlbench.execute.local.job``), at most
 ``local.max_parallel`` at once; the supervisor plays slurmstepd: it sets the job's SLURM_*
 variables, puts the ``srun``/``scontrol`` shims first on PATH, runs ``bash <job script>`` with
 output where Slurm would write it, enforces the time limit and records how the job ended.
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from ddlbench.execute import states as S
+from ddlbench.campaign import states as S
 from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
-from ddlbench.execute.campaign import Campaign
+from ddlbench.campaign.manifest import Campaign
 from ddlbench.execute.store import Attempt
 
 NODE_PREFIX = "node"
@@ -30,13 +30,13 @@ SHIMS = ("srun", "scontrol")
 
 
 def runner_lock(campaign_dir: Path) -> FileLock:
-    from ddlbench.execute.campaign import WORK_DIR
+    from ddlbench.campaign.manifest import WORK_DIR
 
     return FileLock(Path(campaign_dir) / WORK_DIR / "runner.lock")
 
 
 def install_shims(bin_dir: Path) -> Path:
-    """Write the ``srun`` and ``scontrol`` shims (tiny launchers of ddlbench.execute.shims)."""
+    """Write the ``srun`` and ``scontrol`` shims (tiny launchers of ddlbench.execute.local.shims)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     pkg_parent = str(Path(__file__).resolve().parents[2])
     for name in SHIMS:
@@ -45,7 +45,7 @@ def install_shims(bin_dir: Path) -> Path:
             f"# ddlbench local executor: emulates Slurm's {name} (see docs/executors.md)\n"
             "import sys\n"
             f"sys.path.insert(0, {pkg_parent!r})\n"
-            f"from ddlbench.execute.shims.{name} import main\n"
+            f"from ddlbench.execute.local.shims.{name} import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         path = bin_dir / name
@@ -62,13 +62,13 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
     campaign_dir = Path(campaign_dir)
     if runner_lock(campaign_dir).is_held():
         return None
-    from ddlbench.execute.campaign import WORK_DIR
+    from ddlbench.campaign.manifest import WORK_DIR
 
     work = campaign_dir / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "runner.log", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ddlbench.execute.local_runner", "--detach", str(campaign_dir)],
+            [sys.executable, "-m", "ddlbench.execute.local.runner", "--detach", str(campaign_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

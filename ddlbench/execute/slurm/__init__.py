@@ -1,0 +1,1 @@
+"""The Slurm backend: sbatch/squeue/sacct/scontrol calls and the Slurm executor."""
