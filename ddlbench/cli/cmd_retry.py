@@ -55,9 +55,9 @@ def command(
     The old attempts are kept (`ddlbench status --json` counts them); reports use each run's
     newest attempt. A run still pending or running is never retried.
     """
+    from ddlbench.campaign.states import FINAL, UNSUCCESSFUL
     from ddlbench.errors import InputError
     from ddlbench.execute import retry_campaign
-    from ddlbench.campaign.states import FINAL, UNSUCCESSFUL
 
     wanted: Optional[set] = None
     if states:

@@ -165,9 +165,9 @@ def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
     from rich.live import Live
     from rich.text import Text
 
+    from ddlbench.campaign.manifest import load_campaign
     from ddlbench.cli.common import stdout_console
     from ddlbench.execute import campaign_status
-    from ddlbench.campaign.manifest import load_campaign
 
     scheduler = load_campaign(root).scheduler
     first, longest = (0.5, 5.0) if scheduler == "local" else (2.0, 30.0)

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.campaign import states as S
-from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
+from ddlbench.errors import DDLBenchError, InputError
+from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.execute.store import Attempt, CampaignStore
 
 

@@ -15,7 +15,6 @@ from ddlbench.execute.sbatchfile import (
     parse_time_seconds,
     pattern_to_shell,
 )
-from ddlbench.execute.slurm.executor import token_of
 from ddlbench.execute.slurm.commands import (
     expand_task_ids,
     is_no_accounting,
@@ -27,6 +26,7 @@ from ddlbench.execute.slurm.commands import (
     parse_scontrol_jobs,
     parse_squeue,
 )
+from ddlbench.execute.slurm.executor import token_of
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -18,8 +18,8 @@ from ddlbench.execute import (
     submit_campaign,
     wait_campaign,
 )
-from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.slurm.commands import SlurmClient
+from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.store import CampaignStore
 
 pytestmark = pytest.mark.slurm

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from ddlbench.campaign import states as S
-from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.campaign.manifest import Campaign
+from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.execute.store import Attempt
 
 NODE_PREFIX = "node"
@@ -36,7 +36,7 @@ def runner_lock(campaign_dir: Path) -> FileLock:
 
 
 def install_shims(bin_dir: Path) -> Path:
-    """Write the ``srun`` and ``scontrol`` shims (tiny launchers of ddlbench.execute.local.shims)."""
+    """Write the ``srun`` and ``scontrol`` shims (launchers of ddlbench.execute.local.shims)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     pkg_parent = str(Path(__file__).resolve().parents[2])
     for name in SHIMS:

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
-from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.campaign import states as S
+from ddlbench.errors import DDLBenchError, InputError
 
 # what Slurm's clients print when the controller did not answer (worth retrying)
 _TRANSIENT = re.compile(

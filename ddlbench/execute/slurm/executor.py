@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ddlbench.errors import DDLBenchError
 from ddlbench.campaign import states as S
-from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.campaign.manifest import RunInfo
+from ddlbench.errors import DDLBenchError
+from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
 from ddlbench.execute.slurm.commands import (
     JobRecord,
