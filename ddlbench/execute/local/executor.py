@@ -38,7 +38,7 @@ def runner_lock(campaign_dir: Path) -> FileLock:
 def install_shims(bin_dir: Path) -> Path:
     """Write the ``srun`` and ``scontrol`` shims (launchers of ddlbench.execute.local.shims)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    pkg_parent = str(Path(__file__).resolve().parents[2])
+    pkg_parent = str(Path(__file__).resolve().parents[3])
     for name in SHIMS:
         text = (
             f"#!{sys.executable} -Es\n"
@@ -83,7 +83,7 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
 
 def _child_env() -> dict:
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parents[2])
+    pkg_parent = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = pkg_parent + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
