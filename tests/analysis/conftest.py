@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analysis_fixtures import small_sweep
 
 from ddlbench.collect.synth import write_campaign
+from tests.analysis.analysis_fixtures import small_sweep
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ import subprocess
 
 import numpy as np
 import pytest
-from analysis_fixtures import exact_run, small_sweep
 from click.testing import CliRunner
 
 from ddlbench.cli import main
 from ddlbench.collect.synth import demo_campaign, write_campaign
 from ddlbench.report.render import build_report
+from tests.analysis.analysis_fixtures import exact_run, small_sweep
 
 
 @pytest.fixture(scope="module")

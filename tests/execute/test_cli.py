@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from campaigns import make_campaign
 from click.testing import CliRunner
-from conftest import ROOT
 
 from ddlbench.cli import main
+from tests.execute.campaigns import make_campaign
+from tests.execute.conftest import ROOT
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 # like configs/clusters/local.yaml and localslurm.yaml, with a workload "interpreter" that

@@ -9,8 +9,6 @@ import sys
 import time
 
 import pytest
-from campaigns import ENV_DUMP, make_campaign
-from conftest import wait_for
 
 from ddlbench.execute import (
     campaign_status,
@@ -20,6 +18,8 @@ from ddlbench.execute import (
     wait_campaign,
 )
 from ddlbench.execute.store import CampaignStore
+from tests.execute.campaigns import ENV_DUMP, make_campaign
+from tests.execute.conftest import wait_for
 
 
 def _quiet(_msg: str) -> None:

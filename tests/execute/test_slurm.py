@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from campaigns import ENV_DUMP, make_campaign
-from conftest import wait_for
 
 from ddlbench.execute import (
     campaign_status,
@@ -21,6 +19,8 @@ from ddlbench.execute import (
 from ddlbench.execute.slurm.commands import SlurmClient
 from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.store import CampaignStore
+from tests.execute.campaigns import ENV_DUMP, make_campaign
+from tests.execute.conftest import wait_for
 
 pytestmark = pytest.mark.slurm
 SLURM = {"partition": "debug", "sacct": "no"}

@@ -385,7 +385,7 @@ class DataSet:
 def mnist_data(tmp_path_factory) -> DataSet:
     """MNIST's four IDX files (train pair gzipped): 640 train, 100 t10k 28x28 images of 10
     classes; ``items``: ``{"train": (images, labels), "t10k": (images, labels)}``."""
-    from datagen import write_mnist
+    from tests.workloads.datagen import write_mnist
 
     path = tmp_path_factory.mktemp("mnist")
     return DataSet(path, write_mnist(path))
@@ -396,7 +396,7 @@ def image_folder(tmp_path_factory) -> DataSet:
     """``train/`` (3 classes x 48) and ``val/`` (3 x 12) stripe images, PNG (RGB, gray) and
     JPEG; ``items``: ``{split: [relative paths]}``."""
     pytest.importorskip("PIL")
-    from datagen import write_image_folder
+    from tests.workloads.datagen import write_image_folder
 
     path = tmp_path_factory.mktemp("imagefolder")
     return DataSet(path, write_image_folder(path))
@@ -407,7 +407,7 @@ def id_folder(tmp_path_factory) -> DataSet:
     """``train/`` (2 x 16) and ``val/`` (2 x 5) flat gray PNGs whose value identifies them;
     ``items``: ``{split: [(value, label), ...]}`` in index order."""
     pytest.importorskip("PIL")
-    from datagen import write_id_folder
+    from tests.workloads.datagen import write_id_folder
 
     path = tmp_path_factory.mktemp("idfolder")
     return DataSet(path, write_id_folder(path))

@@ -21,8 +21,6 @@ from typing import Any, Dict, List
 
 import numpy as np
 import pytest
-from conftest import ROOT, require_env
-from test_mxnet import describe, launch_ps
 
 from ddlbench.workloads.common import (
     RankInfo,
@@ -31,6 +29,8 @@ from ddlbench.workloads.common import (
     load_rank_data,
     normalize_run_config,
 )
+from tests.workloads.conftest import ROOT, require_env
+from tests.workloads.test_mxnet import describe, launch_ps
 
 frameworks = pytest.mark.frameworks
 
@@ -381,7 +381,7 @@ def test_mnist_files_found_and_errors(tmp_path, mnist_data, run_config):
     cfg["data"]["path"] = str(tmp_path / "absent")
     with pytest.raises(FileNotFoundError, match="no such folder"):
         load_rank_data(cfg, _info(0, 2))
-    from datagen import write_idx
+    from tests.workloads.datagen import write_idx
 
     broken = tmp_path / "broken"
     broken.mkdir()

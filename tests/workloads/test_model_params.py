@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from conftest import env_python, envs_root
+
+from tests.workloads.conftest import env_python, envs_root
 
 pytestmark = pytest.mark.frameworks
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
-from conftest import Launch, pick_job_id, rank_environment, read_log, require_env
+
+from tests.workloads.conftest import Launch, pick_job_id, rank_environment, read_log, require_env
 
 pytestmark = pytest.mark.frameworks
 

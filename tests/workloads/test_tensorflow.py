@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import rank_environment
 
 from ddlbench.workloads.tfconfig import (
     TFConfigError,
@@ -20,6 +19,7 @@ from ddlbench.workloads.tfconfig import (
     tf_config_rank,
     tf_config_world_size,
 )
+from tests.workloads.conftest import rank_environment
 
 
 def slurm_env(rank, ntasks, nnodes, addrs, port_base=20064, **extra):
