@@ -166,5 +166,43 @@ def run_doctor(profile: ClusterProfile, entries: Optional[List[Entry]] = None) -
     return ([scheduler] if scheduler else []) + checks
 
 
-def as_json(profile: ClusterProfile, checks: List[Check]) -> str:
-    return json.dumps({"cluster": profile.name, "checks": [asdict(c) for c in checks]}, indent=1)
+@dataclass(frozen=True)
+class FilesInUse:
+    """The files a render would read: the profile, the template folders, the examples."""
+
+    profile: str
+    #: template folders, first match wins
+    templates: List[str]
+    #: where the last template folder comes from: $DDLBENCH_TEMPLATES, installed package, ...
+    templates_from: str
+    #: where profile names are looked up, first match wins
+    profile_search_path: List[str]
+    examples: Optional[str]
+
+
+def files_in_use(
+    profile: ClusterProfile, profile_path: str, spec_path: Optional[str]
+) -> FilesInUse:
+    from pathlib import Path
+
+    from ddlbench.render.campaign import template_search_path
+    from ddlbench.shipped import shipped_examples, template_source
+    from ddlbench.spec.load import profile_search_path
+
+    examples = shipped_examples()
+    return FilesInUse(
+        profile=str(Path(profile_path).resolve()),
+        templates=[str(d) for d in template_search_path(profile.templates, profile_path)],
+        templates_from=template_source(),
+        profile_search_path=[str(d) for d in profile_search_path(spec_path)],
+        examples=str(examples) if examples else None,
+    )
+
+
+def as_json(
+    profile: ClusterProfile, checks: List[Check], files: Optional[FilesInUse] = None
+) -> str:
+    out = {"cluster": profile.name, "checks": [asdict(c) for c in checks]}
+    if files is not None:
+        out["files"] = asdict(files)
+    return json.dumps(out, indent=1)

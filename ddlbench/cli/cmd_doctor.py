@@ -27,7 +27,7 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
     the import error is shown. On Slurm profiles the scheduler and the partition are checked
     too. Exit code 0 when everything checked is usable, 1 otherwise.
     """
-    from ddlbench.doctor import Entry, run_doctor
+    from ddlbench.doctor import Entry, files_in_use, run_doctor
     from ddlbench.doctor import as_json as to_json
     from ddlbench.spec.load import choose_profile, load_profile, load_spec
 
@@ -45,11 +45,13 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
         name, why = (cluster, "--cluster") if cluster else default_profile_name()
         profile = load_profile(name)
     checks = run_doctor(profile.value, entries)
+    files = files_in_use(profile.value, profile.path, spec_path)
     if as_json:
-        click.echo(to_json(profile.value, checks))
+        click.echo(to_json(profile.value, checks, files))
     else:
         console = stdout_console()
         console.print(f"cluster profile [bold]{profile.value.name}[/] [dim]({why})[/]")
+        print_files(console, files)
         for c in checks:
             mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
             took = f" [dim]({c.seconds:.1f} s)[/]" if c.seconds else ""
@@ -60,3 +62,15 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
         )
     if not all(c.ok for c in checks):
         raise SystemExit(1)
+
+
+def print_files(console, files) -> None:
+    """Which profile file and template folders are in use (site overrides come first)."""
+    console.print(f"  profile file   {files.profile}", markup=False, highlight=False)
+    for i, folder in enumerate(files.templates):
+        last = i == len(files.templates) - 1
+        why = files.templates_from if last else "the profile's 'templates'"
+        label = "templates" if i == 0 else ""
+        console.print(f"  {label:<14} {folder} ({why})", markup=False, highlight=False)
+    if files.examples:
+        console.print(f"  example specs  {files.examples}", markup=False, highlight=False)

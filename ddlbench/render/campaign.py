@@ -37,8 +37,6 @@ from ddlbench.render.context import run_context
 from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.experiment import MODEL_SHAPES
 
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE_DIR = Path(os.environ.get("DDLBENCH_TEMPLATES", SOURCE_ROOT / "slurm_templates"))
 MANIFEST_FORMAT = "ddlbench-campaign/1"
 #: a campaign's job scripts (one per run) and run folders (created at submission)
 JOBS_DIR = "jobs"
@@ -57,18 +55,28 @@ class CampaignRender:
         return self.root / "campaign.json"
 
 
-def template_environment(
+def template_search_path(
     extra_dir: Optional[str] = None, relative_to: Optional[str] = None
-) -> jinja2.Environment:
-    """Templates from the profile's ``templates`` folder first, then ddlbench's own."""
+) -> List[Path]:
+    """Template folders, first match wins: the profile's ``templates`` (a path relative to the
+    profile file ``relative_to``), then ``$DDLBENCH_TEMPLATES`` or the shipped templates."""
+    from ddlbench.shipped import template_dir
     from ddlbench.spec.cluster import expand_path
 
-    dirs = [str(TEMPLATE_DIR)]
+    dirs = [template_dir()]
     if extra_dir:
         folder = Path(expand_path(extra_dir))
         if not folder.is_absolute() and relative_to:
             folder = Path(relative_to).resolve().parent / folder
-        dirs.insert(0, str(folder))
+        dirs.insert(0, folder)
+    return dirs
+
+
+def template_environment(
+    extra_dir: Optional[str] = None, relative_to: Optional[str] = None
+) -> jinja2.Environment:
+    """Templates from the profile's ``templates`` folder first, then ddlbench's own."""
+    dirs = [str(d) for d in template_search_path(extra_dir, relative_to)]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(dirs),
         finalize=to_shell,

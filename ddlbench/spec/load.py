@@ -15,12 +15,11 @@ from typing import Any, List, Optional, Tuple
 from pydantic import ValidationError
 
 from ddlbench.errors import InputError, Problem
+from ddlbench.shipped import shipped_example, shipped_profiles
 from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry
 from ddlbench.spec.problems import problems_from
 from ddlbench.spec.yamlsource import YamlSource, load_yaml, parse_yaml
-
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -134,6 +133,15 @@ def _check_expansions(profile: ClusterProfile, source: YamlSource) -> List[Probl
 
 
 def load_spec(path: str | Path) -> Loaded:
+    if not Path(path).exists():
+        example = shipped_example(str(path))
+        if example is not None:
+            raise InputError(
+                Problem(
+                    f"no such file: {path} (ddlbench ships an example spec of that name: "
+                    f"cp {example} .)"
+                )
+            )
     source = load_yaml(path)
     return Loaded(validate_spec(source), source)
 
@@ -144,6 +152,11 @@ def load_spec_text(text: str, file: str = "<spec>") -> Loaded:
 
 
 def profile_search_path(spec_path: Optional[str] = None) -> List[Path]:
+    """Where profile names are looked up, first match wins (docs/cluster-profiles.md).
+
+    ``$DDLBENCH_CLUSTERS`` (``:``-separated), the spec's ``clusters/`` folder,
+    ``./configs/clusters``, then the profiles shipped with ddlbench.
+    """
     dirs: List[Path] = []
     for d in os.environ.get("DDLBENCH_CLUSTERS", "").split(os.pathsep):
         if d:
@@ -151,7 +164,9 @@ def profile_search_path(spec_path: Optional[str] = None) -> List[Path]:
     if spec_path:
         dirs.append(Path(spec_path).resolve().parent / "clusters")
     dirs.append(Path.cwd() / "configs" / "clusters")
-    dirs.append(SOURCE_ROOT / "configs" / "clusters")
+    shipped = shipped_profiles()
+    if shipped is not None:
+        dirs.append(shipped)
     out: List[Path] = []
     for d in dirs:
         if d not in out:

@@ -82,12 +82,27 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
 
 
 def _child_env() -> dict:
+    """The runner's environment: ddlbench importable, and nothing more on PYTHONPATH.
+
+    A source checkout's parent folder goes on PYTHONPATH. An installed ddlbench (a wheel in a
+    site-packages folder) is importable without it, and must not be added: the jobs inherit
+    PYTHONPATH, and a framework environment's Python would then import this interpreter's
+    packages (numpy, ...) before its own.
+    """
     env = dict(os.environ)
     pkg_parent = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = pkg_parent + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-    )
+    if not _is_site_dir(pkg_parent):
+        env["PYTHONPATH"] = pkg_parent + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+        )
     return env
+
+
+def _is_site_dir(folder: str) -> bool:
+    import site
+
+    dirs = list(site.getsitepackages()) + [site.getusersitepackages()]
+    return any(os.path.realpath(d) == os.path.realpath(folder) for d in dirs)
 
 
 def pid_runs(pid: Optional[int], token: Optional[str] = None) -> bool:

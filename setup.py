@@ -1,0 +1,40 @@
+"""Build hook: the wheel carries slurm_templates/ and configs/ as package data.
+
+The top-level ``slurm_templates/`` and ``configs/`` are the only copy in the repository (what
+users read and edit). Building copies them into ``ddlbench/_data/`` of the build, where an
+installed ddlbench finds them (``ddlbench/shipped.py``). Editable installs and source checkouts
+read them in place, so nothing is copied in editable mode. Everything else is in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+#: (folder of the source tree, file pattern) -> ddlbench/_data/<folder>/
+SHIPPED = [
+    ("slurm_templates", "*.j2"),
+    ("configs", "*.yaml"),
+    ("configs/clusters", "*.yaml"),
+]
+
+
+class BuildWithShippedFiles(build_py):
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        for folder, pattern in SHIPPED:
+            files = sorted((HERE / folder).glob(pattern))
+            if not files:
+                raise SystemExit(f"setup.py: no {pattern} in {HERE / folder}")
+            target = Path(self.build_lib) / "ddlbench" / "_data" / folder
+            self.mkpath(str(target))
+            for path in files:
+                self.copy_file(str(path), str(target / path.name), preserve_mode=False)
+
+
+setup(cmdclass={"build_py": BuildWithShippedFiles})
