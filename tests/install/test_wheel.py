@@ -1,0 +1,203 @@
+"""ddlbench installed from a wheel, as a user installs it: nothing read from the source tree.
+
+The sdist is built from a copy of the checkout, the wheel from the sdist (so MANIFEST.in and
+setup.py's copy of slurm_templates/ and configs/ are both exercised), and the wheel is
+installed into a fresh venv. From an empty folder the quickstart is then found, rendered and
+run on the local executor with the real PyTorch environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+SKIP = shutil.ignore_patterns(
+    ".git", ".venv", "results", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+)
+
+
+def need(condition: bool, why: str) -> None:
+    """A missing prerequisite is a failure in CI and a skip elsewhere."""
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def can_build_wheels_offline() -> bool:
+    """setuptools builds wheels itself from 70.1; older ones need the ``wheel`` package."""
+    import setuptools
+
+    major, minor = (int(x) for x in setuptools.__version__.split(".")[:2])
+    if (major, minor) >= (70, 1):
+        return True
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run(cmd: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300):
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def ok(cmd: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300) -> str:
+    proc = run(cmd, cwd, env, timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def build_wheel(tmp: Path) -> Path:
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=SKIP)
+    dist = tmp / "dist"
+    env = dict(os.environ)
+    code = (
+        "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    )
+    ok([sys.executable, "-c", code, str(dist)], source, env)
+    (sdist,) = dist.glob("ddlbench-*.tar.gz")
+    ok(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(sdist),
+        ],
+        tmp,
+        env,
+    )
+    (wheel,) = dist.glob("ddlbench-*.whl")
+    return wheel
+
+
+def install(wheel: Path, venv: Path) -> Path:
+    """A fresh venv with only the wheel; its dependencies come from this interpreter's."""
+    ok([sys.executable, "-m", "venv", "--without-pip", str(venv)], venv.parent, dict(os.environ))
+    python = venv / "bin" / "python"
+    ok(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        venv.parent,
+        dict(os.environ),
+    )
+    purelib = Path(
+        ok(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            venv.parent,
+            dict(os.environ),
+        ).strip()
+    )
+    # a plain path line: the folder's own .pth files (an editable ddlbench) are not read
+    (purelib / "login-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return purelib
+
+
+def user_env(venv: Path) -> Dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "DDLBENCH_TEMPLATES", "DDLBENCH_CLUSTERS", "DDLBENCH_RESULTS")
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
+    return env
+
+
+def torch_env() -> Path:
+    envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
+    return envs / "torch"
+
+
+def test_quickstart_from_an_installed_wheel(tmp_path):
+    need(can_build_wheels_offline(), "building a wheel offline needs setuptools>=70.1 or wheel")
+    need((torch_env() / "bin" / "python").exists(), "no torch env (scripts/make-envs.sh torch)")
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    purelib = install(wheel, venv)
+    installed = purelib / "ddlbench"
+    here = tmp_path / "empty"
+    here.mkdir()
+    env = user_env(venv)
+    ddlbench = str(venv / "bin" / "ddlbench")
+
+    where = ok(
+        [str(venv / "bin" / "python"), "-c", "import ddlbench; print(ddlbench.__file__)"], here, env
+    ).strip()
+    assert Path(where) == installed / "__init__.py"
+    # the runner started by `submit` adds nothing to the jobs' PYTHONPATH
+    child = (
+        "from ddlbench.execute.local.executor import _child_env; "
+        "print(_child_env().get('PYTHONPATH'))"
+    )
+    assert ok([str(venv / "bin" / "python"), "-c", child], here, env).strip() == "None"
+
+    # a new user types the path from the docs; ddlbench says where the example is
+    proc = run([ddlbench, "submit", "configs/quickstart.yaml", "--dry-run"], here, env)
+    example = installed / "_data" / "configs" / "quickstart.yaml"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "ddlbench: no such file: configs/quickstart.yaml (ddlbench ships an example spec of "
+        f"that name: cp {example} .)"
+    )
+    assert example.read_text() == (ROOT / "configs" / "quickstart.yaml").read_text()
+    shutil.copy(example, here / "quickstart.yaml")
+
+    out = ok([ddlbench, "submit", "quickstart.yaml", "--dry-run"], here, env)
+    assert "6 runs on cluster profile 'local'" in out
+    campaign = here / "results" / "quickstart"
+    assert len(list((campaign / "jobs").glob("*.sh"))) == 6
+    assert (campaign / "pkg" / "ddlbench" / "workloads" / "pytorch.py").is_file()
+    script = (campaign / "jobs" / "pytorch-lenet-n1x2-b32-r0.sh").read_text()
+    assert "ddlbench.workloads.pytorch" in script and str(ROOT) not in script
+
+    files = json.loads(ok([ddlbench, "doctor", "quickstart.yaml", "--json"], here, env))["files"]
+    assert files["profile"] == str(installed / "_data" / "configs" / "clusters" / "local.yaml")
+    assert files["templates"] == [str(installed / "_data" / "slurm_templates")]
+    assert files["templates_from"] == "installed package"
+    assert files["profile_search_path"][-1] == str(installed / "_data" / "configs" / "clusters")
+
+    # one repeat of each scale point (1 and 2 ranks) really runs: the full quickstart's
+    # three repeats take minutes on a small machine and exercise nothing more
+    shutil.rmtree(here / "results")
+    spec = (here / "quickstart.yaml").read_text()
+    assert "\nrepeats: 3\n" in spec
+    (here / "quickstart.yaml").write_text(spec.replace("\nrepeats: 3\n", "\nrepeats: 1\n"))
+    ok([ddlbench, "submit", "quickstart.yaml"], here, env)
+    waited = ok([ddlbench, "wait", "quickstart"], here, env, timeout=600)
+    assert "2 runs (all ended): 2 COMPLETED" in waited, waited
+    ok([ddlbench, "report", "quickstart"], here, env, timeout=600)
+    assert (campaign / "report" / "report.html").is_file()
+    logs = sorted(p.name for p in campaign.glob("runs/*/logs/rank-*.jsonl"))
+    assert logs == ["rank-0.jsonl", "rank-0.jsonl", "rank-1.jsonl"]
