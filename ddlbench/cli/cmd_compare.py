@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from ddlbench.cli.cmd_collect import resolve
-from ddlbench.cli.common import results_option
+from ddlbench.cli.common import campaign_dir, results_option
 
 
 def _num(v):
@@ -61,8 +60,8 @@ def command(
         raise InputError(
             f"--threshold: expected a percentage such as 5%, got {threshold!r}"
         ) from None
-    base_dir = resolve(results, base)
-    new_dir = resolve(results, new)
+    base_dir = campaign_dir(results, base)
+    new_dir = campaign_dir(results, new)
 
     from ddlbench.analyse.compare import compare
     from ddlbench.collect.collector import ensure_collected

@@ -7,8 +7,7 @@ from typing import Optional
 
 import click
 
-from ddlbench.cli.cmd_collect import resolve
-from ddlbench.cli.common import results_option
+from ddlbench.cli.common import campaign_dir, results_option
 
 
 def _fraction(text: str, name: str) -> float:
@@ -86,7 +85,7 @@ def command(
         raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
-    root = resolve(results, campaign)
+    root = campaign_dir(results, campaign)
 
     from ddlbench.analyse.analysis import Settings
     from ddlbench.collect.progress import progress

@@ -9,9 +9,6 @@ from typing import Optional
 
 import click
 
-from ddlbench.errors import InputError, Problem
-from ddlbench.names import check_safe_name
-
 results_option = click.option(
     "--results",
     "results",
@@ -48,36 +45,11 @@ def stdout_console():
 
 
 def campaign_dir(results: Path, campaign: Optional[str]) -> Path:
-    """The folder of ``campaign``; with none named, the most recently created campaign."""
-    if campaign:
-        try:
-            check_safe_name(campaign, "campaign name")
-        except ValueError as exc:
-            raise InputError(Problem(str(exc))) from None
-        path = results / campaign
-        if not (path / "campaign.json").is_file():
-            known = list_campaigns(results)
-            from ddlbench.errors import did_you_mean
+    """The folder of ``campaign`` (a name under ``results``, or a path); with none named, the
+    latest campaign. One rule for every command: :mod:`ddlbench.campaign.resolve`."""
+    from ddlbench.campaign.resolve import resolve_campaign
 
-            raise InputError(
-                Problem(
-                    f"no campaign '{campaign}' in {results}{did_you_mean(campaign, known)}"
-                    + (f"; known: {', '.join(known)}" if known else "")
-                )
-            )
-        return path
-    known = list_campaigns(results)
-    if not known:
-        raise InputError(Problem(f"no campaigns in {results}; run 'ddlbench submit SPEC' first"))
-    return max(
-        (results / name for name in known), key=lambda p: (p / "campaign.json").stat().st_mtime
-    )
-
-
-def list_campaigns(results: Path) -> list:
-    if not results.is_dir():
-        return []
-    return sorted(p.name for p in results.iterdir() if (p / "campaign.json").is_file())
+    return resolve_campaign(campaign, results)
 
 
 def is_tty() -> bool:

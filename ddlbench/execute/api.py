@@ -47,9 +47,7 @@ def open_campaign(
 
 
 def _manifest_stamp(campaign: Campaign) -> list:
-    from ddlbench.campaign.manifest import CAMPAIGN_FILE
-
-    st = (campaign.dir / CAMPAIGN_FILE).stat()
+    st = campaign.paths.manifest.stat()
     return [st.st_mtime_ns, st.st_size, len(campaign.runs)]
 
 

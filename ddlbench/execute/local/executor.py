@@ -30,9 +30,9 @@ SHIMS = ("srun", "scontrol")
 
 
 def runner_lock(campaign_dir: Path) -> FileLock:
-    from ddlbench.campaign.manifest import WORK_DIR
+    from ddlbench.campaign.paths import CampaignPaths
 
-    return FileLock(Path(campaign_dir) / WORK_DIR / "runner.lock")
+    return FileLock(CampaignPaths.of(campaign_dir).work / "runner.lock")
 
 
 def install_shims(bin_dir: Path) -> Path:
@@ -62,9 +62,9 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
     campaign_dir = Path(campaign_dir)
     if runner_lock(campaign_dir).is_held():
         return None
-    from ddlbench.campaign.manifest import WORK_DIR
+    from ddlbench.campaign.paths import CampaignPaths
 
-    work = campaign_dir / WORK_DIR
+    work = CampaignPaths.of(campaign_dir).work
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "runner.log", "ab") as log:
         proc = subprocess.Popen(

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import RunInfo
+from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
@@ -297,7 +298,7 @@ class SlurmExecutor(Executor):
         lines.append('case "${SLURM_ARRAY_TASK_ID}" in')
         for i, run in enumerate(runs):
             js = JobScript.read(run.script)
-            out = js.get("--output") or str(run.run_dir / "slurm-%j.out")
+            out = js.get("--output") or str(run.run_dir / SLURM_OUTPUT_PATTERN)
             err = js.get("--error") or out
             lines.append(
                 f"  {i}) cd {shlex.quote(str(run.run_dir))} && exec bash "
