@@ -8,7 +8,7 @@ from typing import Optional
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 def summary_lines(data) -> list:
@@ -39,6 +39,7 @@ allreduce.parquet, files.parquet and collect.json. Column definitions: docs/metr
 )
 @click.argument("campaign", required=False)
 @results_option
+@no_out_option
 @click.option("--json", "as_json", is_flag=True, help="Print counts and warnings as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 def command(campaign: Optional[str], results: Path, as_json: bool, quiet: bool) -> None:

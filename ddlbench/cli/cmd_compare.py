@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 def _num(v):
@@ -25,6 +25,7 @@ def _num(v):
 Examples:
   ddlbench compare resnet50-jan resnet50-feb
   ddlbench compare resnet50-jan resnet50-feb --threshold 3% --json
+  ddlbench compare resnet50-jan resnet50-feb --results /scratch/me/results
 
 Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the threshold,
 2 bad input (unknown campaign, no configuration in common, bad threshold).
@@ -33,6 +34,7 @@ Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the th
 @click.argument("base")
 @click.argument("new")
 @results_option
+@no_out_option
 @click.option(
     "--threshold",
     default="5%",

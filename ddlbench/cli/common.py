@@ -9,14 +9,67 @@ from typing import Optional
 
 import click
 
+RESULTS_HELP = (
+    "Folder that holds the campaigns (each in RESULTS/CAMPAIGN/). The same option, with the "
+    "same default, on every command."
+)
+
 results_option = click.option(
     "--results",
     "results",
+    metavar="DIR",
     type=click.Path(file_okay=False, path_type=Path),
     default=lambda: os.environ.get("DDLBENCH_RESULTS", "results"),
     show_default="./results, or $DDLBENCH_RESULTS",
-    help="Folder that holds the campaigns.",
+    help=RESULTS_HELP,
 )
+
+
+def deprecated_option(old: str, dest: str, use: str, meaning: str):
+    """A hidden option kept for old command lines: it still works, and says once on stderr
+    which option replaces it."""
+
+    def warn(ctx: click.Context, _param: click.Parameter, value: Optional[Path]):
+        if value is not None:
+            click.echo(
+                f"ddlbench {ctx.info_name}: {old} is deprecated; use {use} ({meaning})",
+                err=True,
+            )
+        return value
+
+    return click.option(
+        old,
+        dest,
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        hidden=True,
+        expose_value=True,
+        callback=warn,
+        help=f"Deprecated: use {use}.",
+    )
+
+
+def _refuse_out(ctx: click.Context, _param: click.Parameter, value: Optional[str]):
+    if value is not None:
+        raise click.UsageError(
+            f"{ctx.info_name} has no --out option; the folder that holds the campaigns is "
+            f"--results DIR (ddlbench {ctx.info_name} ... --results {value})",
+            ctx,
+        )
+
+
+#: commands that take --results only: a stray --out gets a pointer to --results (exit 2)
+no_out_option = click.option(
+    "--out", "_out", default=None, hidden=True, expose_value=False, callback=_refuse_out
+)
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the user set parameter ``name`` on the command line."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
 
 cluster_option = click.option(
     "--cluster",
