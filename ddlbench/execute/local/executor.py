@@ -120,7 +120,7 @@ class LocalExecutor(Executor):
     def __init__(self, campaign: Campaign, store, echo=print):
         super().__init__(campaign, store, echo)
 
-    def submit(self, runs, intents, *, serial, array, summary: SubmitSummary, advance) -> None:
+    def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
         install_shims(self.campaign.work_dir / "bin")
         if serial:
             self.store.set_meta("local_serial", True)
@@ -134,7 +134,7 @@ class LocalExecutor(Executor):
             self.store.new_attempt(
                 run.run_id, "local", S.PENDING, job_id=job_id, submit_time=time.time()
             )
-            summary.submitted.append((run.run_id, job_id))
+            summary.add_submitted(run.run_id, job_id)
             advance(1)
         ensure_runner(self.campaign.dir)
         limit = 1 if serial else int(self.campaign.local_setting("max_parallel", 1) or 1)
