@@ -9,6 +9,8 @@ from typing import Optional
 
 import click
 
+from ddlbench.campaign.resolve import DEFAULT_RESULTS, ENV_RESULTS
+
 RESULTS_HELP = (
     "Folder that holds the campaigns (each in RESULTS/CAMPAIGN/). The same option, with the "
     "same default, on every command."
@@ -19,7 +21,7 @@ results_option = click.option(
     "results",
     metavar="DIR",
     type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: os.environ.get("DDLBENCH_RESULTS", "results"),
+    default=lambda: os.environ.get(ENV_RESULTS, DEFAULT_RESULTS),
     show_default="./results, or $DDLBENCH_RESULTS",
     help=RESULTS_HELP,
 )
