@@ -43,6 +43,17 @@ def _ignore(_n: int) -> None:
     pass
 
 
+class OutcomeList(list):
+    """A read-only list of outcomes: recording goes through ``SubmitSummary.add_*``, so that a
+    backend that still appends to ``summary.submitted`` fails loudly instead of losing runs."""
+
+    def _refuse(self, *_args, **_kw):
+        raise TypeError("record outcomes with SubmitSummary.add_submitted/add_adopted/...")
+
+    append = extend = insert = remove = pop = clear = __setitem__ = __delitem__ = _refuse
+    __iadd__ = _refuse
+
+
 @dataclass
 class SubmitSummary:
     """What one submit did: one outcome per run (a later outcome of a run replaces an earlier
@@ -100,21 +111,21 @@ class SubmitSummary:
     @property
     def submitted(self) -> List[Tuple[str, str]]:
         """(run id, job id) of the runs submitted now."""
-        return [(o.run_id, o.job_id or "") for o in self.of(SUBMITTED)]
+        return OutcomeList((o.run_id, o.job_id or "") for o in self.of(SUBMITTED))
 
     @property
     def adopted(self) -> List[Tuple[str, str]]:
         """(run id, job id) of the runs an interrupted submit had already submitted."""
-        return [(o.run_id, o.job_id or "") for o in self.of(ADOPTED)]
+        return OutcomeList((o.run_id, o.job_id or "") for o in self.of(ADOPTED))
 
     @property
     def skipped(self) -> List[str]:
-        return [o.run_id for o in self.of(SKIPPED)]
+        return OutcomeList(o.run_id for o in self.of(SKIPPED))
 
     @property
     def rejected(self) -> List[Tuple[str, str]]:
         """(run id, the scheduler's message) of the runs it refused."""
-        return [(o.run_id, o.reason) for o in self.of(FAILED)]
+        return OutcomeList((o.run_id, o.reason) for o in self.of(FAILED))
 
     @property
     def failed(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from campaigns import make_campaign
 from click.testing import CliRunner
 
@@ -71,6 +72,8 @@ def test_a_later_outcome_of_a_run_replaces_an_earlier_one():
         "failed": 0,
         "not_submitted": 1,
     }
+    with pytest.raises(TypeError, match="add_submitted"):
+        s.submitted.append(("c", "8"))  # a read-only view: recording goes through add_*
     lines = summary_lines(s, verb="resubmitted")
     assert lines[0] == (
         "campaign c on this machine (local executor): 3 runs: 1 resubmitted, "
