@@ -76,6 +76,7 @@ def latest_campaign(results: Optional[PathLike] = None) -> Path:
 
 
 def _nothing_there(root: Path) -> str:
+    root = root.absolute()
     if not root.is_dir():
         return (
             f"results folder {root} does not exist; name the folder that holds your "
@@ -115,6 +116,7 @@ def resolve_campaign(campaign: Optional[PathLike], results: Optional[PathLike] =
 
 
 def _unknown(name: str, root: Path) -> str:
+    root = root.absolute()
     if not root.is_dir():
         return f"no campaign '{name}': {_nothing_there(root)}"
     known = campaign_names(root)
