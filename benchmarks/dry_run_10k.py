@@ -62,7 +62,7 @@ def main() -> None:
                     "submit",
                     str(spec),
                     "--dry-run",
-                    "--out",
+                    "--results",
                     str(out),
                 ],
                 check=True,

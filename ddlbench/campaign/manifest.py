@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ddlbench.campaign.paths import MANIFEST, STORE, WORK_DIR, CampaignPaths
 from ddlbench.errors import InputError
 
-CAMPAIGN_FILE = "campaign.json"
-STATE_FILE = "state.sqlite"
-#: ddlbench's own working files inside a campaign folder (locks, shims, runner log, arrays)
-WORK_DIR = ".ddlbench"
+#: older spellings of the names in :mod:`ddlbench.campaign.paths`
+CAMPAIGN_FILE = MANIFEST
+STATE_FILE = STORE
 
 
 @dataclass
@@ -43,12 +42,16 @@ class Campaign:
         return str(self.cluster.get("scheduler") or "slurm")
 
     @property
+    def paths(self) -> CampaignPaths:
+        return CampaignPaths(self.dir)
+
+    @property
     def work_dir(self) -> Path:
-        return self.dir / WORK_DIR
+        return self.paths.work
 
     @property
     def state_path(self) -> Path:
-        return self.dir / STATE_FILE
+        return self.paths.store
 
     def run(self, run_id: str) -> RunInfo:
         for r in self.runs:
@@ -73,12 +76,13 @@ def _int(value: Any, default: int) -> int:
 
 def load_campaign(campaign_dir: Path) -> Campaign:
     campaign_dir = Path(campaign_dir).resolve()
-    path = campaign_dir / CAMPAIGN_FILE
+    paths = CampaignPaths(campaign_dir)
+    path = paths.manifest
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         raise InputError(
-            f"{campaign_dir} is not a campaign folder (no {CAMPAIGN_FILE}); "
+            f"{campaign_dir} is not a campaign folder (no {MANIFEST}); "
             "create one with `ddlbench submit SPEC`"
         ) from None
     except json.JSONDecodeError as exc:
@@ -89,8 +93,8 @@ def load_campaign(campaign_dir: Path) -> Campaign:
     runs: List[RunInfo] = []
     for seq, r in enumerate(raw.get("runs") or []):
         run_id = str(r["run_id"])
-        run_dir = campaign_dir / str(r.get("run_dir") or f"runs/{run_id}")
-        script = campaign_dir / str(r.get("script") or f"jobs/{run_id}.sh")
+        run_dir = campaign_dir / str(r.get("run_dir") or paths.rel_run_dir(run_id))
+        script = campaign_dir / str(r.get("script") or paths.rel_job_script(run_id))
         tl = r.get("time_limit_min")
         runs.append(
             RunInfo(
@@ -112,41 +116,11 @@ def load_campaign(campaign_dir: Path) -> Campaign:
     )
 
 
-def results_root(results: Optional[str] = None) -> Path:
-    """``--results``, else ``$DDLBENCH_RESULTS``, else ``./results``."""
-    return Path(results or os.environ.get("DDLBENCH_RESULTS") or "results").resolve()
-
-
-def resolve_campaign(campaign: Optional[str], results: Optional[str] = None) -> Path:
-    """A campaign folder from a name under the results root, a path, or (None) the newest one."""
-    root = results_root(results)
-    if campaign:
-        for cand in (root / campaign, Path(campaign)):
-            if (cand / CAMPAIGN_FILE).is_file():
-                return cand.resolve()
-        raise InputError(
-            f"no campaign {campaign!r} under {root} (nor a campaign folder at that path); "
-            f"campaigns there: {', '.join(list_campaigns(root)[:8]) or 'none'}"
-        )
-    names = list_campaigns(root)
-    if not names:
-        raise InputError(f"no campaigns under {root}; run `ddlbench submit SPEC` first")
-    return (root / names[0]).resolve()
-
-
-def list_campaigns(root: Path) -> List[str]:
-    """Campaign names under ``root``, newest first (by when campaign.json was written)."""
-    found = []
-    try:
-        entries = list(os.scandir(root))
-    except FileNotFoundError:
-        return []
-    for entry in entries:
-        if not entry.is_dir():
-            continue
-        cj = Path(entry.path) / CAMPAIGN_FILE
-        if not cj.is_file():
-            continue
-        found.append((cj.stat().st_mtime, entry.name))
-    found.sort(reverse=True)
-    return [n for _, n in found]
+__all__ = [
+    "CAMPAIGN_FILE",
+    "STATE_FILE",
+    "WORK_DIR",
+    "Campaign",
+    "RunInfo",
+    "load_campaign",
+]

@@ -12,6 +12,7 @@ results/<campaign>/
   data/              CampaignPaths.data         collected tables
   report/            CampaignPaths.report       the default report folder
   .ddlbench/         CampaignPaths.work         locks, shims, runner log, local jobs, arrays
+    jobs/<job-id>/   CampaignPaths.local_job_dir(job_id)   a local-executor job's files
 ```
 
 No other module spells these names; a layering test checks it. Standard library only.
@@ -34,12 +35,16 @@ STORE_SIDE_FILES = ("state.sqlite-wal", "state.sqlite-shm")
 DATA_DIR = "data"
 REPORT_DIR = "report"
 WORK_DIR = ".ddlbench"
+LOCAL_JOBS_DIR = "jobs"  # under WORK_DIR: one folder per local-executor job
 
 RUN_CONFIG = "run.json"
 LOGS_DIR = "logs"
 PROVENANCE_DIR = "provenance"
 EXIT_CODE = "exit_code"
 RANK_LOG_GLOB = "rank-*.jsonl"
+#: the --output/--error patterns of a job script (Slurm puts the job id in for %j)
+SLURM_OUTPUT_PATTERN = "slurm-%j.out"
+SLURM_ERROR_PATTERN = "slurm-%j.err"
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,10 @@ class CampaignPaths:
     @property
     def work(self) -> Path:
         return self.root / WORK_DIR
+
+    def local_job_dir(self, job_id: Union[str, int]) -> Path:
+        """``.ddlbench/jobs/<job-id>/``: a local-executor job's pgid, status and shims' files."""
+        return self.work / LOCAL_JOBS_DIR / str(job_id)
 
     def is_campaign(self) -> bool:
         return self.manifest.is_file()

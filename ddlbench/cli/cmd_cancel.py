@@ -7,7 +7,7 @@ from typing import Tuple
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 @click.command(
@@ -15,11 +15,13 @@ from ddlbench.cli.common import campaign_dir, results_option
 Examples:
   ddlbench cancel resnet50-scaling                 # every pending or running run
   ddlbench cancel resnet50-scaling --run pytorch-resnet50-n4x4-b64-r0
+  ddlbench cancel quickstart --results /scratch/me/results
   ddlbench retry resnet50-scaling                  # later: run the cancelled ones again
 """
 )
 @click.argument("campaign")
 @results_option
+@no_out_option
 @click.option(
     "--run",
     "run_ids",

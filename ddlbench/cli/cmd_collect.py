@@ -8,21 +8,7 @@ from typing import Optional
 
 import click
 
-from ddlbench.cli.common import results_option
-
-
-def resolve(results: Path, campaign: Optional[str]) -> Path:
-    """A campaign by name under the results root, by path, or the most recent one."""
-    if campaign and ("/" in campaign or campaign.startswith(".")):
-        path = Path(campaign)
-        if (path / "campaign.json").is_file():
-            return path
-        from ddlbench.errors import InputError
-
-        raise InputError(f"{campaign} is not a campaign folder (no campaign.json)")
-    from ddlbench.cli.common import campaign_dir
-
-    return campaign_dir(results, campaign)
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 def summary_lines(data) -> list:
@@ -53,6 +39,7 @@ allreduce.parquet, files.parquet and collect.json. Column definitions: docs/metr
 )
 @click.argument("campaign", required=False)
 @results_option
+@no_out_option
 @click.option("--json", "as_json", is_flag=True, help="Print counts and warnings as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 def command(campaign: Optional[str], results: Path, as_json: bool, quiet: bool) -> None:
@@ -66,7 +53,7 @@ def command(campaign: Optional[str], results: Path, as_json: bool, quiet: bool) 
     from ddlbench.collect.progress import progress
     from ddlbench.collect.states import store_states
 
-    root = resolve(results, campaign)
+    root = campaign_dir(results, campaign)
     with progress("ddlbench collect", quiet=quiet or as_json) as say:
         data = collect_campaign(root, run_states=store_states, progress=say)
     if as_json:

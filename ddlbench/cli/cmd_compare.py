@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from ddlbench.cli.cmd_collect import resolve
-from ddlbench.cli.common import results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 def _num(v):
@@ -26,6 +25,7 @@ def _num(v):
 Examples:
   ddlbench compare resnet50-jan resnet50-feb
   ddlbench compare resnet50-jan resnet50-feb --threshold 3% --json
+  ddlbench compare resnet50-jan resnet50-feb --results /scratch/me/results
 
 Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the threshold,
 2 bad input (unknown campaign, no configuration in common, bad threshold).
@@ -34,6 +34,7 @@ Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the th
 @click.argument("base")
 @click.argument("new")
 @results_option
+@no_out_option
 @click.option(
     "--threshold",
     default="5%",
@@ -61,8 +62,8 @@ def command(
         raise InputError(
             f"--threshold: expected a percentage such as 5%, got {threshold!r}"
         ) from None
-    base_dir = resolve(results, base)
-    new_dir = resolve(results, new)
+    base_dir = campaign_dir(results, base)
+    new_dir = campaign_dir(results, new)
 
     from ddlbench.analyse.compare import compare
     from ddlbench.collect.collector import ensure_collected

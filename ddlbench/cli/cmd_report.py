@@ -1,4 +1,4 @@
-"""ddlbench report [CAMPAIGN] [--format html,md] [--out DIR]."""
+"""ddlbench report [CAMPAIGN] [--format html,md] [--report-dir DIR]."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Optional
 
 import click
 
-from ddlbench.cli.cmd_collect import resolve
-from ddlbench.cli.common import results_option
+from ddlbench.cli.common import campaign_dir, deprecated_option, results_option
 
 
 def _fraction(text: str, name: str) -> float:
@@ -29,7 +28,8 @@ def _fraction(text: str, name: str) -> float:
 Examples:
   ddlbench report                          # the most recent campaign under ./results
   ddlbench report resnet50-scaling --format html
-  ddlbench report resnet50-scaling --out /tmp/paper-figures
+  ddlbench report resnet50-scaling --report-dir /tmp/paper-figures
+  ddlbench report quickstart --results /scratch/me/results
   DDLBENCH_RESULTS=/scratch/me/results ddlbench report quickstart
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
@@ -47,12 +47,14 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
     help="Comma-separated report formats: html, md.",
 )
 @click.option(
-    "--out",
-    "out",
+    "--report-dir",
+    "report_dir",
+    metavar="DIR",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Output folder (default: results/CAMPAIGN/report).",
+    help="Folder to write the report into (default: RESULTS/CAMPAIGN/report).",
 )
+@deprecated_option("--out", "old_out", "--report-dir DIR", "the folder the report is written to")
 @click.option(
     "--efficiency-threshold",
     default="80%",
@@ -71,14 +73,20 @@ def command(
     campaign: Optional[str],
     results: Path,
     formats: str,
-    out: Optional[Path],
+    report_dir: Optional[Path],
+    old_out: Optional[Path],
     efficiency_threshold: str,
     noise_threshold: str,
     recollect: bool,
     quiet: bool,
 ) -> None:
-    """Write the report of CAMPAIGN (default: the most recent campaign) and say where it is."""
+    """Write the report of CAMPAIGN (default: the latest campaign) and say where it is."""
     from ddlbench.errors import InputError
+
+    if old_out is not None:
+        if report_dir is not None and Path(report_dir) != Path(old_out):
+            raise InputError("--out and --report-dir name different folders; use --report-dir")
+        report_dir = old_out
 
     fmts = [f.strip().lower() for f in formats.split(",") if f.strip()]
     bad = [f for f in fmts if f not in ("html", "md")]
@@ -86,7 +94,7 @@ def command(
         raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
-    root = resolve(results, campaign)
+    root = campaign_dir(results, campaign)
 
     from ddlbench.analyse.analysis import Settings
     from ddlbench.collect.progress import progress
@@ -97,7 +105,7 @@ def command(
     with progress("ddlbench report", quiet=quiet) as say:
         res = build_report(
             root,
-            out_dir=out,
+            out_dir=report_dir,
             formats=fmts,
             settings=settings,
             run_states=store_states,

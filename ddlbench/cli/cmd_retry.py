@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 @click.command(
@@ -16,11 +16,13 @@ Examples:
   ddlbench retry resnet50-scaling --failed          # every run that ended without success
   ddlbench retry resnet50-scaling --state TIMEOUT   # only the runs that hit the time limit
   ddlbench retry resnet50-scaling --run pytorch-resnet50-n2x4-b64-r1
+  ddlbench retry quickstart --results /scratch/me/results
   ddlbench wait resnet50-scaling
 """
 )
 @click.argument("campaign")
 @results_option
+@no_out_option
 @click.option(
     "--failed",
     is_flag=True,

@@ -8,7 +8,7 @@ from typing import Dict, Optional
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 STYLE = {
     "COMPLETED": "green",
@@ -117,6 +117,7 @@ ended); COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_
 )
 @click.argument("campaign", required=False)
 @results_option
+@no_out_option
 @click.option("--watch", is_flag=True, help="Keep the table up to date until every run ended.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.option(

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from ddlbench.cli.common import campaign_dir, cluster_option, stderr_console
+from ddlbench.cli.common import (
+    campaign_dir,
+    cluster_option,
+    deprecated_option,
+    given,
+    results_option,
+    stderr_console,
+)
 
 
 @click.command(
@@ -17,19 +24,19 @@ Examples:
   ddlbench submit configs/quickstart.yaml --cluster localslurm --campaign qs-slurm
   ddlbench submit configs/resnet50.yaml --exclusive      # whole nodes, one run at a time
   ddlbench submit --resume resnet50-scaling              # submit what never was
+  ddlbench submit configs/quickstart.yaml --results /scratch/me/results
+  ddlbench wait quickstart --results /scratch/me/results # the same --results everywhere
 """
 )
 @click.argument("spec_path", metavar="SPEC", required=False)
 @cluster_option
 @click.option("--campaign", default=None, help="Campaign name (default: the spec's name).")
-@click.option(
+@results_option
+@deprecated_option(
     "--out",
-    "--results",
-    "results",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: __import__("os").environ.get("DDLBENCH_RESULTS", "results"),
-    show_default="./results, or $DDLBENCH_RESULTS",
-    help="Folder that holds the campaigns.",
+    "old_out",
+    "--results DIR",
+    "--results names the folder that holds the campaigns on every command",
 )
 @click.option("--dry-run", is_flag=True, help="Render every run and the manifest; submit nothing.")
 @click.option(
@@ -50,11 +57,14 @@ Examples:
     default=None,
     help="Submit the runs of an existing campaign that were never submitted.",
 )
+@click.pass_context
 def command(
+    ctx: click.Context,
     spec_path: str | None,
     cluster: str | None,
     campaign: str | None,
     results: Path,
+    old_out: Path | None,
     dry_run: bool,
     serial: bool,
     exclusive: bool,
@@ -70,6 +80,10 @@ def command(
     """
     from ddlbench.errors import InputError, Problem
 
+    if old_out is not None:
+        if given(ctx, "results") and Path(old_out) != Path(results):
+            raise InputError(Problem("--out and --results name different folders; use --results"))
+        results = old_out
     if resume:
         if spec_path or dry_run:
             raise InputError(Problem("--resume takes a campaign name and no SPEC or --dry-run"))

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 import click
 
-from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 
 
 @click.command(
@@ -16,6 +16,7 @@ from ddlbench.cli.common import campaign_dir, results_option
 Examples:
   ddlbench wait quickstart                 # until every run ended
   ddlbench wait resnet50-scaling --timeout 3600
+  ddlbench wait quickstart --results /scratch/me/results
   ddlbench submit configs/quickstart.yaml && ddlbench wait quickstart && ddlbench report
 
 Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never submitted);
@@ -24,6 +25,7 @@ Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never subm
 )
 @click.argument("campaign")
 @results_option
+@no_out_option
 @click.option(
     "--timeout",
     type=float,

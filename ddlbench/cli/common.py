@@ -9,17 +9,69 @@ from typing import Optional
 
 import click
 
-from ddlbench.errors import InputError, Problem
-from ddlbench.names import check_safe_name
+from ddlbench.campaign.resolve import DEFAULT_RESULTS, ENV_RESULTS
+
+RESULTS_HELP = (
+    "Folder that holds the campaigns (each in RESULTS/CAMPAIGN/). The same option, with the "
+    "same default, on every command."
+)
 
 results_option = click.option(
     "--results",
     "results",
+    metavar="DIR",
     type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: os.environ.get("DDLBENCH_RESULTS", "results"),
+    default=lambda: os.environ.get(ENV_RESULTS, DEFAULT_RESULTS),
     show_default="./results, or $DDLBENCH_RESULTS",
-    help="Folder that holds the campaigns.",
+    help=RESULTS_HELP,
 )
+
+
+def deprecated_option(old: str, dest: str, use: str, meaning: str):
+    """A hidden option kept for old command lines: it still works, and says once on stderr
+    which option replaces it."""
+
+    def warn(ctx: click.Context, _param: click.Parameter, value: Optional[Path]):
+        if value is not None:
+            click.echo(
+                f"ddlbench {ctx.info_name}: {old} is deprecated; use {use} ({meaning})",
+                err=True,
+            )
+        return value
+
+    return click.option(
+        old,
+        dest,
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        hidden=True,
+        expose_value=True,
+        callback=warn,
+        help=f"Deprecated: use {use}.",
+    )
+
+
+def _refuse_out(ctx: click.Context, _param: click.Parameter, value: Optional[str]):
+    if value is not None:
+        raise click.UsageError(
+            f"{ctx.info_name} has no --out option; the folder that holds the campaigns is "
+            f"--results DIR (ddlbench {ctx.info_name} ... --results {value})",
+            ctx,
+        )
+
+
+#: commands that take --results only: a stray --out gets a pointer to --results (exit 2)
+no_out_option = click.option(
+    "--out", "_out", default=None, hidden=True, expose_value=False, callback=_refuse_out
+)
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the user set parameter ``name`` on the command line."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
 
 cluster_option = click.option(
     "--cluster",
@@ -48,36 +100,11 @@ def stdout_console():
 
 
 def campaign_dir(results: Path, campaign: Optional[str]) -> Path:
-    """The folder of ``campaign``; with none named, the most recently created campaign."""
-    if campaign:
-        try:
-            check_safe_name(campaign, "campaign name")
-        except ValueError as exc:
-            raise InputError(Problem(str(exc))) from None
-        path = results / campaign
-        if not (path / "campaign.json").is_file():
-            known = list_campaigns(results)
-            from ddlbench.errors import did_you_mean
+    """The folder of ``campaign`` (a name under ``results``, or a path); with none named, the
+    latest campaign. One rule for every command: :mod:`ddlbench.campaign.resolve`."""
+    from ddlbench.campaign.resolve import resolve_campaign
 
-            raise InputError(
-                Problem(
-                    f"no campaign '{campaign}' in {results}{did_you_mean(campaign, known)}"
-                    + (f"; known: {', '.join(known)}" if known else "")
-                )
-            )
-        return path
-    known = list_campaigns(results)
-    if not known:
-        raise InputError(Problem(f"no campaigns in {results}; run 'ddlbench submit SPEC' first"))
-    return max(
-        (results / name for name in known), key=lambda p: (p / "campaign.json").stat().st_mtime
-    )
-
-
-def list_campaigns(results: Path) -> list:
-    if not results.is_dir():
-        return []
-    return sorted(p.name for p in results.iterdir() if (p / "campaign.json").is_file())
+    return resolve_campaign(campaign, results)
 
 
 def is_tty() -> bool:

@@ -13,6 +13,7 @@ from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
 from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.execute.store import Attempt, CampaignStore
+from ddlbench.execute.summary import summary_lines
 
 
 def make_executor(campaign: Campaign, store: CampaignStore, echo: Echo = print) -> Executor:
@@ -47,9 +48,7 @@ def open_campaign(
 
 
 def _manifest_stamp(campaign: Campaign) -> list:
-    from ddlbench.campaign.manifest import CAMPAIGN_FILE
-
-    st = (campaign.dir / CAMPAIGN_FILE).stat()
+    st = campaign.paths.manifest.stat()
     return [st.st_mtime_ns, st.st_size, len(campaign.runs)]
 
 
@@ -126,32 +125,21 @@ def submit_campaign(
     """
     with open_campaign(campaign_dir, echo) as (campaign, store, ex):
         ex.check()
-        summary = SubmitSummary(campaign=campaign.name, executor=ex.name)
+        summary = SubmitSummary(campaign.name, ex.name, total=len(campaign.runs))
         lock = _hold_submit_lock(campaign)
         try:
             store.del_meta("cancel_requested")
-            summary.adopted.extend(ex.reconcile())
+            for run_id, job_id in ex.reconcile():
+                summary.add_adopted(run_id, job_id)
             latest = store.latest()
             intents = store.attempts(states=[S.SUBMITTING], scheduler=ex.name)
-            todo = []
-            for run in campaign.runs:
-                a = latest.get(run.run_id)
-                if a is None or (resume and a.state == S.SUBMIT_FAILED):
-                    todo.append(run)
-                elif a.state != S.SUBMITTING:
-                    summary.skipped.append(run.run_id)
-            total = len(todo) + len(intents)
+            todo = select_runs(campaign.runs, latest, summary, resume=resume)
             by_id = {r.run_id: r for r in campaign.runs}
             make_run_dirs(todo + [by_id[a.run_id] for a in intents if a.run_id in by_id])
-            bar = _Progress(total, f"submitting {campaign.name}")
+            bar = _Progress(len(todo) + len(intents), f"submitting {campaign.name}")
             try:
-                ex.submit(
-                    todo,
-                    intents,
-                    serial=serial,
-                    array=array,
-                    summary=summary,
-                    advance=bar.advance,
+                summary.merge(
+                    ex.submit(todo, intents, serial=serial, array=array, advance=bar.advance)
                 )
             finally:
                 bar.close()
@@ -162,9 +150,28 @@ def submit_campaign(
                 "runs already submitted are never submitted again; "
                 f"`ddlbench retry {campaign.name}` resubmits those that failed"
             )
-        for line in summary.lines():
+        for line in summary_lines(summary):
             echo(line)
         return summary
+
+
+def select_runs(
+    runs: List[RunInfo], latest: Dict[str, Attempt], summary: SubmitSummary, *, resume: bool
+) -> List[RunInfo]:
+    """The runs to submit now; the others are recorded in ``summary`` as skipped.
+
+    A run without an attempt is submitted (with ``resume``, also one whose only outcome was a
+    rejection by the scheduler). A run left SUBMITTING is the executor's to settle, and a run
+    that ``summary`` already holds (adopted by reconciliation) is not counted again.
+    """
+    todo = []
+    for run in runs:
+        a = latest.get(run.run_id)
+        if a is None or (resume and a.state == S.SUBMIT_FAILED):
+            todo.append(run)
+        elif a.state != S.SUBMITTING and run.run_id not in summary.outcomes:
+            summary.add_skipped(run.run_id)
+    return todo
 
 
 def refresh(campaign_dir: Path, echo: Echo = print) -> RefreshResult:
@@ -319,11 +326,10 @@ def retry_campaign(
                     if r.run_id in latest and latest[r.run_id].state in wanted_states
                 ]
             make_run_dirs(todo)
+            summary.total = len(todo)
             bar = _Progress(len(todo), f"retrying {campaign.name}")
             try:
-                ex.submit(
-                    todo, [], serial=serial, array=False, summary=summary, advance=bar.advance
-                )
+                summary.merge(ex.submit(todo, serial=serial, advance=bar.advance))
             finally:
                 bar.close()
         finally:
@@ -331,8 +337,8 @@ def retry_campaign(
         if not todo:
             echo(f"campaign {campaign.name}: no run to retry")
             return summary
-        for line in summary.lines():
-            echo(line.replace(" submitted", " resubmitted", 1))
+        for line in summary_lines(summary, verb="resubmitted"):
+            echo(line)
         return summary
 
 

@@ -1,59 +1,139 @@
-"""The executor interface and what submitting returns."""
+"""The executor interface (as submitit's executors): submit, refresh, cancel.
+
+A backend (``execute/slurm``, ``execute/local``) implements :meth:`Executor.submit_runs`,
+:meth:`Executor.refresh` and :meth:`Executor.cancel`. :meth:`Executor.submit` returns a
+:class:`SubmitSummary`: one :class:`RunOutcome` per run it was given (submitted, adopted,
+skipped or failed, with the job id or the reason), so that the counts a user reads always add
+up to the runs. The printed summary is built in one place, :mod:`ddlbench.execute.summary`.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign.manifest import Campaign, RunInfo
 from ddlbench.execute.store import Attempt, CampaignStore
 
 Echo = Callable[[str], None]
 
+#: what happened to one run in one submit: the scheduler accepted it now; an earlier,
+#: interrupted submit had already put it there (found by its token); it had been submitted
+#: before and was left alone; the scheduler refused it
+SUBMITTED = "submitted"
+ADOPTED = "adopted"
+SKIPPED = "skipped"
+FAILED = "failed"
+OUTCOMES = (SUBMITTED, ADOPTED, SKIPPED, FAILED)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    outcome: str  # one of OUTCOMES
+    job_id: Optional[str] = None
+    reason: str = ""
+
+
+def _ignore(_n: int) -> None:
+    pass
+
+
+class OutcomeList(list):
+    """A read-only list of outcomes: recording goes through ``SubmitSummary.add_*``, so that a
+    backend that still appends to ``summary.submitted`` fails loudly instead of losing runs."""
+
+    def _refuse(self, *_args, **_kw):
+        raise TypeError("record outcomes with SubmitSummary.add_submitted/add_adopted/...")
+
+    append = extend = insert = remove = pop = clear = __setitem__ = __delitem__ = _refuse
+    __iadd__ = _refuse
+
 
 @dataclass
 class SubmitSummary:
-    """What one ``submit_campaign`` call did. ``failed`` counts runs the scheduler rejected."""
+    """What one submit did: one outcome per run (a later outcome of a run replaces an earlier
+    one), the job arrays it made, and why it stopped early, if it did. ``total`` is the number
+    of runs the command was about (None: only those with an outcome)."""
 
     campaign: str
     executor: str
-    submitted: List[Tuple[str, str]] = field(default_factory=list)  # (run_id, job_id)
-    adopted: List[Tuple[str, str]] = field(default_factory=list)  # found after an interruption
-    skipped: List[str] = field(default_factory=list)  # already submitted earlier
-    rejected: List[Tuple[str, str]] = field(default_factory=list)  # (run_id, scheduler message)
+    total: Optional[int] = None
+    outcomes: Dict[str, RunOutcome] = field(default_factory=dict)
     array_jobs: List[str] = field(default_factory=list)
     stopped: Optional[str] = None  # why submission stopped early (campaign cancelled)
     notes: List[str] = field(default_factory=list)
 
+    # -- recording (the backends) ------------------------------------------------------------
+
+    def record(self, run_id: str, outcome: str, job_id: Optional[str] = None, reason: str = ""):
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown submit outcome {outcome!r}")
+        self.outcomes.pop(run_id, None)  # keep the order of the latest outcome
+        self.outcomes[run_id] = RunOutcome(run_id, outcome, job_id, reason)
+
+    def add_submitted(self, run_id: str, job_id: str) -> None:
+        self.record(run_id, SUBMITTED, job_id)
+
+    def add_adopted(self, run_id: str, job_id: str) -> None:
+        self.record(run_id, ADOPTED, job_id)
+
+    def add_skipped(self, run_id: str) -> None:
+        self.record(run_id, SKIPPED)
+
+    def add_failed(self, run_id: str, reason: str) -> None:
+        self.record(run_id, FAILED, reason=reason)
+
+    def merge(self, other: SubmitSummary) -> None:
+        """Take ``other``'s outcomes (they win), arrays, notes and stop reason."""
+        for o in other.outcomes.values():
+            self.record(o.run_id, o.outcome, o.job_id, o.reason)
+        self.array_jobs.extend(other.array_jobs)
+        self.notes.extend(other.notes)
+        self.stopped = other.stopped or self.stopped
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def of(self, outcome: str) -> List[RunOutcome]:
+        return [o for o in self.outcomes.values() if o.outcome == outcome]
+
+    def counts(self) -> Dict[str, int]:
+        """Runs per outcome, and ``not_submitted``: runs of ``total`` without an outcome."""
+        out = {k: len(self.of(k)) for k in OUTCOMES}
+        if self.total is not None:
+            out["not_submitted"] = max(0, self.total - len(self.outcomes))
+        return out
+
+    @property
+    def submitted(self) -> List[Tuple[str, str]]:
+        """(run id, job id) of the runs submitted now."""
+        return OutcomeList((o.run_id, o.job_id or "") for o in self.of(SUBMITTED))
+
+    @property
+    def adopted(self) -> List[Tuple[str, str]]:
+        """(run id, job id) of the runs an interrupted submit had already submitted."""
+        return OutcomeList((o.run_id, o.job_id or "") for o in self.of(ADOPTED))
+
+    @property
+    def skipped(self) -> List[str]:
+        return OutcomeList(o.run_id for o in self.of(SKIPPED))
+
+    @property
+    def rejected(self) -> List[Tuple[str, str]]:
+        """(run id, the scheduler's message) of the runs it refused."""
+        return OutcomeList((o.run_id, o.reason) for o in self.of(FAILED))
+
     @property
     def failed(self) -> int:
-        return len(self.rejected)
+        return len(self.of(FAILED))
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.rejected or self.stopped else 0
-
-    def lines(self) -> List[str]:
-        out = []
-        parts = [f"{len(self.submitted)} submitted"]
-        if self.adopted:
-            parts.append(f"{len(self.adopted)} found already submitted by an interrupted submit")
-        if self.skipped:
-            parts.append(f"{len(self.skipped)} already submitted earlier (skipped)")
-        if self.rejected:
-            parts.append(f"{len(self.rejected)} rejected")
-        where = "this machine (local executor)" if self.executor == "local" else "Slurm"
-        arrays = f" as {len(self.array_jobs)} job arrays + singles" if self.array_jobs else ""
-        out.append(f"campaign {self.campaign} on {where}{arrays}: " + ", ".join(parts))
-        for run_id, msg in self.rejected:
-            out.append(f"  rejected {run_id}: {msg}")
-        if self.stopped:
-            out.append(f"  stopped early: {self.stopped}")
-        out.extend(f"  {n}" for n in self.notes)
-        return out
+        return 1 if self.failed or self.stopped else 0
 
 
 @dataclass
@@ -63,17 +143,20 @@ class RefreshResult:
     notes: List[str] = field(default_factory=list)
 
 
-class Executor:
+class Executor(ABC):
     """Submits runs, follows them, cancels them. One instance per command invocation."""
 
     name = "base"
+
+    #: seconds between polls while waiting: (first, longest)
+    poll_interval: Tuple[float, float] = (2.0, 30.0)
 
     def __init__(self, campaign: Campaign, store: CampaignStore, echo: Echo = print):
         self.campaign = campaign
         self.store = store
         self.echo = echo
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - an optional hook: most backends need no check
         """Fail early, with a clear message, if this executor cannot work here."""
 
     def reconcile(self) -> List[Tuple[str, str]]:
@@ -83,6 +166,29 @@ class Executor:
     def submit(
         self,
         runs: List[RunInfo],
+        intents: Optional[List[Attempt]] = None,
+        *,
+        serial: bool = False,
+        array: bool = False,
+        advance: Callable[[int], None] = _ignore,
+    ) -> SubmitSummary:
+        """Submit ``runs`` (and settle ``intents``: attempts left SUBMITTING); one outcome
+        per run."""
+        summary = SubmitSummary(campaign=self.campaign.name, executor=self.name)
+        self.submit_runs(
+            list(runs),
+            list(intents or []),
+            serial=serial,
+            array=array,
+            summary=summary,
+            advance=advance,
+        )
+        return summary
+
+    @abstractmethod
+    def submit_runs(
+        self,
+        runs: List[RunInfo],
         intents: List[Attempt],
         *,
         serial: bool,
@@ -90,18 +196,15 @@ class Executor:
         summary: SubmitSummary,
         advance: Callable[[int], None],
     ) -> None:
-        raise NotImplementedError
+        """The backend's submission: record each run's outcome in ``summary``."""
 
     def refresh(self) -> RefreshResult:
         """Bring the store up to date with the scheduler."""
         return RefreshResult()
 
+    @abstractmethod
     def cancel(self, attempts: List[Attempt]) -> List[str]:
         """Cancel live attempts; return messages for the user."""
-        raise NotImplementedError
-
-    #: seconds between polls while waiting: (first, longest)
-    poll_interval: Tuple[float, float] = (2.0, 30.0)
 
 
 class FileLock:

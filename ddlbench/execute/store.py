@@ -154,9 +154,9 @@ class CampaignStore:
 
     @classmethod
     def open(cls, campaign_dir: Path) -> CampaignStore:
-        from ddlbench.campaign.manifest import STATE_FILE
+        from ddlbench.campaign.paths import CampaignPaths
 
-        return cls(Path(campaign_dir) / STATE_FILE)
+        return cls(CampaignPaths.of(campaign_dir).store)
 
     def close(self) -> None:
         self.conn.close()

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional
 import jinja2
 
 import ddlbench
+from ddlbench.campaign.paths import JOBS_DIR, LOGS_DIR, RUNS_DIR, CampaignPaths, RunPaths
 from ddlbench.errors import InputError, Problem
 from ddlbench.names import check_safe_name
 from ddlbench.plan import Plan, Run
@@ -38,9 +39,6 @@ from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.experiment import MODEL_SHAPES
 
 MANIFEST_FORMAT = "ddlbench-campaign/1"
-#: a campaign's job scripts (one per run) and run folders (created at submission)
-JOBS_DIR = "jobs"
-RUNS_DIR = "runs"
 RUN_FORMAT = "ddlbench-run/1"
 
 
@@ -52,7 +50,7 @@ class CampaignRender:
 
     @property
     def manifest_path(self) -> Path:
-        return self.root / "campaign.json"
+        return CampaignPaths(self.root).manifest
 
 
 def template_search_path(
@@ -181,7 +179,7 @@ def run_config(
         "repeat": run.repeat,
         "variant": run.variant,
         "allreduce": parts["allreduce"],
-        "log_dir": f"{run_dir}/logs",
+        "log_dir": f"{run_dir}/{LOGS_DIR}",
         "mllog": spec.mllog,
     }
 
@@ -261,7 +259,8 @@ def render_campaign(
             )
         )
     digest = spec_digest(spec_text, profile_text)
-    manifest_path = root / "campaign.json"
+    paths = CampaignPaths(root)
+    manifest_path = paths.manifest
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if manifest_path.exists():
         try:
@@ -277,12 +276,12 @@ def render_campaign(
             )
         created = old.get("created", created)
     root.mkdir(parents=True, exist_ok=True)
-    (root / RUNS_DIR).mkdir(exist_ok=True)
-    (root / JOBS_DIR).mkdir(exist_ok=True)
-    pkg_root = root / "pkg"
+    paths.runs.mkdir(exist_ok=True)
+    paths.jobs.mkdir(exist_ok=True)
+    pkg_root = paths.pkg
     _copy_workloads(pkg_root)
-    _atomic_write(root / "spec.yaml", spec_text)
-    _atomic_write(root / "cluster.yaml", profile_text)
+    _atomic_write(paths.spec, spec_text)
+    _atomic_write(paths.cluster, profile_text)
 
     env = template_environment(plan.profile.templates, profile_path)
     templates: Dict[str, jinja2.Template] = {}
@@ -310,7 +309,7 @@ def render_campaign(
             children.append(child)
     job.write(plan.runs[0::workers], progress, scale=workers)
     entries = [
-        manifest_entry(run, f"{RUNS_DIR}/{run.run_id}", f"{JOBS_DIR}/{run.run_id}.sh")
+        manifest_entry(run, paths.rel_run_dir(run.run_id), paths.rel_job_script(run.run_id))
         for run in plan.runs
     ]
     for child in children:
@@ -402,9 +401,9 @@ RUN_JSON_MARKER = "DDLBENCH_RUN_JSON"
 
 def read_run_config(run_dir: Path, script: Path) -> Dict[str, Any]:
     """A run's config: its ``run.json`` once the job has started, else the copy in its script."""
-    path = Path(run_dir)
-    if (path / "run.json").is_file():
-        return json.loads((path / "run.json").read_text())
+    path = RunPaths(Path(run_dir)).config
+    if path.is_file():
+        return json.loads(path.read_text())
     text = Path(script).read_text()
     start = text.index(f"<<'{RUN_JSON_MARKER}'\n") + len(RUN_JSON_MARKER) + 5
     end = text.index(f"\n{RUN_JSON_MARKER}\n", start)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ddlbench.campaign.paths import SLURM_ERROR_PATTERN, SLURM_OUTPUT_PATTERN
 from ddlbench.frameworks import get_launcher
 from ddlbench.plan import Run
 from ddlbench.render.shell import ShellSafe, to_shell, words
@@ -41,8 +42,8 @@ def _named(job_name: str, run_dir: Path | str, shape: List[ShellSafe]) -> List[S
     return [
         ShellSafe(f"--job-name={job_name}"),
         *shape[:4],
-        ShellSafe(f"--output={run_dir}/slurm-%j.out"),
-        ShellSafe(f"--error={run_dir}/slurm-%j.err"),
+        ShellSafe(f"--output={run_dir}/{SLURM_OUTPUT_PATTERN}"),
+        ShellSafe(f"--error={run_dir}/{SLURM_ERROR_PATTERN}"),
         *shape[4:],
     ]
 

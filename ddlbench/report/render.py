@@ -20,10 +20,13 @@ import pandas as pd
 
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
+from ..campaign.paths import CampaignPaths
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = ("html", "md")
+#: the report folder's copy of the collected data files
+REPORT_DATA_DIR = "data"
 DATA_FILES = (
     "runs.csv",
     "runs.parquet",
@@ -549,7 +552,7 @@ def render(
         "largest_run": a.largest_run,
         "provenance": _provenance(a),
         "stderr_tails": problems_tail,
-        "data_files": [f for f in DATA_FILES if (out_dir / "data" / f).exists()],
+        "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": _md_cell,
         "fpct": fpct,
     }
@@ -599,7 +602,7 @@ def build_report(
                 force=force_collect,
                 defer_write=True,
             )
-        out = Path(out_dir) if out_dir else campaign_dir / "report"
+        out = Path(out_dir) if out_dir else CampaignPaths.of(campaign_dir).report
         out.mkdir(parents=True, exist_ok=True)
         say("analysing")
         a = analyse(data, settings)
@@ -608,11 +611,11 @@ def build_report(
         if worker is not None:
             worker.submit(fig_input, out / "plots")
         finish_write(data)  # the data files, while the worker draws
-        (out / "data").mkdir(exist_ok=True)
+        (out / REPORT_DATA_DIR).mkdir(exist_ok=True)
         for name in DATA_FILES:
             src = data.data_dir / name
             if src.exists():
-                _link_or_copy(src, out / "data" / name)
+                _link_or_copy(src, out / REPORT_DATA_DIR / name)
         figures = None
         if worker is not None:
             try:

@@ -140,6 +140,12 @@ def test_cli_collect_report_and_paths(results):
     r = runner.invoke(main, ["report", "--results", str(results), "older", "--out", str(out), "-q"])
     assert r.exit_code == 0, r.output
     assert (out / "report.html").is_file() and (out / "data" / "steps.parquet").is_file()
+    assert "--out is deprecated; use --report-dir DIR" in r.stderr  # old spelling, still works
+    out = results.parent / "figures"
+    args = ["report", "--results", str(results), "older", "--report-dir", str(out), "-q"]
+    r = runner.invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "" and (out / "report.md").is_file()
 
 
 def test_cli_bad_input_is_one_line_exit_2(results):

@@ -139,6 +139,8 @@ def test_resume_after_sigkill_mid_submit_submits_each_run_once(slurm_cluster, tm
     assert states.count("SUBMITTING") == 1 and len(states) == 8
     summary = submit_campaign(cdir, resume=True, echo=_quiet)
     assert len(summary.adopted) == 1 and len(summary.submitted) == 12
+    # the adopted run is not counted again as skipped: 7 + 1 + 12 = 20
+    assert len(summary.skipped) == 7 and sum(summary.counts().values()) == 20
     again = submit_campaign(cdir, resume=True, echo=_quiet)
     assert again.submitted == [] and len(again.skipped) == 20
     assert wait_campaign(cdir, timeout=180, echo=_quiet) == 0

@@ -30,9 +30,9 @@ SHIMS = ("srun", "scontrol")
 
 
 def runner_lock(campaign_dir: Path) -> FileLock:
-    from ddlbench.campaign.manifest import WORK_DIR
+    from ddlbench.campaign.paths import CampaignPaths
 
-    return FileLock(Path(campaign_dir) / WORK_DIR / "runner.lock")
+    return FileLock(CampaignPaths.of(campaign_dir).work / "runner.lock")
 
 
 def install_shims(bin_dir: Path) -> Path:
@@ -62,9 +62,9 @@ def ensure_runner(campaign_dir: Path) -> Optional[int]:
     campaign_dir = Path(campaign_dir)
     if runner_lock(campaign_dir).is_held():
         return None
-    from ddlbench.campaign.manifest import WORK_DIR
+    from ddlbench.campaign.paths import CampaignPaths
 
-    work = campaign_dir / WORK_DIR
+    work = CampaignPaths.of(campaign_dir).work
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "runner.log", "ab") as log:
         proc = subprocess.Popen(
@@ -135,7 +135,7 @@ class LocalExecutor(Executor):
     def __init__(self, campaign: Campaign, store, echo=print):
         super().__init__(campaign, store, echo)
 
-    def submit(self, runs, intents, *, serial, array, summary: SubmitSummary, advance) -> None:
+    def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
         install_shims(self.campaign.work_dir / "bin")
         if serial:
             self.store.set_meta("local_serial", True)
@@ -149,7 +149,7 @@ class LocalExecutor(Executor):
             self.store.new_attempt(
                 run.run_id, "local", S.PENDING, job_id=job_id, submit_time=time.time()
             )
-            summary.submitted.append((run.run_id, job_id))
+            summary.add_submitted(run.run_id, job_id)
             advance(1)
         ensure_runner(self.campaign.dir)
         limit = 1 if serial else int(self.campaign.local_setting("max_parallel", 1) or 1)

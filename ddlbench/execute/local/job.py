@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
+from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
 from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
@@ -32,9 +33,9 @@ _STOP = {"why": None}
 
 
 def job_dir(campaign_dir: Path, job_id: str) -> Path:
-    from ddlbench.campaign.manifest import WORK_DIR
+    from ddlbench.campaign.paths import CampaignPaths
 
-    return Path(campaign_dir) / WORK_DIR / "jobs" / str(job_id)
+    return CampaignPaths.of(campaign_dir).local_job_dir(job_id)
 
 
 def read_pgid(campaign_dir: Path, job_id: str) -> Optional[int]:
@@ -192,7 +193,9 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
         jdir=jdir,
     )
     pat = dict(job_id=job_id, job_name=job_name, node=names[0])
-    out_path = Path(submit_dir, expand_pattern(script.get("--output") or "slurm-%j.out", **pat))
+    out_path = Path(
+        submit_dir, expand_pattern(script.get("--output") or SLURM_OUTPUT_PATTERN, **pat)
+    )
     err_pat = script.get("--error")
     err_path = Path(submit_dir, expand_pattern(err_pat, **pat)) if err_pat else None
 

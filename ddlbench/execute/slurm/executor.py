@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import RunInfo
+from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
@@ -130,7 +131,7 @@ class SlurmExecutor(Executor):
             f"once `sinfo` answers, run `ddlbench submit --resume {self.campaign.name}`."
         )
 
-    def submit(self, runs, intents, *, serial, array, summary: SubmitSummary, advance) -> None:
+    def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
         self.slurm_config()  # one call; tells later polls where ended jobs are recorded
         units = self._units(runs, intents, array)
         previous = self._last_live_job() if serial else None
@@ -194,7 +195,7 @@ class SlurmExecutor(Executor):
         res, found = self._sbatch(args, run.run_dir, token)
         if found:
             self._apply(intent, found[0])
-            summary.adopted.append((run.run_id, found[0].key))
+            summary.add_adopted(run.run_id, found[0].key)
             return found[0].key
         job_id = parse_sbatch_parsable(res.stdout) if res.ok else None
         if job_id is None:
@@ -202,7 +203,7 @@ class SlurmExecutor(Executor):
             self.store.update_attempt(
                 intent.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
             )
-            summary.rejected.append((run.run_id, msg))
+            summary.add_failed(run.run_id, msg)
             self.echo(f"sbatch rejected {run.run_id}: {msg}")
             return None
         self.store.update_attempt(
@@ -212,7 +213,7 @@ class SlurmExecutor(Executor):
             job_id=job_id,
             submit_time=time.time(),
         )
-        summary.submitted.append((run.run_id, job_id))
+        summary.add_submitted(run.run_id, job_id)
         return job_id
 
     def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
@@ -258,7 +259,8 @@ class SlurmExecutor(Executor):
                     self.store.update_attempt(
                         a.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
                     )
-            summary.rejected.extend((r.run_id, msg) for r in runs)
+            for r in runs:
+                summary.add_failed(r.run_id, msg)
             self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
             return None
         now = time.time()
@@ -272,7 +274,8 @@ class SlurmExecutor(Executor):
                     array_job_id=array_id,
                     submit_time=now,
                 )
-        summary.submitted.extend((a.run_id, f"{array_id}_{a.array_task_id}") for a in attempts)
+        for a in attempts:
+            summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
         summary.array_jobs.append(array_id)
         return array_id
 
@@ -297,7 +300,7 @@ class SlurmExecutor(Executor):
         lines.append('case "${SLURM_ARRAY_TASK_ID}" in')
         for i, run in enumerate(runs):
             js = JobScript.read(run.script)
-            out = js.get("--output") or str(run.run_dir / "slurm-%j.out")
+            out = js.get("--output") or str(run.run_dir / SLURM_OUTPUT_PATTERN)
             err = js.get("--error") or out
             lines.append(
                 f"  {i}) cd {shlex.quote(str(run.run_dir))} && exec bash "
@@ -336,7 +339,7 @@ class SlurmExecutor(Executor):
                 continue
             self._apply(a, rec)
             if summary is not None:
-                summary.adopted.append((a.run_id, rec.key))
+                summary.add_adopted(a.run_id, rec.key)
 
     def reconcile(self) -> List[Tuple[str, str]]:
         intents = self.store.attempts(states=[S.SUBMITTING], scheduler="slurm")

@@ -1,0 +1,127 @@
+"""Finding a campaign folder: by name under the results folder, by path, or the latest one.
+
+Every command that takes ``[CAMPAIGN] --results DIR`` asks :func:`resolve_campaign`.
+
+* The results folder is ``--results``, else ``$DDLBENCH_RESULTS``, else ``./results``.
+* A campaign is a folder with a manifest (``campaign.json``) directly under the results folder.
+* A name with a ``/`` in it, or starting with ``.`` or ``~``, is a path to a campaign folder.
+* With no name, the **latest** campaign: the one whose manifest says it was ``created`` last;
+  ties (and manifests without ``created``) are broken by the manifest's modification time,
+  then by the folder name. Submitting again, collecting or reporting never changes which
+  campaign is latest: they do not rewrite the manifest's ``created``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+from ddlbench.campaign.paths import MANIFEST, CampaignPaths
+from ddlbench.errors import InputError, Problem, did_you_mean
+
+ENV_RESULTS = "DDLBENCH_RESULTS"
+DEFAULT_RESULTS = "results"
+
+PathLike = Union[str, Path]
+
+
+def results_root(results: Optional[PathLike] = None) -> Path:
+    """``results``, else ``$DDLBENCH_RESULTS``, else ``./results`` (not resolved)."""
+    if results:
+        return Path(results).expanduser()
+    env = os.environ.get(ENV_RESULTS)
+    return Path(env).expanduser() if env else Path(DEFAULT_RESULTS)
+
+
+def _created_key(campaign: Path) -> Tuple[str, float, str]:
+    """The order of "latest": the manifest's ``created``, then its mtime, then the name."""
+    manifest = CampaignPaths(campaign).manifest
+    try:
+        created = json.loads(manifest.read_text()).get("created") or ""
+    except (OSError, ValueError, AttributeError):
+        created = ""
+    try:
+        mtime = manifest.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return (str(created), mtime, campaign.name)
+
+
+def list_campaigns(results: Optional[PathLike] = None) -> List[Path]:
+    """The campaign folders directly under the results folder, oldest first."""
+    root = results_root(results)
+    try:
+        entries = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [Path(e.path) for e in entries if e.is_dir() and CampaignPaths.of(e.path).is_campaign()]
+    return sorted(found, key=_created_key)
+
+
+def campaign_names(results: Optional[PathLike] = None) -> List[str]:
+    """The names of the campaigns under the results folder, sorted by name."""
+    return sorted(p.name for p in list_campaigns(results))
+
+
+def latest_campaign(results: Optional[PathLike] = None) -> Path:
+    """The campaign created last under the results folder (see the module's rule)."""
+    found = list_campaigns(results)
+    if not found:
+        raise InputError(Problem(_nothing_there(results_root(results))))
+    return found[-1]
+
+
+def _nothing_there(root: Path) -> str:
+    root = root.absolute()
+    if not root.is_dir():
+        return (
+            f"results folder {root} does not exist; name the folder that holds your "
+            f"campaigns with --results DIR (or ${ENV_RESULTS})"
+        )
+    return (
+        f"no campaigns in {root} (no folder with a {MANIFEST}); "
+        "run 'ddlbench submit SPEC' first, or name another folder with --results DIR"
+    )
+
+
+def _looks_like_path(campaign: str) -> bool:
+    return "/" in campaign or campaign.startswith((".", "~"))
+
+
+def resolve_campaign(campaign: Optional[PathLike], results: Optional[PathLike] = None) -> Path:
+    """The folder of ``campaign`` (a name under the results folder, or a path); None: latest."""
+    if campaign is None or str(campaign) == "":
+        return latest_campaign(results)
+    text = str(campaign)
+    if _looks_like_path(text):
+        path = Path(text).expanduser()
+        if CampaignPaths(path).is_campaign():
+            return path
+        raise InputError(Problem(f"{text} is not a campaign folder (no {MANIFEST} in it)"))
+    from ddlbench.names import check_safe_name
+
+    try:
+        check_safe_name(text, "campaign name")
+    except ValueError as exc:
+        raise InputError(Problem(str(exc))) from None
+    root = results_root(results)
+    path = root / text
+    if CampaignPaths(path).is_campaign():
+        return path
+    raise InputError(Problem(_unknown(text, root)))
+
+
+def _unknown(name: str, root: Path) -> str:
+    root = root.absolute()
+    if not root.is_dir():
+        return f"no campaign '{name}': {_nothing_there(root)}"
+    known = campaign_names(root)
+    msg = f"no campaign '{name}' in results folder {root}{did_you_mean(name, known)}"
+    if known:
+        shown = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
+        return f"{msg}; campaigns there: {shown}"
+    return f"{msg}; it holds no campaign (name another folder with --results DIR)"
