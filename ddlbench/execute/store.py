@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
+from ddlbench.errors import InputError
 
 SCHEMA_VERSION = 1
 
@@ -62,6 +63,11 @@ CREATE TABLE IF NOT EXISTS attempts(
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     missing_since REAL,
     updated REAL NOT NULL,
+    source TEXT,
+    slurm_state TEXT,
+    failed_task INTEGER,
+    failed_signal INTEGER,
+    cause TEXT,
     UNIQUE(run_id, number)
 );
 CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
@@ -99,6 +105,15 @@ class Attempt:
     cancel_requested: int = 0
     missing_since: Optional[float] = None
     updated: float = 0.0
+    #: where the newest state came from: squeue, sacct, jobcomp, scontrol (Slurm) or local
+    source: Optional[str] = None
+    #: Slurm's own word for how the job ended (BOOT_FAIL, PREEMPTED, NODE_FAIL...)
+    slurm_state: Optional[str] = None
+    #: the first task (rank) that failed, and the signal that ended it (None: it exited)
+    failed_task: Optional[int] = None
+    failed_signal: Optional[int] = None
+    #: what ended the run, in words ("task 1 on n2: Killed"), when it was not its exit code
+    cause: Optional[str] = None
 
     @property
     def final(self) -> bool:
@@ -122,12 +137,56 @@ def new_token() -> str:
     return secrets.token_hex(6)
 
 
+class StoreDamaged(InputError):
+    """``state.sqlite`` is not a readable SQLite database (garbage, truncated)."""
+
+
+def _damaged(path: Path, why: object) -> StoreDamaged:
+    campaign = path.parent.name
+    return StoreDamaged(
+        f"{path}: the campaign store is damaged ({why}); ddlbench neither reads nor changes "
+        f"it. Move it aside (`mv {path} {path}.damaged`) and rebuild it from the run folders "
+        f"with `ddlbench recover {campaign}`"
+    )
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse a store file whose SQLite header is missing or that is shorter than it says."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if not head:
+        return  # empty: SQLite creates a database in it
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        raise _damaged(path, "file is not a database")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96]
+    if valid and pages and size < page * pages:
+        raise _damaged(path, f"truncated: {size} of {page * pages} bytes")
+
+
 class CampaignStore:
     """Access to one campaign's ``state.sqlite``. Not shared between threads."""
 
     def __init__(self, path: Path, *, timeout: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_store_file(self.path)
+        try:
+            self._open(timeout)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:  # not a database, malformed image
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            raise _damaged(self.path, exc) from None
+
+    def _open(self, timeout: float) -> None:
         self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -139,6 +198,7 @@ class CampaignStore:
         try:  # an existing store: no write needed just to open it
             row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is not None:
+                self._add_missing_columns()
                 return
         except sqlite3.OperationalError:
             pass
@@ -151,6 +211,21 @@ class CampaignStore:
                 self.conn.execute(
                     "INSERT INTO meta(key, value) VALUES('schema', ?)", (str(SCHEMA_VERSION),)
                 )
+
+    def _add_missing_columns(self) -> None:
+        """A store written by an older ddlbench gains the attempt columns added since."""
+        have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
+        types = {f.name: f.type for f in fields(Attempt)}
+        missing = [c for c in _ATTEMPT_COLS if c not in have]
+        if not missing:
+            return
+        with self.tx():
+            have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
+            for col in missing:
+                if col not in have:
+                    kind = "INTEGER" if "int" in str(types[col]) else "TEXT"
+                    kind = "REAL" if "float" in str(types[col]) else kind
+                    self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {col} {kind}")
 
     @classmethod
     def open(cls, campaign_dir: Path) -> CampaignStore:
