@@ -4,6 +4,7 @@ controller, a killed rank, and infrastructure failures that are resubmitted (doc
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,154 @@ def test_manifest_entry_without_run_id_exits_2_naming_the_file(tmp_path):
     assert res.exit_code == 2, res.output
     assert f"{cdir / 'campaign.json'}: runs[0] has no 'run_id'" in res.output
     assert "internal error" not in res.output
+
+
+# -- the infrastructure-failure retry policy ------------------------------------------------
+
+
+def _store_with(tmp_path, ended):
+    from ddlbench.execute.store import CampaignStore
+
+    cdir = make_campaign(tmp_path, "infra", [{"run_id": r, "body": ["true"]} for r in ended])
+    store = CampaignStore.open(cdir)
+    store.sync_runs(load_campaign(cdir).runs)
+    for run_id, history in ended.items():
+        for state, word in history:
+            store.new_attempt(run_id, "slurm", state, slurm_state=word, job_id="1")
+    return store
+
+
+def test_infra_policy_resubmits_only_infrastructure_failures(tmp_path):
+    from ddlbench.execute.slurm.infra_retry import due, is_infra_failure
+
+    ended = {
+        "node": [("NODE_FAIL", "NODE_FAIL")],
+        "boot": [("NODE_FAIL", "BOOT_FAIL")],
+        "preempted": [("CANCELLED", "PREEMPTED")],
+        "user_cancel": [("CANCELLED", "CANCELLED")],
+        "failed": [("FAILED", "FAILED")],
+        "timeout": [("TIMEOUT", "TIMEOUT")],
+        "oom": [("OUT_OF_MEMORY", "OUT_OF_MEMORY")],
+        "ok_after_node_fail": [("NODE_FAIL", "NODE_FAIL"), ("COMPLETED", "COMPLETED")],
+        "twice": [("NODE_FAIL", "NODE_FAIL"), ("NODE_FAIL", "NODE_FAIL")],
+        "thrice": [("NODE_FAIL", "NODE_FAIL")] * 3,
+        "running": [("RUNNING", "RUNNING")],
+    }
+    with _store_with(tmp_path, ended) as store:
+        latest = store.latest()
+        infra = {r for r, a in latest.items() if is_infra_failure(a)}
+        assert infra == {"node", "boot", "preempted", "twice", "thrice"}
+        assert {a.run_id for a in due(store, 2)} == {"node", "boot", "preempted", "twice"}
+        assert {a.run_id for a in due(store, 1)} == {"node", "boot", "preempted"}
+        assert due(store, 0) == []
+
+
+def test_infra_claim_is_taken_once(tmp_path):
+    from ddlbench.execute.slurm.infra_retry import _claim
+
+    with _store_with(tmp_path, {"node": [("NODE_FAIL", "NODE_FAIL")]}) as store:
+        failed = store.latest()["node"]
+        first = _claim(store, failed, 2)
+        assert first is not None and first.number == 2 and first.state == "SUBMITTING"
+        assert "ended NODE_FAIL" in first.message and "1 of at most 2" in first.message
+        assert _claim(store, failed, 2) is None  # a second poll finds it taken
+        assert [a.number for a in store.attempts("node")] == [1, 2]
+
+
+def test_infra_retries_profile_setting_is_validated():
+    from pydantic import ValidationError
+
+    from ddlbench.spec.cluster import SlurmSettings
+
+    assert SlurmSettings().infra_retries == 2
+    assert SlurmSettings(infra_retries=0).infra_retries == 0
+    with pytest.raises(ValidationError):
+        SlurmSettings(infra_retries=-1)
+
+
+# -- on a private real Slurm cluster (its controller is paused and its nodes set DOWN) -------
+
+
+@pytest.fixture(scope="module")
+def own_slurm():
+    """A cluster of scripts/local-slurm.sh of these tests' own: faults never reach others'."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from conftest import ROOT
+
+    if shutil.which("slurmctld") is None and not os.environ.get("CI"):
+        pytest.skip("Slurm is not installed (scripts/local-slurm.sh up installs it)")
+    script = str(ROOT / "scripts" / "local-slurm.sh")
+    scratch = tempfile.mkdtemp(prefix="ddlbench-faults-", dir="/tmp")
+    os.chmod(scratch, 0o755)  # munged wants its socket folder reachable by all
+    env = dict(os.environ, DDLBENCH_SLURM_DIR=f"{scratch}/slurm", DDLBENCH_SLURM_ACCOUNTING="0")
+    up = subprocess.run([script, "up"], env=env, capture_output=True, text=True, timeout=600)
+    if up.returncode != 0:
+        pytest.fail(f"local-slurm.sh up failed:\n{up.stdout}\n{up.stderr}")
+    exports = subprocess.run([script, "env"], env=env, capture_output=True, text=True).stdout
+    cluster = dict(
+        line[len("export ") :].split("=", 1) for line in exports.splitlines() if "=" in line
+    )
+    saved = {k: os.environ.get(k) for k in cluster}
+    os.environ.update(cluster)
+    yield cluster
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    subprocess.run([script, "down", "--purge"], env=env, capture_output=True, timeout=300)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def _scontrol(*args: str) -> None:
+    import subprocess
+
+    subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.slurm
+def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
+    from conftest import wait_for
+
+    from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
+
+    body = ["if [ ! -e ../first-went ]; then touch ../first-went; sleep 120; fi", "echo done"]
+    cdir = make_campaign(
+        tmp_path,
+        "nodedown",
+        [{"run_id": "victim", "body": body, "extra": ["--no-requeue"]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no", "infra_retries": 1},
+    )
+    submit_campaign(cdir, echo=_quiet)
+
+    def running():
+        row = campaign_status(cdir, echo=_quiet)["runs"][0]
+        return row["nodelist"] if row["state"] == "RUNNING" else None
+
+    node = wait_for(running, timeout=60, interval=0.5)
+    wait_for(lambda: (cdir / "runs" / "first-went").exists(), timeout=30)
+    _scontrol("update", f"nodename={node}", "state=down", "reason=ddlbench-test")
+    try:
+        said: list = []
+        assert wait_campaign(cdir, timeout=120, echo=said.append) == 0
+    finally:
+        _scontrol("update", f"nodename={node}", "state=resume")
+    with CampaignStore.open(cdir) as store:
+        attempts = store.attempts("victim")
+    assert [(a.state, a.slurm_state) for a in attempts] == [
+        ("NODE_FAIL", "NODE_FAIL"),
+        ("COMPLETED", "COMPLETED"),
+    ]
+    assert attempts[0].job_id != attempts[1].job_id
+    assert "ended NODE_FAIL" in attempts[1].message
+    assert any("resubmitted as job" in line for line in said)
+    row = campaign_status(cdir, echo=_quiet)["runs"][0]
+    assert row["attempts"] == 2 and row["state"] == "COMPLETED"
