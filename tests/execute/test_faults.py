@@ -223,3 +223,102 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
     assert any("resubmitted as job" in line for line in said)
     row = campaign_status(cdir, echo=_quiet)["runs"][0]
     assert row["attempts"] == 2 and row["state"] == "COMPLETED"
+
+
+def _slurmctld_pid(cluster) -> int:
+    return int(Path(cluster["DDLBENCH_SLURM_DIR"], "run", "slurmctld.pid").read_text().strip())
+
+
+def _ddlbench(*args, env=None, **kw):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "ddlbench", *[str(a) for a in args]]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, **kw)
+
+
+@pytest.mark.slurm
+def test_wait_through_a_controller_outage(own_slurm, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import wait_for
+
+    from ddlbench.execute import campaign_status, submit_campaign
+
+    results = tmp_path / "results"
+    cdir = make_campaign(
+        results,
+        "outage",
+        [{"run_id": "a", "body": ["sleep 8"]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no"},
+    )
+    submit_campaign(cdir, echo=_quiet)
+    wait_for(lambda: campaign_status(cdir, echo=_quiet)["runs"][0]["state"] == "RUNNING", 60, 0.3)
+    # the clients give up on a silent controller after 2 s instead of 10
+    conf = (
+        Path(own_slurm["SLURM_CONF"]).read_text().replace("MessageTimeout=10", "MessageTimeout=2")
+    )
+    (tmp_path / "slurm.conf").write_text(conf)
+    env = dict(os.environ, SLURM_CONF=str(tmp_path / "slurm.conf"))
+    pid = _slurmctld_pid(own_slurm)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        res = _ddlbench("wait", "outage", "--results", results, "--patience", "3", env=env)
+        assert res.returncode == 75, res.stderr
+        assert "scheduler unreachable" in res.stderr and "--patience 3" in res.stderr
+        assert time.monotonic() - t0 < 60
+        status = _ddlbench("status", "outage", "--results", results, env=env)
+        assert status.returncode == 75 and "did not answer" in status.stderr
+        # an outage shorter than the patience: wait rides it out and reports the end
+        cmd = [sys.executable, "-m", "ddlbench", "wait", "outage", "--results", str(results)]
+        proc = subprocess.Popen(
+            [*cmd, "--patience", "120"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(12)  # python start-up, then polls that time out after 2 s
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "scheduler unreachable" in err and "answers again" in err
+    assert "1 COMPLETED" in out
+
+
+@pytest.mark.slurm
+def test_killed_rank_is_named_with_its_signal(own_slurm, tmp_path):
+    import json as _json
+
+    from ddlbench.execute import submit_campaign, wait_campaign
+
+    results = tmp_path / "results"
+    kill_rank_1 = (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "
+        "'if [ \"$SLURM_PROCID\" = 1 ]; then sleep 1; kill -9 $$; fi; sleep 60'"
+    )
+    cdir = make_campaign(
+        results,
+        "killed",
+        [{"run_id": "two", "nodes": 2, "body": [kill_rank_1]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no"},
+    )
+    submit_campaign(cdir, echo=_quiet)
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    with CampaignStore.open(cdir) as store:
+        a = store.attempts("two")[0]
+    assert a.state == "FAILED"
+    assert (a.failed_task, a.failed_signal) == (1, 9)
+    assert a.cause == "task 1 on n2: Killed (SIGKILL)"
+    res = _ddlbench("status", "killed", "--results", results, "--json")
+    row = _json.loads(res.stdout)["runs"][0]
+    assert row["cause"] == a.cause and row["failed_task"] == 1 and row["failed_signal"] == 9
+    res = _ddlbench("wait", "killed", "--results", results)
+    assert res.returncode == 1 and "two: FAILED (task 1 on n2: Killed (SIGKILL))" in res.stdout
