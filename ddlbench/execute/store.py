@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
+from ddlbench.diskfull import DiskFull, is_disk_full
 from ddlbench.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -179,7 +180,9 @@ class CampaignStore:
         check_store_file(self.path)
         try:
             self._open(timeout)
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
             raise
         except sqlite3.DatabaseError as exc:  # not a database, malformed image
             with contextlib.suppress(Exception):
@@ -258,12 +261,15 @@ class CampaignStore:
         self._depth = 1
         try:
             yield self.conn
-        except BaseException:
             self._depth = 0
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            self._depth = 0
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and is_disk_full(exc):
+                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
             raise
-        self._depth = 0
-        self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
