@@ -52,9 +52,15 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 def detail_of(exc: BaseException) -> str:
+    """One short line: copytree's shutil.Error lists every file that failed; keep the first."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        first = exc.args[0][0] if exc.args[0] else None
+        if isinstance(first, tuple) and len(first) == 3:
+            return f"{first[2]}, and {len(exc.args[0]) - 1} more file(s)"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror + (f": {exc.filename}" if exc.filename else "")
-    return str(exc)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def as_disk_full(exc: BaseException, folder: Union[str, Path]) -> DiskFull:

@@ -67,10 +67,10 @@ class _Group(click.Group):
             click.echo("ddlbench: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
-            from ddlbench.diskfull import DiskFull, folder_of, is_disk_full
+            from ddlbench.diskfull import DiskFull, detail_of, folder_of, is_disk_full
 
             if is_disk_full(exc) and not os.environ.get("DDLBENCH_DEBUG"):
-                full = DiskFull(folder_of(exc), str(exc).splitlines()[0][:200])
+                full = DiskFull(folder_of(exc), detail_of(exc))
                 click.echo(f"ddlbench: {full}", err=True)
                 ctx.exit(full.exit_code)
             if os.environ.get("DDLBENCH_DEBUG"):

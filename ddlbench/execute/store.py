@@ -12,9 +12,11 @@ facts, the local runner's pid, ...). See docs/campaigns.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import secrets
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -171,8 +173,43 @@ def check_store_file(path: Path) -> None:
         raise _damaged(path, f"truncated: {size} of {page * pages} bytes")
 
 
+def _patient(method):
+    """Retry a one-transaction write while the disk is full, for ``wait_when_full`` seconds.
+
+    The local executor's runner and job supervisors set it: a full disk then delays how a
+    job's end is recorded, instead of losing it (the run would end LOST).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        waited = 0.0
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except DiskFull as exc:
+                if self._depth or waited >= self.wait_when_full:
+                    raise
+                if not self._told_full:
+                    self._told_full = True
+                    print(
+                        f"ddlbench: {exc}. Waiting up to {self.wait_when_full:g} s for space "
+                        "to record it.",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(1.0)
+                waited += 1.0
+
+    return wrapper
+
+
 class CampaignStore:
     """Access to one campaign's ``state.sqlite``. Not shared between threads."""
+
+    #: seconds a write waits for disk space before it raises DiskFull (0: at once)
+    wait_when_full: float = 0.0
+    _told_full = False
+    _depth = 0
 
     def __init__(self, path: Path, *, timeout: float = 60.0):
         self.path = Path(path)
@@ -291,6 +328,7 @@ class CampaignStore:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if row is None else json.loads(row[0])
 
+    @_patient
     def set_meta(self, key: str, value: Any) -> None:
         with self.tx():
             self.conn.execute(
@@ -299,10 +337,12 @@ class CampaignStore:
                 (key, json.dumps(value)),
             )
 
+    @_patient
     def del_meta(self, key: str) -> None:
         with self.tx():
             self.conn.execute("DELETE FROM meta WHERE key=?", (key,))
 
+    @_patient
     def next_counter(self, name: str, start: int = 1) -> int:
         """Next value of a counter that never repeats within this store."""
         with self.tx():
@@ -343,6 +383,7 @@ class CampaignStore:
 
     # -- attempts -------------------------------------------------------------------------
 
+    @_patient
     def new_attempt(
         self,
         run_id: str,
@@ -388,6 +429,7 @@ class CampaignStore:
         row = self.conn.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()
         return _attempt(row) if row else None
 
+    @_patient
     def update_attempt(
         self,
         attempt_id: int,
