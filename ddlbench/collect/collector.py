@@ -786,6 +786,8 @@ def _runs_frame(
         if g is not None and with_error:
             msgs = [m for m, e in zip(g["error_message"], g["has_error"]) if e and m is not None]
             err = str(msgs[0]) if msgs else None
+        if err is None and status == "failed":
+            err = row["slurm_reason"]  # e.g. "task 1 on n2: Killed (SIGKILL)"
         row["error_message"] = err
 
         # ---- provenance

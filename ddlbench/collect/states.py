@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 WANTED = ["run_id", "number", "state", "job_id", "exit_code", "start_time", "end_time", "nodelist"]
-OPTIONAL = ["signal", "reason"]
+OPTIONAL = ["signal", "reason", "cause"]
 
 
 def store_states(campaign_dir: Path):
@@ -40,6 +40,9 @@ def store_states(campaign_dir: Path):
     finally:
         con.close()
     df = df.rename(columns={"number": "attempt", "start_time": "start", "end_time": "end"})
+    if "cause" in df.columns:  # the first failing task and its signal says more than Slurm
+        df["reason"] = df["cause"].where(df["cause"].notna(), df.get("reason"))
+        df = df.drop(columns=["cause"])
     return df
 
 

@@ -27,6 +27,7 @@ _LINE = re.compile(
     r"^srun: error: (?P<node>[^:\s]+): tasks? (?P<tasks>[0-9][0-9,\-]*): (?P<what>.+)$"
 )
 _EXITED = re.compile(r"^Exited with exit code (\d+)$")
+_BY_NUMBER = re.compile(r"^Killed by signal (\d+)$")
 _CLEANUP = {signal.SIGTERM.value}
 
 
@@ -65,6 +66,14 @@ class TaskFailure:
         return text
 
 
+def _signal_of(what: str) -> Optional[int]:
+    """srun's ``Killed``/``Segmentation fault (core dumped)``, or ``Killed by signal 9``."""
+    m = _BY_NUMBER.match(what)
+    if m:
+        return int(m.group(1))
+    return _WORDS.get(re.sub(r"\s*\(core dumped\)$", "", what).lower())
+
+
 def _first_task(text: str) -> int:
     head = re.split(r"[,\-]", text, maxsplit=1)[0]
     return int(head)
@@ -79,7 +88,7 @@ def parse_srun_failures(text: str) -> List[TaskFailure]:
             continue
         what = m.group("what").strip()
         code = _EXITED.match(what)
-        sig = None if code else _WORDS.get(re.sub(r"\s*\(core dumped\)$", "", what).lower())
+        sig = None if code else _signal_of(what)
         if code is None and sig is None:
             continue  # not a task's end ("task 0: Unable to ...", launch errors)
         out.append(

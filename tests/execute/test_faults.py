@@ -445,3 +445,50 @@ def test_disk_full_in_collect_and_report_leaves_no_partial_file(tmpfs, command):
     data = camp / "data"
     left = sorted(p.name for p in data.iterdir()) if data.exists() else []
     assert "steps.parquet" not in left and not [n for n in left if n.endswith(".tmp")], left
+
+
+# -- the first failing task ------------------------------------------------------------------
+
+
+def test_srun_failure_lines_name_the_first_real_failure():
+    from ddlbench.execute.task_failure import first_failure, parse_srun_failures
+
+    text = "\n".join(
+        [
+            "ddlbench: some output",
+            "srun: error: n1: task 0: Terminated",
+            "srun: error: n2: task 1: Segmentation fault (core dumped)",
+            "srun: Force Terminated StepId=7.0",
+            "srun: error: n1: tasks 2-3: Exited with exit code 3",
+            "srun: error: n1: task 4: Killed by signal 6",
+            "srun: error: n1: task 5: Unable to start",
+        ]
+    )
+    found = parse_srun_failures(text)
+    assert [(f.task, f.signal, f.exit_code) for f in found] == [
+        (0, 15, None),
+        (1, 11, None),
+        (2, None, 3),
+        (4, 6, None),
+    ]
+    first = first_failure(found)
+    assert first.describe() == "task 1 on n2: Segmentation fault (core dumped) (SIGSEGV)"
+    only_term = parse_srun_failures("srun: error: n1: task 0: Terminated")
+    assert first_failure(only_term).describe() == "task 0 on n1: Terminated (SIGTERM)"
+    assert first_failure([]) is None
+
+
+def test_killed_rank_on_the_local_executor(tmp_path):
+    from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
+
+    kill_rank_1 = (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "
+        "'if [ \"$SLURM_PROCID\" = 1 ]; then kill -9 $$; fi; sleep 30'"
+    )
+    cdir = make_campaign(tmp_path, "lk", [{"run_id": "two", "nodes": 2, "body": [kill_rank_1]}])
+    submit_campaign(cdir, echo=_quiet)
+    assert wait_campaign(cdir, timeout=60, echo=_quiet) == 1
+    row = campaign_status(cdir, echo=_quiet)["runs"][0]
+    assert row["state"] == "FAILED"
+    assert (row["failed_task"], row["failed_signal"]) == (1, 9)
+    assert row["reason"] == "task 1 on node2: Killed by signal 9 (SIGKILL)"

@@ -27,6 +27,7 @@ from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
 from ddlbench.execute.store import CampaignStore
+from ddlbench.execute.task_failure import find_task_failure
 
 KILL_WAIT_S = float(os.environ.get("DDLBENCH_LOCAL_KILL_WAIT", "5"))
 #: how long the runner and supervisors wait for disk space to record a job's end
@@ -272,6 +273,11 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     else:
         values.update(state=S.FAILED, exit_code=0, signal=-rc, reason=f"signal {-rc}")
     if values["state"] == S.FAILED:
+        failure = find_task_failure([err_path or out_path])
+        if failure is not None:
+            values.update(
+                failed_task=failure.task, failed_signal=failure.signal, cause=failure.describe()
+            )
         values.update(_disk_full_cause(Path(submit_dir), err_path or out_path))
     store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
     store.close()
