@@ -153,16 +153,20 @@ def _damaged(path: Path, why: object) -> StoreDamaged:
     )
 
 
-def check_store_file(path: Path) -> None:
-    """Refuse a store file whose SQLite header is missing or that is shorter than it says."""
+def check_store_file(path: Path) -> Optional[str]:
+    """Refuse a store file without SQLite's header; say if it is shorter than its header says.
+
+    A short file is only suspect (a checkpoint of another process may be extending it right
+    now): the caller then has SQLite check it.
+    """
     try:
         with open(path, "rb") as fh:
             head = fh.read(100)
         size = path.stat().st_size
     except FileNotFoundError:
-        return
+        return None
     if not head:
-        return  # empty: SQLite creates a database in it
+        return None  # empty: SQLite creates a database in it
     if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
         raise _damaged(path, "file is not a database")
     page = int.from_bytes(head[16:18], "big")
@@ -170,7 +174,8 @@ def check_store_file(path: Path) -> None:
     pages = int.from_bytes(head[28:32], "big")
     valid = head[24:28] == head[92:96]
     if valid and pages and size < page * pages:
-        raise _damaged(path, f"truncated: {size} of {page * pages} bytes")
+        return f"truncated: {size} of {page * pages} bytes"
+    return None
 
 
 def _patient(method):
@@ -214,9 +219,14 @@ class CampaignStore:
     def __init__(self, path: Path, *, timeout: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        check_store_file(self.path)
+        suspect = check_store_file(self.path)
         try:
             self._open(timeout)
+            if suspect is not None:
+                ok = self.conn.execute("PRAGMA quick_check(1)").fetchone()
+                if ok is None or ok[0] != "ok":
+                    self.conn.close()
+                    raise _damaged(self.path, suspect)
         except sqlite3.OperationalError as exc:
             if is_disk_full(exc):
                 raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
