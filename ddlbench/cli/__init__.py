@@ -26,7 +26,8 @@ Typical use on a login node:
   ddlbench status
   ddlbench report
 
-Exit codes: 0 success, 2 bad input, 1 any other failure.
+Exit codes: 0 success, 2 bad input, 1 any other failure, 75 the scheduler did not
+answer, 124 `wait --timeout` passed (docs/failures.md).
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 

@@ -387,7 +387,8 @@ def wait_campaign(
             if timeout is not None and now - started >= timeout:
                 echo(f"timed out after {timeout:g} s while the scheduler was unreachable")
                 return 124
-            sleep(max(0.05, min(longest, patience - (now - down_since))))
+            interval = min(longest, interval * 1.5)  # back off, as between quiet polls
+            sleep(max(0.05, min(interval, patience - (now - down_since))))
             continue
         if down_since is not None:
             echo(f"scheduler answers again after {time.monotonic() - down_since:.0f} s")
