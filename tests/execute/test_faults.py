@@ -238,6 +238,7 @@ def _ddlbench(*args, env=None, **kw):
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 def test_wait_through_a_controller_outage(own_slurm, tmp_path):
     import signal
     import subprocess
