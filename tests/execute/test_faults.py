@@ -493,3 +493,22 @@ def test_killed_rank_on_the_local_executor(tmp_path):
     assert row["state"] == "FAILED"
     assert (row["failed_task"], row["failed_signal"]) == (1, 9)
     assert row["reason"] == "task 1 on node2: Killed by signal 9 (SIGKILL)"
+
+
+def test_report_data_names_the_killed_task(tmp_path):
+    from ddlbench.collect import collect_campaign
+    from ddlbench.collect.states import store_states
+
+    camp = _synth_campaign(tmp_path)
+    ids = [r["run_id"] for r in json.loads((camp / "campaign.json").read_text())["runs"]]
+    run_id = next(i for i in ids if len(list((camp / "runs" / i).rglob("rank-*.jsonl"))) > 1)
+    for log in sorted((camp / "runs" / run_id).rglob("rank-*.jsonl"))[1:]:
+        log.unlink()  # the other ranks were killed before they wrote anything
+    with CampaignStore.open(camp) as store:
+        store.conn.execute("INSERT INTO runs VALUES(?, 0, 'x.sh', 'x', 1, 1, 0)", (run_id,))
+        cause = "task 1 on n2: Killed (SIGKILL)"
+        store.new_attempt(run_id, "slurm", "FAILED", job_id="5", exit_code=143, cause=cause)
+    runs = collect_campaign(camp, write=False, run_states=store_states).runs.set_index("run_id")
+    row = runs.loc[run_id]
+    assert (row["status"], row["slurm_state"], row["exit_code"]) == ("failed", "FAILED", 143)
+    assert row["error_message"] == cause
