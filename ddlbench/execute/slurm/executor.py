@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import RunInfo
+from ddlbench.campaign.paths import RunPaths
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
@@ -422,7 +423,8 @@ class SlurmExecutor(Executor):
         except DDLBenchError:
             return {}
         ids = {i for i in (rec.own_id, rec.key, attempt.job_id) if i}
-        paths = [run_dir / f"slurm-{i}.{s}" for i in sorted(ids) for s in ("err", "out")]
+        files = RunPaths(run_dir)
+        paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
         failure = find_task_failure(p for p in paths if p.is_file())
         if failure is None:
             return {}
