@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # local-slurm.sh - a real, self-contained Slurm cluster on loopback for ddlbench.
 #
-# Usage: scripts/local-slurm.sh up | down [--purge] | status | env
+# Usage: scripts/local-slurm.sh up [--accounting] | down [--purge] | status | env
 #
-# Runs munged, slurmctld and two emulated slurmd nodes (n1, n2) on 127.0.0.1.
+# Runs munged, slurmctld and two emulated slurmd nodes (n1, n2) on 127.0.0.1; with
+# --accounting (or DDLBENCH_SLURM_ACCOUNTING=1) also mariadbd and slurmdbd, so sacct answers.
 # Everything (config, munge key and socket, state, spool, logs, pid files) lives
 # in one scratch directory: ${DDLBENCH_SLURM_DIR:-/tmp/ddlbench-slurm}.
 # Clients find the cluster through SLURM_CONF:  eval "$(scripts/local-slurm.sh env)"
@@ -17,6 +18,9 @@
 #   DDLBENCH_SLURM_MEM_MB       RealMemory of each emulated node in MB (default 1000)
 #   DDLBENCH_SLURM_UP_TIMEOUT   seconds to wait for both nodes to be idle (default 30)
 #   DDLBENCH_SLURM_STOP_TIMEOUT seconds to wait for a daemon to exit before SIGKILL (default 10)
+#   DDLBENCH_SLURM_ACCOUNTING   1: same as 'up --accounting'
+#   DDLBENCH_SLURM_DBD_PORT     slurmdbd port with accounting; mariadbd takes the next one
+#                               (default derived from the dir path in 3400-6599)
 set -euo pipefail
 
 PROG=$(basename "$0")
@@ -31,9 +35,11 @@ say() { echo "$PROG: $*"; }
 
 usage() {
     cat <<EOF
-Usage: $PROG up | down [--purge] | status | env
+Usage: $PROG up [--accounting] | down [--purge] | status | env
 
   up              start munged, slurmctld and slurmd nodes n1, n2 on 127.0.0.1
+  up --accounting also start mariadbd and slurmdbd (job accounting: sacct answers);
+                  the same as DDLBENCH_SLURM_ACCOUNTING=1
   down [--purge]  stop the daemons (by pid); --purge also removes the scratch dir
   status          report daemon liveness and sinfo; exit 0 if up, 1 otherwise
   env             print shell exports for clients: eval "\$($PROG env)"
@@ -64,6 +70,10 @@ resolve_dir() {
     MUNGE_KEY="$MUNGE/munge.key"
     MUNGE_SOCK="$MUNGE/munge.socket"
     JOBCOMP="$DIR/jobcomp.txt"
+    DBD_CONF="$DIR/slurmdbd.conf"
+    DB_DIR="$DIR/mysql"
+    DB_SOCK="$DB_DIR/mysqld.sock"
+    ACCT_MARK="$DIR/accounting"
     # Ports: fixed for the default dir; for any other dir derived from its path
     # so that clusters in different dirs (parallel test runs) do not collide. All below
     # 12000, where the port blocks of ddlbench's jobs (DDLBENCH_PORT_BASE) start.
@@ -77,7 +87,12 @@ resolve_dir() {
         CTLD_PORT=${DDLBENCH_SLURM_CTLD_PORT:-$base}
         NODE_PORT=${DDLBENCH_SLURM_NODE_PORT:-$((CTLD_PORT + 1))}
     fi
-    [[ $CTLD_PORT =~ ^[0-9]+$ && $NODE_PORT =~ ^[0-9]+$ ]] || die "ports must be numbers"
+    # accounting daemons: a second range, below the first, two ports per dir
+    base=$(printf '%s' "$DIR" | cksum | cut -d' ' -f1)
+    DBD_PORT=${DDLBENCH_SLURM_DBD_PORT:-$((3400 + (base % 1600) * 2))}
+    DB_PORT=$((DBD_PORT + 1))
+    [[ $CTLD_PORT =~ ^[0-9]+$ && $NODE_PORT =~ ^[0-9]+$ && $DBD_PORT =~ ^[0-9]+$ ]] ||
+        die "ports must be numbers"
 }
 
 # true if something already listens on 127.0.0.1:$1
@@ -87,18 +102,31 @@ pidfile_of() {
     case $1 in
         munged) echo "$RUN/munged.pid" ;;
         slurmctld) echo "$RUN/slurmctld.pid" ;;
+        slurmdbd) echo "$RUN/slurmdbd.pid" ;;
+        mariadbd) echo "$RUN/mariadbd.pid" ;;
         slurmd-*) echo "$RUN/$1.pid" ;;
         *) die "unknown daemon $1" ;;
     esac
 }
 
-daemons() { printf "%s\n" munged slurmctld; local n; for n in "${NODES[@]}"; do echo "slurmd-$n"; done; }
+# the daemons of this cluster, in start order; the accounting ones only when it has accounting
+daemons() {
+    local n
+    echo munged
+    if accounting_on; then printf "%s\n" mariadbd slurmdbd; fi
+    echo slurmctld
+    for n in "${NODES[@]}"; do echo "slurmd-$n"; done
+}
+
+accounting_on() { [[ -e $ACCT_MARK ]]; }
 
 # comm name the kernel reports for a daemon (at most 15 chars)
 comm_of() {
     case $1 in
         munged) echo munged ;;
         slurmctld) echo slurmctld ;;
+        slurmdbd) echo slurmdbd ;;
+        mariadbd) echo mariadbd ;;
         slurmd-*) echo slurmd ;;
     esac
 }
@@ -149,7 +177,7 @@ SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$(accounting_conf)
 JobCompType=jobcomp/filetxt
 JobCompLoc=$JOBCOMP
 MpiDefault=none
@@ -180,7 +208,69 @@ PartitionName=short Nodes=n[1-${#NODES[@]}] Default=NO MaxTime=1 State=UP
 EOF
 }
 
+# slurm.conf lines for job accounting: through slurmdbd when the cluster has it
+accounting_conf() {
+    if accounting_on; then
+        echo "AccountingStorageType=accounting_storage/slurmdbd"
+        echo "AccountingStorageHost=localhost"
+        echo "AccountingStoragePort=$DBD_PORT"
+        echo "AccountingStoragePass=$MUNGE_SOCK"
+    else
+        echo "AccountingStorageType=accounting_storage/none"
+    fi
+}
+
+write_dbd_conf() {
+    (
+        umask 077
+        cat >"$DBD_CONF" <<EOF
+# Generated by ddlbench scripts/local-slurm.sh up --accounting; rewritten on every 'up'.
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCK
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=root
+PidFile=$RUN/slurmdbd.pid
+LogFile=$LOG/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=ddlbench-local
+StorageLoc=slurm_acct_db
+EOF
+    )
+}
+
 # --- install -------------------------------------------------------------------
+
+# apt-get install "$@" (root only); apt-get update only if the first attempt fails
+apt_install() {
+    [[ $(id -u) -eq 0 ]] || die "need root to apt-get install $*"
+    export DEBIAN_FRONTEND=noninteractive
+    local apt=(apt-get install -y -q --no-install-recommends "$@")
+    local log="/tmp/ddlbench-slurm-apt.$$.log"
+    if ! "${apt[@]}" >"$log" 2>&1; then
+        apt-get update -q >>"$log" 2>&1 || true
+        "${apt[@]}" >>"$log" 2>&1 || die "apt-get install $* failed; see $log"
+    fi
+    rm -f "$log"
+}
+
+ensure_accounting_packages() {
+    local missing=() b
+    for b in slurmdbd mariadbd mariadb-install-db mariadb-admin mariadb sacctmgr; do
+        command -v "$b" >/dev/null 2>&1 || missing+=("$b")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    say "installing slurmdbd and mariadb-server (missing: ${missing[*]})"
+    apt_install slurmdbd mariadb-server
+    for b in slurmdbd mariadbd mariadb-install-db; do
+        command -v "$b" >/dev/null 2>&1 || die "$b still missing after install"
+    done
+}
 
 ensure_packages() {
     local missing=() b
@@ -189,15 +279,7 @@ ensure_packages() {
     done
     ((${#missing[@]} == 0)) && return 0
     say "installing slurm-wlm and munge (missing: ${missing[*]})"
-    [[ $(id -u) -eq 0 ]] || die "need root to apt-get install slurm-wlm munge"
-    export DEBIAN_FRONTEND=noninteractive
-    local apt=(apt-get install -y -q --no-install-recommends slurm-wlm munge)
-    if ! "${apt[@]}" >"/tmp/ddlbench-slurm-apt.$$.log" 2>&1; then
-        apt-get update -q >>"/tmp/ddlbench-slurm-apt.$$.log" 2>&1 || true
-        "${apt[@]}" >>"/tmp/ddlbench-slurm-apt.$$.log" 2>&1 ||
-            die "apt-get install slurm-wlm munge failed; see /tmp/ddlbench-slurm-apt.$$.log"
-    fi
-    rm -f "/tmp/ddlbench-slurm-apt.$$.log"
+    apt_install slurm-wlm munge
     for b in slurmctld slurmd sinfo munged; do
         command -v "$b" >/dev/null 2>&1 || die "$b still missing after install"
     done
@@ -283,13 +365,16 @@ cancel_all_jobs() {
 }
 
 stop_all() {
-    local d s k
+    local d s k n nodes=()
     cancel_all_jobs
-    # slurm daemons first (together), munged last: they authenticate through it
-    # shellcheck disable=SC2046 # one daemon name per word
-    stop_daemons $(daemons | grep -vx munged)
+    for n in "${NODES[@]}"; do nodes+=("slurmd-$n"); done
+    # slurm daemons first (together), then accounting (slurmdbd flushes to the database),
+    # munged last: they all authenticate through it. By pid file, whatever 'up' started.
+    stop_daemons slurmctld "${nodes[@]}"
+    stop_daemons slurmdbd
+    stop_daemons mariadbd
     stop_daemons munged
-    for d in $(daemons); do rm -f "$(pidfile_of "$d")"; done
+    for d in munged mariadbd slurmdbd slurmctld "${nodes[@]}"; do rm -f "$(pidfile_of "$d")"; done
     for s in $(stray_stepds); do
         say "killing stray slurmstepd $s and its tasks"
         for k in $(descendants "$s") "$s"; do
@@ -332,21 +417,31 @@ nodes_idle() {
 }
 
 cmd_up() {
-    local t0 t1 d pid alive=0 total=0 n i
+    local t0 t1 d pid alive=0 total=0 n i acct=0 had_acct=0
+    case ${1:-} in
+        "") ;;
+        --accounting) acct=1 ;;
+        *) die "unknown option for up: $1" ;;
+    esac
+    [[ ${DDLBENCH_SLURM_ACCOUNTING:-0} =~ ^(1|yes|true|on)$ ]] && acct=1
     t0=$(date +%s.%N)
     ensure_packages
+    ((acct)) && ensure_accounting_packages
     mkdir -p "$DIR"
     exec 9>"$DIR/.lock"
     flock -w 120 9 || die "another up/down holds $DIR/.lock"
+    accounting_on && had_acct=1
 
     for d in $(daemons); do
         total=$((total + 1))
         [[ -n $(live_pid "$d") ]] && alive=$((alive + 1))
     done
-    if ((alive == total)) && nodes_idle_or_busy; then
+    if ((alive == total && acct == had_acct)) && nodes_idle_or_busy; then
         say "cluster already running in $DIR"
         return 0
     fi
+    ((alive > 0 && acct != had_acct)) &&
+        say "restarting the cluster $( ((acct)) && echo with || echo without) accounting"
     if ((alive > 0)); then
         say "cluster partly running ($alive/$total daemons); restarting it"
     elif compgen -G "$RUN/*.pid" >/dev/null; then
@@ -367,6 +462,7 @@ cmd_up() {
     chmod 0755 "$DIR" "$RUN" "$LOG" "$STATE" "$SPOOL"
     chmod 0755 "$MUNGE"
     touch "$JOBCOMP"
+    if ((acct)); then touch "$ACCT_MARK"; else rm -f "$ACCT_MARK" "$DBD_CONF"; fi
     write_conf
 
     if [[ ! -s $MUNGE_KEY ]]; then
@@ -386,6 +482,7 @@ cmd_up() {
     wait_pidfile munged || fail_up "munged did not write its pid file"
     for ((i = 0; i < 50; i++)); do [[ -S $MUNGE_SOCK ]] && break; sleep 0.1; done
     [[ -S $MUNGE_SOCK ]] || fail_up "munge socket $MUNGE_SOCK did not appear"
+    ((acct)) && start_accounting
 
     slurmctld -f "$CONF" >>"$LOG/slurmctld.log" 2>&1 9>&- || fail_up "slurmctld failed to start"
     wait_pidfile slurmctld || fail_up "slurmctld did not write its pid file"
@@ -405,8 +502,47 @@ cmd_up() {
         [[ -n $(live_pid "$d") ]] || fail_up "$d died during bring-up"
     done
     t1=$(date +%s.%N)
-    say "cluster up in $DIR (${#NODES[@]} nodes idle) in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
+    say "cluster up in $DIR (${#NODES[@]} nodes idle$( ((acct)) && echo ", accounting: slurmdbd on port $DBD_PORT")) in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
     say "clients: eval \"\$($SELF env)\""
+}
+
+# mariadbd (its data folder kept across 'up', the accounting database emptied) and slurmdbd
+start_accounting() {
+    local i sql
+    local db=(--no-defaults --datadir="$DB_DIR/data" --innodb-log-file-size=8M)
+    mkdir -p "$DB_DIR"
+    if [[ ! -d $DB_DIR/data/mysql ]]; then
+        rm -rf "$DB_DIR/data"
+        mariadb-install-db "${db[@]}" --user=root --skip-test-db \
+            --auth-root-authentication-method=socket >>"$LOG/mariadb-install.log" 2>&1 9>&- ||
+            fail_up "mariadb-install-db failed (see $LOG/mariadb-install.log)"
+    fi
+    port_busy "$DB_PORT" && fail_up "port $DB_PORT (mariadbd) is in use; set DDLBENCH_SLURM_DBD_PORT"
+    port_busy "$DBD_PORT" && fail_up "port $DBD_PORT (slurmdbd) is in use; set DDLBENCH_SLURM_DBD_PORT"
+    setsid mariadbd "${db[@]}" --user=root --socket="$DB_SOCK" --port="$DB_PORT" \
+        --bind-address=127.0.0.1 --skip-name-resolve --innodb-buffer-pool-size=32M \
+        --pid-file="$RUN/mariadbd.pid" --log-error="$LOG/mariadbd.log" \
+        </dev/null >>"$LOG/mariadbd.log" 2>&1 9>&- &
+    for ((i = 0; i < UP_TIMEOUT * 10; i++)); do
+        mariadb-admin --no-defaults --socket="$DB_SOCK" -u root ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    wait_pidfile mariadbd || fail_up "mariadbd did not start (see $LOG/mariadbd.log)"
+    sql="DROP DATABASE IF EXISTS slurm_acct_db; CREATE DATABASE slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'ddlbench-local';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+    mariadb --no-defaults --socket="$DB_SOCK" -u root -e "$sql" >>"$LOG/mariadbd.log" 2>&1 ||
+        fail_up "could not create the accounting database in mariadbd"
+    write_dbd_conf
+    slurmdbd >>"$LOG/slurmdbd.log" 2>&1 9>&- || fail_up "slurmdbd failed to start"
+    wait_pidfile slurmdbd || fail_up "slurmdbd did not write its pid file"
+    for ((i = 0; i < UP_TIMEOUT * 10; i++)); do
+        port_busy "$DBD_PORT" && break
+        sleep 0.1
+    done
+    port_busy "$DBD_PORT" || fail_up "slurmdbd does not listen on port $DBD_PORT"
+    sacctmgr -i add cluster ddlbench-local >>"$LOG/slurmdbd.log" 2>&1 ||
+        fail_up "sacctmgr could not register the cluster with slurmdbd"
 }
 
 # controller answers and both nodes are known (idle, mixed, allocated...)
@@ -482,7 +618,7 @@ main() {
     resolve_dir
     PATH="$PATH:/usr/sbin:/sbin"
     case $cmd in
-        up) [[ $# -eq 0 ]] || die "up takes no arguments"; cmd_up ;;
+        up) [[ $# -le 1 ]] || die "up takes at most one option (--accounting)"; cmd_up "$@" ;;
         down) cmd_down "$@" ;;
         status) [[ $# -eq 0 ]] || die "status takes no arguments"; cmd_status ;;
         env) [[ $# -eq 0 ]] || die "env takes no arguments"; cmd_env ;;

@@ -42,6 +42,25 @@ set -e
 stage "pytest exited with ${rc}"
 
 if [[ $# -eq 0 ]]; then
+  # the whole suite was asked for: the Slurm executor's tests once more, on a second cluster
+  # with accounting (slurmdbd + MariaDB), so that ended jobs are read through sacct as on a
+  # production cluster; the run above used the jobcomp fallback (docs/local-slurm.md)
+  stage "Slurm tests through sacct (a cluster with accounting)"
+  acct_rc=0
+  acct_dir="${DDLBENCH_SLURM_ACCT_DIR:-/tmp/ddlbench-slurm-acct-test}"
+  (
+    export DDLBENCH_SLURM_DIR="${acct_dir}" DDLBENCH_SLURM_ACCOUNTING=1 DDLBENCH_SLURM_SACCT=yes
+    trap 'scripts/local-slurm.sh down >/dev/null 2>&1 || true' EXIT
+    scripts/local-slurm.sh up --accounting
+    eval "$(scripts/local-slurm.sh env)"
+    .venv/bin/python -m pytest -p no:cacheprovider -m "slurm and not slow" tests/execute/test_slurm.py
+  ) || acct_rc=$?
+  acct_rc=$(pytest_status "${acct_rc}" "test (sacct)")
+  stage "Slurm tests through sacct exited with ${acct_rc}"
+  if [[ ${rc} -eq 0 ]]; then
+    rc=${acct_rc}
+  fi
+
   # the whole suite was asked for: also the declared minimum dependency versions
   stage "minimum dependency versions"
   min_rc=0

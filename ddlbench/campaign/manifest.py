@@ -87,11 +87,21 @@ def load_campaign(campaign_dir: Path) -> Campaign:
         ) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: not a ddlbench campaign (a JSON object was expected)")
     fmt = str(raw.get("format", ""))
     if not fmt.startswith("ddlbench-campaign/"):
         raise InputError(f"{path}: format {fmt!r} is not a ddlbench campaign")
     runs: List[RunInfo] = []
-    for seq, r in enumerate(raw.get("runs") or []):
+    entries = raw.get("runs") or []
+    if not isinstance(entries, list):
+        raise InputError(f"{path}: 'runs' is not a list")
+    for seq, r in enumerate(entries):
+        if not isinstance(r, dict) or not r.get("run_id"):
+            raise InputError(
+                f"{path}: runs[{seq}] has no 'run_id' (ddlbench submit writes this file; "
+                "restore it from a copy, or render the campaign again)"
+            )
         run_id = str(r["run_id"])
         run_dir = campaign_dir / str(r.get("run_dir") or paths.rel_run_dir(run_id))
         script = campaign_dir / str(r.get("script") or paths.rel_job_script(run_id))

@@ -25,7 +25,7 @@ ATTEMPT_COLUMNS = (
     "end_time",
     "nodelist",
 )
-OPTIONAL_ATTEMPT_COLUMNS = ("signal", "reason")
+OPTIONAL_ATTEMPT_COLUMNS = ("signal", "reason", "cause")
 
 
 class StoreView:

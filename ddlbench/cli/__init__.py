@@ -26,7 +26,8 @@ Typical use on a login node:
   ddlbench status
   ddlbench report
 
-Exit codes: 0 success, 2 bad input, 1 any other failure.
+Exit codes: 0 success, 2 bad input, 1 any other failure, 75 the scheduler did not
+answer, 124 `wait --timeout` passed (docs/failures.md).
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 
@@ -67,6 +68,12 @@ class _Group(click.Group):
             click.echo("ddlbench: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+            from ddlbench.diskfull import DiskFull, detail_of, folder_of, is_disk_full
+
+            if is_disk_full(exc) and not os.environ.get("DDLBENCH_DEBUG"):
+                full = DiskFull(folder_of(exc), detail_of(exc))
+                click.echo(f"ddlbench: {full}", err=True)
+                ctx.exit(full.exit_code)
             if os.environ.get("DDLBENCH_DEBUG"):
                 raise
             click.echo(

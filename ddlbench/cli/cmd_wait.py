@@ -20,7 +20,8 @@ Examples:
   ddlbench submit configs/quickstart.yaml && ddlbench wait quickstart && ddlbench report
 
 Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never submitted);
-124 --timeout passed first; 2 bad input.
+124 --timeout passed first; 75 the scheduler did not answer for --patience seconds;
+2 bad input. See docs/failures.md.
 """
 )
 @click.argument("campaign")
@@ -33,8 +34,18 @@ Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never subm
     metavar="S",
     help="Give up after S seconds (exit code 124); the runs go on.",
 )
+@click.option(
+    "--patience",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Keep polling a scheduler that does not answer for this long, then exit 75.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final summary.")
-def command(campaign: str, results: Path, timeout: Optional[float], quiet: bool) -> None:
+def command(
+    campaign: str, results: Path, timeout: Optional[float], patience: float, quiet: bool
+) -> None:
     """Block until every run of CAMPAIGN has ended, printing state changes as they happen.
 
     Polls the scheduler with backoff (every 2 s after a change, slowing to every 30 s on
@@ -44,7 +55,7 @@ def command(campaign: str, results: Path, timeout: Optional[float], quiet: bool)
 
     root = campaign_dir(results, campaign)
     printer = _Printer(quiet)
-    code = wait_campaign(root, timeout=timeout, echo=_err, on_change=printer)
+    code = wait_campaign(root, timeout=timeout, patience=patience, echo=_err, on_change=printer)
     printer.close()
     if printer.last is not None:
         from ddlbench.cli.cmd_status import counts_line

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import __version__
+from ..diskfull import atomic_path
 from .errors import CollectError
 from .paths import COLLECT_INFO, COLLECTOR_VERSION, DATA_DIR, fingerprint, read_collect_info
 from .reader import STEP_SCHEMA, RankFile, read_rank_files
@@ -785,6 +786,8 @@ def _runs_frame(
         if g is not None and with_error:
             msgs = [m for m, e in zip(g["error_message"], g["has_error"]) if e and m is not None]
             err = str(msgs[0]) if msgs else None
+        if err is None and status == "failed":
+            err = row["slurm_reason"]  # e.g. "task 1 on n2: Killed (SIGKILL)"
         row["error_message"] = err
 
         # ---- provenance
@@ -1112,13 +1115,9 @@ def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
 
 
 def _write_atomic(path: Path, writer) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
+    """Whole or not at all; a full disk is one DiskFull naming the folder."""
+    with atomic_path(path) as tmp:
         writer(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _df_to_table(df: pd.DataFrame) -> pa.Table:

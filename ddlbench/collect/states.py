@@ -28,6 +28,9 @@ def store_states(campaign_dir: Path):
         return None
     df = pd.DataFrame(found.rows, columns=found.columns)
     df = df.rename(columns={"number": "attempt", "start_time": "start", "end_time": "end"})
+    if "cause" in df.columns:  # the first failing task and its signal says more than Slurm
+        df["reason"] = df["cause"].where(df["cause"].notna(), df.get("reason"))
+        df = df.drop(columns=["cause"])
     return df
 
 

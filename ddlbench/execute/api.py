@@ -198,7 +198,10 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "job_id": a.job_id if a else None,
             "exit_code": a.exit_code if a else None,
             "signal": a.signal if a else None,
-            "reason": (a.message or a.reason) if a else None,
+            "reason": (a.cause or a.message or a.reason) if a else None,
+            "cause": a.cause if a else None,
+            "failed_task": a.failed_task if a else None,
+            "failed_signal": a.failed_signal if a else None,
             "nodes": run.nodes,
             "nodelist": a.nodelist if a else None,
             "submit_time": a.submit_time if a else None,
@@ -342,28 +345,60 @@ def retry_campaign(
         return summary
 
 
+#: how long ``wait`` keeps polling a scheduler that does not answer (``--patience``)
+DEFAULT_PATIENCE_S = 600.0
+
+
 def wait_campaign(
     campaign_dir: Path,
     *,
     timeout: Optional[float] = None,
+    patience: float = DEFAULT_PATIENCE_S,
     echo: Echo = print,
     on_change: Optional[Callable[[Dict, List[Tuple[str, str, str]]], None]] = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Block until every run has ended. 0: all COMPLETED; 1: some did not; 124: timed out.
+    """Block until every run has ended. 0: all COMPLETED; 1: some did not; 124: timed out;
+    75: the scheduler did not answer for ``patience`` seconds in a row.
 
     Polls with backoff (quickly after a change, then slower). Runs that cannot end by
     themselves (never submitted, or left SUBMITTING by an interrupted submit) count as
-    unsuccessful, with a hint.
+    unsuccessful, with a hint. A poll that finds the scheduler unreachable is repeated until
+    it answers again or ``patience`` runs out (ReFrame's ``max_sacct_failures``, in seconds).
     """
+    from ddlbench.execute.slurm.commands import EXIT_UNREACHABLE, SchedulerUnreachable
+
     started = time.monotonic()
     campaign = load_campaign(campaign_dir)
     with open_campaign(campaign_dir, echo) as (_c, _s, ex):
         first, longest = ex.poll_interval
     interval = first
     previous: Dict[str, str] = {}
+    down_since: Optional[float] = None
     while True:
-        status = campaign_status(campaign.dir, echo=echo)
+        try:
+            status = campaign_status(campaign.dir, echo=echo)
+        except SchedulerUnreachable as exc:
+            now = time.monotonic()
+            if down_since is None:
+                down_since = now
+                echo(f"scheduler unreachable; polling again for up to {patience:g} s ({exc})")
+            if now - down_since >= patience:
+                echo(
+                    f"scheduler unreachable for {now - down_since:.0f} s (--patience "
+                    f"{patience:g}); gave up waiting. The runs go on: `ddlbench wait "
+                    f"{campaign.name}` again once `sinfo` answers"
+                )
+                return EXIT_UNREACHABLE
+            if timeout is not None and now - started >= timeout:
+                echo(f"timed out after {timeout:g} s while the scheduler was unreachable")
+                return 124
+            interval = min(longest, interval * 1.5)  # back off, as between quiet polls
+            sleep(max(0.05, min(interval, patience - (now - down_since))))
+            continue
+        if down_since is not None:
+            echo(f"scheduler answers again after {time.monotonic() - down_since:.0f} s")
+            down_since = None
         changes = []
         for r in status["runs"]:
             old = previous.get(r["run_id"])

@@ -12,15 +12,19 @@ facts, the local runner's pid, ...). See docs/campaigns.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import secrets
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
+from ddlbench.diskfull import DiskFull, is_disk_full
+from ddlbench.errors import InputError
 
 SCHEMA_VERSION = 1
 
@@ -62,6 +66,11 @@ CREATE TABLE IF NOT EXISTS attempts(
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     missing_since REAL,
     updated REAL NOT NULL,
+    source TEXT,
+    slurm_state TEXT,
+    failed_task INTEGER,
+    failed_signal INTEGER,
+    cause TEXT,
     UNIQUE(run_id, number)
 );
 CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
@@ -99,6 +108,15 @@ class Attempt:
     cancel_requested: int = 0
     missing_since: Optional[float] = None
     updated: float = 0.0
+    #: where the newest state came from: squeue, sacct, jobcomp, scontrol (Slurm) or local
+    source: Optional[str] = None
+    #: Slurm's own word for how the job ended (BOOT_FAIL, PREEMPTED, NODE_FAIL...)
+    slurm_state: Optional[str] = None
+    #: the first task (rank) that failed, and the signal that ended it (None: it exited)
+    failed_task: Optional[int] = None
+    failed_signal: Optional[int] = None
+    #: what ended the run, in words ("task 1 on n2: Killed"), when it was not its exit code
+    cause: Optional[str] = None
 
     @property
     def final(self) -> bool:
@@ -122,12 +140,103 @@ def new_token() -> str:
     return secrets.token_hex(6)
 
 
+class StoreDamaged(InputError):
+    """``state.sqlite`` is not a readable SQLite database (garbage, truncated)."""
+
+
+def _damaged(path: Path, why: object) -> StoreDamaged:
+    campaign = path.parent.name
+    return StoreDamaged(
+        f"{path}: the campaign store is damaged ({why}); ddlbench neither reads nor changes "
+        f"it. Move it aside (`mv {path} {path}.damaged`) and rebuild it from the run folders "
+        f"with `ddlbench recover {campaign}`"
+    )
+
+
+def check_store_file(path: Path) -> Optional[str]:
+    """Refuse a store file without SQLite's header; say if it is shorter than its header says.
+
+    A short file is only suspect (a checkpoint of another process may be extending it right
+    now): the caller then has SQLite check it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if not head:
+        return None  # empty: SQLite creates a database in it
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        raise _damaged(path, "file is not a database")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96]
+    if valid and pages and size < page * pages:
+        return f"truncated: {size} of {page * pages} bytes"
+    return None
+
+
+def _patient(method):
+    """Retry a one-transaction write while the disk is full, for ``wait_when_full`` seconds.
+
+    The local executor's runner and job supervisors set it: a full disk then delays how a
+    job's end is recorded, instead of losing it (the run would end LOST).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        waited = 0.0
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except DiskFull as exc:
+                if self._depth or waited >= self.wait_when_full:
+                    raise
+                if not self._told_full:
+                    self._told_full = True
+                    print(
+                        f"ddlbench: {exc}. Waiting up to {self.wait_when_full:g} s for space "
+                        "to record it.",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(1.0)
+                waited += 1.0
+
+    return wrapper
+
+
 class CampaignStore:
     """Access to one campaign's ``state.sqlite``. Not shared between threads."""
+
+    #: seconds a write waits for disk space before it raises DiskFull (0: at once)
+    wait_when_full: float = 0.0
+    _told_full = False
+    _depth = 0
 
     def __init__(self, path: Path, *, timeout: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        suspect = check_store_file(self.path)
+        try:
+            self._open(timeout)
+            if suspect is not None:
+                ok = self.conn.execute("PRAGMA quick_check(1)").fetchone()
+                if ok is None or ok[0] != "ok":
+                    self.conn.close()
+                    raise _damaged(self.path, suspect)
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
+            raise
+        except sqlite3.DatabaseError as exc:  # not a database, malformed image
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            raise _damaged(self.path, exc) from None
+
+    def _open(self, timeout: float) -> None:
         self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -139,6 +248,7 @@ class CampaignStore:
         try:  # an existing store: no write needed just to open it
             row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is not None:
+                self._add_missing_columns()
                 return
         except sqlite3.OperationalError:
             pass
@@ -151,6 +261,21 @@ class CampaignStore:
                 self.conn.execute(
                     "INSERT INTO meta(key, value) VALUES('schema', ?)", (str(SCHEMA_VERSION),)
                 )
+
+    def _add_missing_columns(self) -> None:
+        """A store written by an older ddlbench gains the attempt columns added since."""
+        have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
+        types = {f.name: f.type for f in fields(Attempt)}
+        missing = [c for c in _ATTEMPT_COLS if c not in have]
+        if not missing:
+            return
+        with self.tx():
+            have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
+            for col in missing:
+                if col not in have:
+                    kind = "INTEGER" if "int" in str(types[col]) else "TEXT"
+                    kind = "REAL" if "float" in str(types[col]) else kind
+                    self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {col} {kind}")
 
     @classmethod
     def open(cls, campaign_dir: Path) -> CampaignStore:
@@ -183,12 +308,15 @@ class CampaignStore:
         self._depth = 1
         try:
             yield self.conn
-        except BaseException:
             self._depth = 0
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            self._depth = 0
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and is_disk_full(exc):
+                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
             raise
-        self._depth = 0
-        self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -210,6 +338,7 @@ class CampaignStore:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if row is None else json.loads(row[0])
 
+    @_patient
     def set_meta(self, key: str, value: Any) -> None:
         with self.tx():
             self.conn.execute(
@@ -218,10 +347,12 @@ class CampaignStore:
                 (key, json.dumps(value)),
             )
 
+    @_patient
     def del_meta(self, key: str) -> None:
         with self.tx():
             self.conn.execute("DELETE FROM meta WHERE key=?", (key,))
 
+    @_patient
     def next_counter(self, name: str, start: int = 1) -> int:
         """Next value of a counter that never repeats within this store."""
         with self.tx():
@@ -262,6 +393,7 @@ class CampaignStore:
 
     # -- attempts -------------------------------------------------------------------------
 
+    @_patient
     def new_attempt(
         self,
         run_id: str,
@@ -307,6 +439,7 @@ class CampaignStore:
         row = self.conn.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()
         return _attempt(row) if row else None
 
+    @_patient
     def update_attempt(
         self,
         attempt_id: int,

@@ -31,6 +31,7 @@ import jinja2
 
 import ddlbench
 from ddlbench.campaign.paths import JOBS_DIR, LOGS_DIR, RUNS_DIR, CampaignPaths, RunPaths
+from ddlbench.diskfull import as_disk_full, is_disk_full
 from ddlbench.errors import InputError, Problem
 from ddlbench.names import check_safe_name
 from ddlbench.plan import Plan, Run
@@ -218,14 +219,20 @@ def _copy_workloads(pkg_root: Path) -> None:
     tmp = pkg_root / ".ddlbench.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    shutil.copy2(src / "__init__.py", tmp / "__init__.py")
-    if (src / "workloads").is_dir():
-        shutil.copytree(
-            src / "workloads",
-            tmp / "workloads",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+    try:
+        tmp.mkdir(parents=True)
+        shutil.copy2(src / "__init__.py", tmp / "__init__.py")
+        if (src / "workloads").is_dir():
+            shutil.copytree(
+                src / "workloads",
+                tmp / "workloads",
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)  # never leave half a copy behind
+        if is_disk_full(exc):
+            raise as_disk_full(exc, pkg_root) from None
+        raise
     if dst.exists():
         shutil.rmtree(dst)
     os.replace(tmp, dst)

@@ -19,6 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from ..diskfull import atomic_path
+
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 STYLES = ["-", "--", "-.", ":"]
 PALETTE = colormaps["tab10"].colors
@@ -119,7 +121,8 @@ def save(fig, directory: Path, name: str, formats: Sequence[str] = FORMATS) -> D
         for ext in formats:
             path = directory / f"{name}.{ext}"
             kw = {"pil_kwargs": {"compress_level": 3}} if ext == "png" else {}
-            fig.savefig(path, metadata=_metadata(ext), **kw)
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=ext, metadata=_metadata(ext), **kw)
             out[ext] = path
     return out
 

@@ -22,6 +22,7 @@ from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
 from ..campaign.paths import CampaignPaths
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
+from ..diskfull import atomic_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = ("html", "md")
@@ -450,7 +451,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try:
         os.link(src, dst)
     except OSError:
-        shutil.copy2(src, dst)
+        with atomic_path(dst) as tmp:
+            shutil.copy2(src, tmp)
 
 
 def _env():
@@ -560,7 +562,8 @@ def render(
     for fmt in formats:
         tpl = env.get_template(f"report.{fmt}.j2")
         path = out_dir / f"report.{fmt}"
-        path.write_text(tpl.render(**ctx), encoding="utf-8")
+        with atomic_path(path) as tmp:
+            tmp.write_text(tpl.render(**ctx), encoding="utf-8")
         out[fmt] = path
     return out
 

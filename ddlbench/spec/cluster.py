@@ -130,6 +130,9 @@ class SlurmSettings(Strict):
     sacct: Literal["auto", "yes", "no"] = "auto"
     #: the jobcomp/filetxt file, when sacct is off (default: JobCompLoc from scontrol show config)
     jobcomp_loc: Optional[str] = None
+    #: resubmissions of a run whose job ended NODE_FAIL, BOOT_FAIL or PREEMPTED (never FAILED,
+    #: TIMEOUT, OUT_OF_MEMORY or a user's CANCELLED); docs/failures.md
+    infra_retries: int = Field(default=2, ge=0, le=20)
 
     @field_validator("partition", "account", "qos", "gpu_type", "constraint")
     @classmethod

@@ -278,3 +278,35 @@ def test_job_arrays_map_tasks_to_runs(slurm_cluster, tmp_path):
         assert task == str(i)
         assert st[f"a{i}"]["job_id"] == f"{summary.array_jobs[0]}_{i}"
         assert (cdir / "runs" / f"a{i}" / f"slurm-{job}.out").exists()
+
+
+def test_ended_jobs_are_read_through_sacct_on_a_cluster_with_accounting(slurm_cluster, tmp_path):
+    """On `local-slurm.sh up --accounting` (scripts/test.sh runs the Slurm tests there too),
+    how jobs ended comes from sacct, not from the jobcomp fallback."""
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    if "accounting_storage/slurmdbd" not in conf:
+        if os.environ.get("DDLBENCH_SLURM_ACCOUNTING", "0") not in ("", "0"):
+            pytest.fail("DDLBENCH_SLURM_ACCOUNTING is set but the cluster has no slurmdbd")
+        pytest.skip("the cluster has no accounting (scripts/local-slurm.sh up --accounting)")
+    cdir = make_campaign(
+        tmp_path,
+        "viasacct",
+        [{"run_id": "bad", "body": ["exit 3"]}, {"run_id": "good", "body": ["true"]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "auto"},
+    )
+    submit_campaign(cdir, echo=_quiet)
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    with CampaignStore.open(cdir) as store:
+        bad = store.attempts("bad")[0]
+        assert store.get_meta("sacct_works") is not False
+        conf_seen = store.get_meta("slurm_config")
+    assert conf_seen["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert (bad.state, bad.exit_code, bad.source) == ("FAILED", 3, "sacct")
+    sacct = subprocess.run(
+        ["sacct", "--noheader", "--parsable2", "-X", f"--jobs={bad.job_id}", "--format=State"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert sacct.stdout.split() == ["FAILED"]

@@ -23,12 +23,16 @@ from typing import Dict, List, Optional
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
+from ddlbench.diskfull import is_disk_full, looks_full
 from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
 from ddlbench.execute.store import CampaignStore
+from ddlbench.execute.task_failure import find_task_failure
 
 KILL_WAIT_S = float(os.environ.get("DDLBENCH_LOCAL_KILL_WAIT", "5"))
+#: how long the runner and supervisors wait for disk space to record a job's end
+DISKFULL_WAIT_S = float(os.environ.get("DDLBENCH_DISKFULL_WAIT", "600"))
 _STOP = {"why": None}
 
 
@@ -142,6 +146,7 @@ def _stamp() -> str:
 
 def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     store = CampaignStore.open(campaign_dir)
+    store.wait_when_full = DISKFULL_WAIT_S
     a = store.get_attempt(attempt_id)
     if a is None or a.token != token or a.state != S.PENDING:
         return 0
@@ -222,7 +227,11 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
             message=f"could not start the job: {exc}",
         )
         return 1
-    (jdir / "pgid").write_text(str(proc.pid))
+    try:
+        (jdir / "pgid").write_text(str(proc.pid))
+    except OSError as exc:  # a full disk: the job runs on; only a dead runner's clean-up lacks it
+        if not is_disk_full(exc):
+            raise
     started = time.monotonic()
     last_check = 0.0
     rc: Optional[int] = None
@@ -266,9 +275,32 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
         values.update(state=S.FAILED, exit_code=rc, signal=0, reason="NonZeroExitCode")
     else:
         values.update(state=S.FAILED, exit_code=0, signal=-rc, reason=f"signal {-rc}")
+    if values["state"] == S.FAILED:
+        failure = find_task_failure([err_path or out_path])
+        if failure is not None:
+            values.update(
+                failed_task=failure.task, failed_signal=failure.signal, cause=failure.describe()
+            )
+        values.update(_disk_full_cause(Path(submit_dir), err_path or out_path))
     store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
     store.close()
     return 0
+
+
+def _disk_full_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
+    """A failed job on a full disk: say so, naming the folder (the job's own error is in
+    its stderr file)."""
+    said = ""
+    with contextlib.suppress(OSError), open(stderr_file, "rb") as fh:
+        fh.seek(0, 2)
+        fh.seek(max(0, fh.tell() - 65536))
+        said = fh.read().decode("utf-8", "replace").lower()
+    if looks_full(run_dir) or "no space left on device" in said or "disk is full" in said:
+        return {
+            "reason": "DiskFull",
+            "message": f"no space left on the disk that holds {run_dir} while the job ran",
+        }
+    return {}
 
 
 def main(argv: List[str]) -> int:

@@ -36,8 +36,14 @@ _NO_ACCOUNTING = re.compile(
 )
 
 
+#: exit code of any command that gave up because the scheduler did not answer (EX_TEMPFAIL)
+EXIT_UNREACHABLE = 75
+
+
 class SchedulerUnreachable(DDLBenchError):
     """The Slurm controller did not answer after the retries."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 def no_sbatch_error(what: str = "sbatch") -> InputError:

@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import RunInfo
-from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
+from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN, RunPaths
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
 from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
@@ -30,7 +30,9 @@ from ddlbench.execute.slurm.commands import (
     sacct_args,
     squeue_args,
 )
+from ddlbench.execute.slurm.infra_retry import resubmit_infra_failures
 from ddlbench.execute.store import Attempt, new_token
+from ddlbench.execute.task_failure import find_task_failure
 
 COMMENT_PREFIX = "ddlbench:"
 #: a job missing from squeue and from every record of ended jobs for this long is LOST
@@ -392,7 +394,8 @@ class SlurmExecutor(Executor):
     # -- polling -------------------------------------------------------------------------------
 
     def _apply(self, attempt: Attempt, rec: JobRecord, conn_tx: bool = False) -> bool:
-        values = {"state": rec.state, "missing_since": None}
+        values = {"state": rec.state, "missing_since": None, "source": rec.source or None}
+        values["slurm_state"] = (rec.slurm_state or "").strip().split(" ")[0].upper() or None
         if attempt.job_id is None or attempt.state == S.SUBMITTING:
             values["job_id"] = rec.key
             values["array_job_id"] = rec.array_job_id
@@ -408,10 +411,30 @@ class SlurmExecutor(Executor):
             values["signal"] = rec.signal
         if rec.state == S.COMPLETED and values.get("exit_code") is None:
             values["exit_code"] = 0
+        if rec.state in S.FINAL and rec.state != S.COMPLETED and attempt.cause is None:
+            values.update(self._task_failure(attempt, rec))
         changed = {k: v for k, v in values.items() if getattr(attempt, k) != v}
         if not changed:
             return False
         return self.store.update_attempt(attempt.id, if_live=True, **changed)
+
+    def _task_failure(self, attempt: Attempt, rec: JobRecord) -> Dict[str, object]:
+        """The first failing task and its signal, from srun's lines in the job's output."""
+        try:
+            run_dir = self.campaign.run(attempt.run_id).run_dir
+        except DDLBenchError:
+            return {}
+        ids = {i for i in (rec.own_id, rec.key, attempt.job_id) if i}
+        files = RunPaths(run_dir)
+        paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
+        failure = find_task_failure(p for p in paths if p.is_file())
+        if failure is None:
+            return {}
+        return {
+            "failed_task": failure.task,
+            "failed_signal": failure.signal,
+            "cause": failure.describe(),
+        }
 
     def refresh(self) -> RefreshResult:
         result = RefreshResult()
@@ -447,14 +470,17 @@ class SlurmExecutor(Executor):
                     result.changed += self._apply(a, recs[0])
             for a in with_id:
                 rec = by_key.get(a.job_id or "")
-                if rec is not None and rec.state in (S.FAILED, S.OUT_OF_MEMORY):
-                    need.append((a, rec))  # squeue prints no exit code: look it up first
+                if rec is not None and rec.state in (S.FAILED, S.OUT_OF_MEMORY, S.PREEMPTED):
+                    # squeue prints no exit code, nor whether a preempted job comes back
+                    need.append((a, rec))
                 elif rec is None:
                     need.append((a, None))
                 else:
                     result.changed += self._apply(a, rec)
         if need:
             result.changed += self._details(need, now, calls_left=2 - (self.client.calls - calls0))
+        if not self._cancelled():
+            result.notes += resubmit_infra_failures(self)
         result.calls = self.client.calls - calls0
         return result
 

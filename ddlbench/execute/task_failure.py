@@ -1,0 +1,130 @@
+"""Which task (rank) of a run failed first, and how: read from srun's own report.
+
+When one rank of a step dies, srun prints one line per failed task on stderr, in the order it
+learns of them, e.g.::
+
+    srun: error: n2: task 1: Killed
+    srun: error: n1: task 0: Terminated
+    srun: error: n1: tasks 0-1: Exited with exit code 3
+
+The job's exit code is then the batch script's (often 143: rank 0 got srun's SIGTERM), which
+names the victim of the clean-up, not the cause. The cause is the first line that is not the
+clean-up itself (SIGTERM, "Force Terminated"). The local executor's srun prints the same lines.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+#: at most this much of the end of each output file is read (srun reports at the end)
+TAIL_BYTES = 1 << 20
+
+_LINE = re.compile(
+    r"^srun: error: (?P<node>[^:\s]+): tasks? (?P<tasks>[0-9][0-9,\-]*): (?P<what>.+)$"
+)
+_EXITED = re.compile(r"^Exited with exit code (\d+)$")
+_BY_NUMBER = re.compile(r"^Killed by signal (\d+)$")
+_CLEANUP = {signal.SIGTERM.value}
+
+
+def _signal_words() -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for sig in signal.valid_signals():
+        try:
+            text = signal.strsignal(sig)
+        except (ValueError, OSError):
+            text = None
+        if text:
+            out[text.lower()] = int(sig)
+    out["out of memory"] = int(signal.SIGKILL)
+    return out
+
+
+_WORDS = _signal_words()
+
+
+@dataclass
+class TaskFailure:
+    task: int
+    node: str
+    what: str  # srun's own words: "Killed", "Exited with exit code 3", ...
+    signal: Optional[int] = None
+    exit_code: Optional[int] = None
+
+    def describe(self) -> str:
+        text = f"task {self.task} on {self.node}: {self.what}"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            text += f" ({name})"
+        return text
+
+
+def _signal_of(what: str) -> Optional[int]:
+    """srun's ``Killed``/``Segmentation fault (core dumped)``, or ``Killed by signal 9``."""
+    m = _BY_NUMBER.match(what)
+    if m:
+        return int(m.group(1))
+    return _WORDS.get(re.sub(r"\s*\(core dumped\)$", "", what).lower())
+
+
+def _first_task(text: str) -> int:
+    head = re.split(r"[,\-]", text, maxsplit=1)[0]
+    return int(head)
+
+
+def parse_srun_failures(text: str) -> List[TaskFailure]:
+    """Every ``srun: error: NODE: task N: WHAT`` line, in order."""
+    out: List[TaskFailure] = []
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if not m:
+            continue
+        what = m.group("what").strip()
+        code = _EXITED.match(what)
+        sig = None if code else _signal_of(what)
+        if code is None and sig is None:
+            continue  # not a task's end ("task 0: Unable to ...", launch errors)
+        out.append(
+            TaskFailure(
+                task=_first_task(m.group("tasks")),
+                node=m.group("node"),
+                what=what,
+                signal=sig,
+                exit_code=int(code.group(1)) if code else None,
+            )
+        )
+    return out
+
+
+def first_failure(failures: List[TaskFailure]) -> Optional[TaskFailure]:
+    """The cause: the first failure that is not srun's SIGTERM clean-up, else the first one."""
+    for f in failures:
+        if f.signal not in _CLEANUP and not (f.exit_code == 0 and f.signal is None):
+            return f
+    return failures[0] if failures else None
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def find_task_failure(paths: Iterable[Path]) -> Optional[TaskFailure]:
+    """The first failing task named by srun in any of ``paths`` (job stderr first)."""
+    failures: List[TaskFailure] = []
+    for path in paths:
+        failures.extend(parse_srun_failures(_tail(path)))
+    return first_failure(failures)
