@@ -126,12 +126,22 @@ for ddlbench_h in "${ddlbench_hosts[@]}"; do
   DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_addr[${ddlbench_h}]:-${ddlbench_h}}"
 done
 IFS=, read -r -a ddlbench_addrs <<<"${DDLBENCH_ADDRS}"
-# 64 ports per job, spread by job id so that jobs sharing a node do not collide, and kept
-# below Linux's ephemeral range (32768-60999), where outgoing connections take their ports
-DDLBENCH_PORT_BASE=$(( 12000 + (SLURM_JOB_ID % 320) * 64 ))
 DDLBENCH_FIRST_HOST=${ddlbench_hosts[0]}
 DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
-export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_PORT_BASE DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
+export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
+# Ports are chosen by the kernel at job start on the first node (free there at that moment),
+# never derived from the job id, so jobs that share a node cannot be given the same ports
+# (and checked on every node, picking again when one is in use on another node)
+ddlbench_try=0
+until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=7 \
+    python -m ddlbench.workloads.ports --count 8) &&
+  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 \
+    python -m ddlbench.workloads.ports --verify "${DDLBENCH_PORTS}"; do
+  (( ++ddlbench_try < 5 )) || { echo "ddlbench: found no ports free on every node" >&2; false; }
+done
+DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
+export DDLBENCH_PORTS DDLBENCH_PORT
+echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
 
 # --- provenance ------------------------------------------------------------------------------
 {
@@ -157,7 +167,7 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"
 # TensorFlow MultiWorkerMirroredStrategy: one worker task per GPU (or CPU rank). Each task
 # builds its TF_CONFIG from the Slurm environment before importing TensorFlow: worker i listens
-# on DDLBENCH_ADDRS[node of i]:DDLBENCH_PORT_BASE+i and its task index is SLURM_PROCID
+# on DDLBENCH_ADDRS[node of i]:DDLBENCH_PORTS[i] and its task index is SLURM_PROCID
 # (TF's SlurmClusterResolver assumes GPUs and fails on CPU nodes, so it is not used).
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 \
