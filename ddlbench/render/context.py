@@ -43,6 +43,8 @@ def _named(job_name: str, run_dir: Path | str, shape: List[ShellSafe]) -> List[S
         *shape[:4],
         ShellSafe(f"--output={run_dir}/slurm-%j.out"),
         ShellSafe(f"--error={run_dir}/slurm-%j.err"),
+        # a requeued job keeps its job id: append, so the first attempt's output is kept
+        ShellSafe("--open-mode=append"),
         *shape[4:],
     ]
 

@@ -6,6 +6,7 @@
 #SBATCH --time=01:00:00
 #SBATCH --output=<RESULTS>/golden/runs/horovod-tf-resnet50-n2x4-b64-r0/slurm-%j.out
 #SBATCH --error=<RESULTS>/golden/runs/horovod-tf-resnet50-n2x4-b64-r0/slurm-%j.err
+#SBATCH --open-mode=append
 #SBATCH --partition=gpu
 #SBATCH --qos=normal
 #SBATCH --mem=0
@@ -46,6 +47,16 @@ trap ddlbench_cleanup EXIT
 mkdir -p "${DDLBENCH_RUN_DIR}"
 cd "${DDLBENCH_RUN_DIR}"
 mkdir -p logs provenance
+# --- attempt: every start of this script (a retry, a Slurm requeue) logs into a new folder ---
+# logs/attempt-<k>/ (mkdir is atomic: two starts never share one); no log is ever overwritten
+ddlbench_attempt=1
+until mkdir "logs/attempt-${ddlbench_attempt}" 2>/dev/null; do
+  (( ++ddlbench_attempt <= 1000 )) || { echo "ddlbench: cannot create ${DDLBENCH_RUN_DIR}/logs/attempt-N" >&2; false; }
+done
+export DDLBENCH_ATTEMPT=${ddlbench_attempt}
+export DDLBENCH_LOG_DIR="${DDLBENCH_RUN_DIR}/logs/attempt-${ddlbench_attempt}"
+echo "job_id=${SLURM_JOB_ID} restarts=${SLURM_RESTART_COUNT:-0} start=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "${DDLBENCH_LOG_DIR}/job.txt"
+echo "ddlbench: attempt ${DDLBENCH_ATTEMPT} of ${DDLBENCH_RUN_ID} (job ${SLURM_JOB_ID}, restart ${SLURM_RESTART_COUNT:-0}), logs in ${DDLBENCH_LOG_DIR}"
 
 # --- run config (docs/run-config.md), read by the workloads -----------------------------------
 cat > run.json <<'DDLBENCH_RUN_JSON'

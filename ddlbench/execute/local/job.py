@@ -283,8 +283,9 @@ def _run_job(
     try:
         Path(submit_dir).mkdir(parents=True, exist_ok=True)
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(out_path, "wb")  # noqa: SIM115 - closed when the job ends
-        err = open(err_path, "wb") if err_path and err_path != out_path else None  # noqa: SIM115
+        # append, as sbatch --open-mode=append: an existing output file is never truncated
+        out = open(out_path, "ab")  # noqa: SIM115 - closed when the job ends
+        err = open(err_path, "ab") if err_path and err_path != out_path else None  # noqa: SIM115
         proc = subprocess.Popen(
             ["bash", str(run.script)],
             cwd=submit_dir,
