@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.paths import CampaignPaths
+from ddlbench.errors import DDLBenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: attempts.restarts and the events table (state history)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(
@@ -62,16 +64,55 @@ CREATE TABLE IF NOT EXISTS attempts(
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     missing_since REAL,
     updated REAL NOT NULL,
+    restarts INTEGER NOT NULL DEFAULT 0,
     UNIQUE(run_id, number)
 );
 CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts(job_id);
 CREATE INDEX IF NOT EXISTS attempts_batch ON attempts(batch_token);
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+    time REAL NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS events_attempt ON events(attempt_id);
 CREATE TABLE IF NOT EXISTS counters(
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
 """
+
+
+class StoreLostError(DDLBenchError):
+    """The store is missing or empty while run folders hold output: a new store would forget
+    what ran and submit it again, over its logs."""
+
+    exit_code = 2
+
+
+def _is_new(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def refuse_new_store_over_output(campaign_dir: Path) -> None:
+    """Raise :class:`StoreLostError` when a run folder of ``campaign_dir`` holds output."""
+    paths = CampaignPaths.of(campaign_dir)
+    used = [r for r in paths.run_folders() if r.has_output()]
+    if not used:
+        return
+    state = "is empty" if paths.store.exists() else "is missing"
+    raise StoreLostError(
+        f"{paths.store}: the campaign store {state}, but {len(used)} run folder(s) under "
+        f"{paths.runs}/ already hold output (first: {used[0].dir.name}/); ddlbench will not "
+        "start a new store over them, as it would submit those runs again. Rebuild the store "
+        f"from the run folders, the manifest and the scheduler with: ddlbench recover "
+        f"{paths.name}"
+    )
 
 
 @dataclass
@@ -99,6 +140,9 @@ class Attempt:
     cancel_requested: int = 0
     missing_since: Optional[float] = None
     updated: float = 0.0
+    #: how many times the scheduler restarted this job (Slurm requeue: same job id, the job
+    #: script starts again and logs into a new logs/attempt-<k>/ folder)
+    restarts: int = 0
 
     @property
     def final(self) -> bool:
@@ -125,8 +169,10 @@ def new_token() -> str:
 class CampaignStore:
     """Access to one campaign's ``state.sqlite``. Not shared between threads."""
 
-    def __init__(self, path: Path, *, timeout: float = 60.0):
+    def __init__(self, path: Path, *, timeout: float = 60.0, rebuild: bool = False):
         self.path = Path(path)
+        if not rebuild and _is_new(self.path):
+            refuse_new_store_over_output(self.path.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
@@ -139,6 +185,8 @@ class CampaignStore:
         try:  # an existing store: no write needed just to open it
             row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is not None:
+                if str(row[0]) == "1":
+                    self._migrate_from_1()
                 return
         except sqlite3.OperationalError:
             pass
@@ -152,11 +200,26 @@ class CampaignStore:
                     "INSERT INTO meta(key, value) VALUES('schema', ?)", (str(SCHEMA_VERSION),)
                 )
 
+    def _migrate_from_1(self) -> None:
+        """Schema 1 -> 2: add ``attempts.restarts`` and the ``events`` table."""
+        with self.tx():
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(attempts)")}
+            if "restarts" not in cols:
+                self.conn.execute(
+                    "ALTER TABLE attempts ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0"
+                )
+            for stmt in _SCHEMA.split(";"):
+                if "events" in stmt:
+                    self.conn.execute(stmt)
+            self.conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
+
     @classmethod
-    def open(cls, campaign_dir: Path) -> CampaignStore:
+    def open(cls, campaign_dir: Path, *, rebuild: bool = False) -> CampaignStore:
+        """The campaign's store. A missing or empty store is created only where no run folder
+        holds output yet (else :class:`StoreLostError`); ``rebuild`` is for ``ddlbench recover``."""
         from ddlbench.campaign.manifest import STATE_FILE
 
-        return cls(Path(campaign_dir) / STATE_FILE)
+        return cls(Path(campaign_dir) / STATE_FILE, rebuild=rebuild)
 
     def close(self) -> None:
         self.conn.close()
@@ -299,6 +362,7 @@ class CampaignStore:
                 f"INSERT INTO attempts({names}) VALUES({marks})", tuple(cols.values())
             )
             attempt_id = int(cur.lastrowid)
+            self._event(attempt_id, now, state, values.get("reason"))
         got = self.get_attempt(attempt_id)
         assert got is not None
         return got
@@ -334,8 +398,48 @@ class CampaignStore:
             where += " AND state IN ({})".format(", ".join("?" for _ in S.LIVE))
             params += sorted(S.LIVE)
         with self.tx():
+            before = None
+            if "state" in values:
+                row = self.conn.execute(
+                    "SELECT state FROM attempts WHERE id=?", (attempt_id,)
+                ).fetchone()
+                before = row[0] if row else None
             cur = self.conn.execute(f"UPDATE attempts SET {sets} WHERE {where}", params)
-        return cur.rowcount > 0
+            changed = cur.rowcount > 0
+            if changed and "state" in values and values["state"] != before:
+                detail = values.get("message") or values.get("reason")
+                self._event(attempt_id, values["updated"], values["state"], detail)
+        return changed
+
+    def _event(self, attempt_id: int, when: float, state: str, detail: Any = None) -> None:
+        self.conn.execute(
+            "INSERT INTO events(attempt_id, time, state, detail) VALUES(?, ?, ?, ?)",
+            (attempt_id, when, state, None if detail is None else str(detail)),
+        )
+
+    def record_restart(self, attempt_id: int, restarts: int, detail: str) -> bool:
+        """Raise an attempt's restart count to ``restarts`` (never lowers it); one event per
+        new restart. Returns whether it changed."""
+        with self.tx():
+            row = self.conn.execute(
+                "SELECT restarts FROM attempts WHERE id=?", (attempt_id,)
+            ).fetchone()
+            if row is None or int(row[0] or 0) >= restarts:
+                return False
+            now = time.time()
+            self.conn.execute(
+                "UPDATE attempts SET restarts=?, updated=? WHERE id=?", (restarts, now, attempt_id)
+            )
+            for n in range(int(row[0] or 0) + 1, restarts + 1):
+                self._event(attempt_id, now, "RESTARTED", f"restart {n}: {detail}")
+        return True
+
+    def history(self, attempt_id: int) -> List[Dict[str, Any]]:
+        """The state history of one attempt, oldest first: time, state, detail."""
+        rows = self.conn.execute(
+            "SELECT time, state, detail FROM events WHERE attempt_id=? ORDER BY id", (attempt_id,)
+        ).fetchall()
+        return [dict(r) for r in rows]
 
     def attempts(
         self,

@@ -98,3 +98,41 @@ def test_wait_exit_codes_and_cancel(tmp_path):
 def test_help_has_examples():
     for cmd in ("status", "wait", "cancel", "retry"):
         assert "Examples:" in ddlbench(cmd, "--help").stdout
+
+
+def _files(root: Path) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_emptied_store_is_refused_then_recovered_and_nothing_runs_twice(tmp_path):
+    """A 0-byte state.sqlite is not silently replaced: status and submit --resume refuse (exit
+    2), `ddlbench recover` rebuilds it from the run folders, and resume submits nothing."""
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(TRIVIAL_LOCAL)
+    res = tmp_path / "results"
+    ddlbench("submit", QUICKSTART, "--cluster", profile, "--results", res, "--campaign", "qs")
+    ddlbench("wait", "qs", "--results", res, "--timeout", "180")
+    runs = res / "qs" / "runs"
+    before = _files(runs)
+    assert any(p.parts[-2:] == ("attempt-1", "job.txt") for p in map(Path, before))
+    (res / "qs" / "state.sqlite").write_bytes(b"")  # emptied
+
+    for args in (("status", "qs"), ("submit", "--resume", "qs")):
+        out = ddlbench(*args, "--results", res, ok=False)
+        assert out.exit_code == 2, out.output
+        assert f"{runs}/" in out.output and "ddlbench recover qs" in out.output
+        assert "NOT_SUBMITTED" not in out.output
+    assert (res / "qs" / "state.sqlite").stat().st_size == 0  # nothing was created over it
+
+    rec = ddlbench("recover", "qs", "--results", res, "--json")
+    found = json.loads(rec.stdout)
+    assert found["unknown"] == [] and len(found["attempts"]) == 6
+    assert all(a["state"] == "COMPLETED" for a in found["attempts"])
+    assert any(".lost-" in p for p in found["moved_aside"])  # the old file is kept
+    st = json.loads(ddlbench("status", "qs", "--json", "--results", res).stdout)
+    assert st["counts"] == {"COMPLETED": 6}
+    again = ddlbench("submit", "--resume", "qs", "--results", res)
+    assert "0 submitted" in again.output
+    ddlbench("wait", "qs", "--results", res, "--timeout", "60")
+    assert _files(runs) == before  # no log lost, none rewritten, no run started again
+    assert "intact" in ddlbench("recover", "qs", "--results", res).stdout
