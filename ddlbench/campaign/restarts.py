@@ -11,8 +11,9 @@ report repeat. Standard library only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, Union
+from typing import Dict, List, Optional, Union
 
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 
@@ -53,6 +54,19 @@ def restarts_of_job(run: RunPaths, job_id: str) -> int:
     starts = run_starts(run)
     own = starts.jobs.get(str(job_id), [])
     return max(len(own) - 1, starts.slurm_restarts if own else 0)
+
+
+def last_start(run: RunPaths, job_id: str) -> Optional[float]:
+    """When job ``job_id`` last started the run's script (``job.txt``'s ``start=``, UTC)."""
+    mine = [k for k in run.attempts() if run.attempt_job(k).get("job_id") == str(job_id)]
+    if not mine:
+        return None
+    text = run.attempt_job(mine[-1]).get("start", "")
+    try:
+        stamp = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=timezone.utc).timestamp()
 
 
 def restarted_runs(campaign_dir: Union[str, Path]) -> List[RunStarts]:

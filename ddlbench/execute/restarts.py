@@ -12,7 +12,7 @@ from typing import Iterable
 
 from ddlbench.campaign.manifest import Campaign
 from ddlbench.campaign.paths import CampaignPaths
-from ddlbench.campaign.restarts import restarts_of_job
+from ddlbench.campaign.restarts import last_start, restarts_of_job
 from ddlbench.execute.store import Attempt, CampaignStore
 
 
@@ -24,9 +24,13 @@ def note_restarts(campaign: Campaign, store: CampaignStore, attempts: Iterable[A
     for a in attempts:
         if not a.job_id:
             continue
-        n = restarts_of_job(paths.run(a.run_id), str(a.job_id))
+        run = paths.run(a.run_id)
+        n = restarts_of_job(run, str(a.job_id))
         if n > a.restarts and store.record_restart(
-            a.id, n, f"job {a.job_id} started its script again (a requeue)"
+            a.id,
+            n,
+            f"job {a.job_id} started its script again (a requeue)",
+            when=last_start(run, str(a.job_id)),
         ):
             changed += 1
     return changed

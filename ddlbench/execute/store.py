@@ -417,9 +417,11 @@ class CampaignStore:
             (attempt_id, when, state, None if detail is None else str(detail)),
         )
 
-    def record_restart(self, attempt_id: int, restarts: int, detail: str) -> bool:
+    def record_restart(
+        self, attempt_id: int, restarts: int, detail: str, when: Optional[float] = None
+    ) -> bool:
         """Raise an attempt's restart count to ``restarts`` (never lowers it); one event per
-        new restart. Returns whether it changed."""
+        new restart, at ``when`` (the restart's start) if known. Returns whether it changed."""
         with self.tx():
             row = self.conn.execute(
                 "SELECT restarts FROM attempts WHERE id=?", (attempt_id,)
@@ -431,13 +433,14 @@ class CampaignStore:
                 "UPDATE attempts SET restarts=?, updated=? WHERE id=?", (restarts, now, attempt_id)
             )
             for n in range(int(row[0] or 0) + 1, restarts + 1):
-                self._event(attempt_id, now, "RESTARTED", f"restart {n}: {detail}")
+                self._event(attempt_id, when or now, "RESTARTED", f"restart {n}: {detail}")
         return True
 
     def history(self, attempt_id: int) -> List[Dict[str, Any]]:
         """The state history of one attempt, oldest first: time, state, detail."""
         rows = self.conn.execute(
-            "SELECT time, state, detail FROM events WHERE attempt_id=? ORDER BY id", (attempt_id,)
+            "SELECT time, state, detail FROM events WHERE attempt_id=? ORDER BY time, id",
+            (attempt_id,),
         ).fetchall()
         return [dict(r) for r in rows]
 

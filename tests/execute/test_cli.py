@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import ROOT
 
 from ddlbench.cli import main
+from ddlbench.execute.store import CampaignStore
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 # like configs/clusters/local.yaml and localslurm.yaml, with a workload "interpreter" that
@@ -136,3 +137,67 @@ def test_an_emptied_store_is_refused_then_recovered_and_nothing_runs_twice(tmp_p
     ddlbench("wait", "qs", "--results", res, "--timeout", "60")
     assert _files(runs) == before  # no log lost, none rewritten, no run started again
     assert "intact" in ddlbench("recover", "qs", "--results", res).stdout
+
+
+# A workload "interpreter" that writes a rank log as the workloads do (into DDLBENCH_LOG_DIR,
+# never over an existing file) and waits on its first start, so that the job can be requeued
+# mid-run; the port helper runs for real.
+FAKE_PYTHON = """\
+#!/bin/bash
+if [[ " $* " == *" ddlbench.workloads.ports "* ]]; then exec {python} "$@"; fi
+set -o noclobber
+log="$DDLBENCH_LOG_DIR/rank-$SLURM_PROCID.jsonl"
+echo '{{"type": "meta", "restart": '"${{SLURM_RESTART_COUNT:-0}}"'}}' > "$log"
+[[ "${{SLURM_RESTART_COUNT:-0}}" == 0 ]] && sleep 60
+echo '{{"type": "summary", "status": "ok"}}' >> "$log"
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_requeue_on_slurm_keeps_the_first_attempts_logs(slurm_cluster, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    fake = tmp_path / "fakepy"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(TRIVIAL_SLURM.replace('python: "true"', f"python: {fake}"))
+    spec = tmp_path / "one.yaml"
+    spec.write_text(
+        Path(QUICKSTART)
+        .read_text()
+        .replace("[1x1, 1x2]", "[1x1]")
+        .replace("repeats: 3", "repeats: 1")
+    )
+    res = tmp_path / "results"
+    ddlbench("submit", spec, "--cluster", profile, "--results", res, "--campaign", "rq")
+    run = next((res / "rq" / "runs").iterdir())
+    first = run / "logs" / "attempt-1" / "rank-0.jsonl"
+    deadline = time.monotonic() + 120
+    while not first.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert first.exists(), "the job never started"
+    kept = first.read_bytes()
+    job = json.loads(ddlbench("status", "rq", "--json", "--results", res).stdout)["runs"][0]
+    subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
+    out = ddlbench("wait", "rq", "--results", res, "--timeout", "240", ok=False)
+    assert out.exit_code == 0, out.output
+    st = json.loads(ddlbench("status", "rq", "--json", "--results", res).stdout)["runs"][0]
+    assert st["state"] == "COMPLETED" and st["job_id"] == job["job_id"]
+    assert st["restarts"] == 1  # recorded in the store
+    assert first.read_bytes() == kept  # the first attempt's log is untouched
+    second = (run / "logs" / "attempt-2" / "rank-0.jsonl").read_text()
+    assert '"restart": 1' in second and '"summary"' in second
+    output = (run / f"slurm-{job['job_id']}.out").read_text()  # appended, not truncated
+    assert "attempt 1 of" in output and "attempt 2 of" in output
+    with CampaignStore.open(res / "rq") as store:
+        a = store.attempts()[0]
+        events = [e["state"] for e in store.history(a.id)]
+    # the state history: the requeue, in time order (restart dated by its attempt's start)
+    assert events.index("RUNNING") < events.index("RESTARTED") and events[-1] == "COMPLETED"
+    from ddlbench.campaign.restarts import restarts_sentence
+
+    assert "1 run(s) started more than once (1 requeued" in restarts_sentence(res / "rq")
