@@ -148,7 +148,7 @@ if [[ " $* " == *" ddlbench.workloads.ports "* ]]; then exec {python} "$@"; fi
 set -o noclobber
 log="$DDLBENCH_LOG_DIR/rank-$SLURM_PROCID.jsonl"
 echo '{{"type": "meta", "restart": '"${{SLURM_RESTART_COUNT:-0}}"'}}' > "$log"
-[[ "${{SLURM_RESTART_COUNT:-0}}" == 0 ]] && sleep 60
+if [[ "${{SLURM_RESTART_COUNT:-0}}" == 0 ]]; then exec sleep 120; fi
 echo '{{"type": "summary", "status": "ok"}}' >> "$log"
 """
 
