@@ -108,10 +108,22 @@ def _files(root: Path) -> dict:
 def test_an_emptied_store_is_refused_then_recovered_and_nothing_runs_twice(tmp_path):
     """A 0-byte state.sqlite is not silently replaced: status and submit --resume refuse (exit
     2), `ddlbench recover` rebuilds it from the run folders, and resume submits nothing."""
+    _lost_store(tmp_path, TRIVIAL_LOCAL)
+
+
+@pytest.mark.slurm
+def test_an_emptied_store_on_slurm_is_recovered_from_the_scheduler(slurm_cluster, tmp_path):
+    """The same on real Slurm: the job states come back from the scheduler (jobcomp)."""
+    _lost_store(tmp_path, TRIVIAL_SLURM, ("--serial",))
+
+
+def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> None:
     profile = tmp_path / "profile.yaml"
-    profile.write_text(TRIVIAL_LOCAL)
+    profile.write_text(profile_text)
     res = tmp_path / "results"
-    ddlbench("submit", QUICKSTART, "--cluster", profile, "--results", res, "--campaign", "qs")
+    ddlbench(
+        "submit", QUICKSTART, "--cluster", profile, "--results", res, "--campaign", "qs", *extra
+    )
     ddlbench("wait", "qs", "--results", res, "--timeout", "180")
     runs = res / "qs" / "runs"
     before = _files(runs)
