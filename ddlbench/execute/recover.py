@@ -234,22 +234,37 @@ def _recover_run(campaign, store, run: RunPaths, queued: Dict[str, str], out: Re
 
 
 def _queued_slurm_jobs(campaign: Campaign, store) -> Dict[str, Dict[str, str]]:
-    """run id -> {job id: token} of this campaign's jobs that Slurm still lists (squeue)."""
-    from ddlbench.execute.slurm.commands import parse_squeue, squeue_args
+    """run id -> {job id: token} of this campaign's jobs that Slurm still lists (squeue).
+
+    A job is this campaign's when its name is ``<campaign>.<run id>[~token]`` *and* its working
+    folder is that run's folder (another campaign of the same name elsewhere is not)."""
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
     ex = SlurmExecutor(campaign, store)
-    res = ex.client.run(squeue_args(me=True))
+    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%j"]
+    res = ex.client.run(args)
     if not res.ok:
         raise DDLBenchError(f"squeue failed: {res.message}; recover needs the Slurm controller")
-    names = {f"{campaign.name}.{r.run_id}": r.run_id for r in campaign.runs}
+    runs = {f"{campaign.name}.{r.run_id}": r for r in campaign.runs}
     found: Dict[str, Dict[str, str]] = {}
-    for rec in parse_squeue(res.stdout):
-        m = _TOKEN.search(rec.name or "")
-        base = (rec.name or "")[: m.start()] if m else rec.name
-        if base in names:
-            found.setdefault(names[base], {})[rec.key] = m.group(1) if m else new_token()
+    for line in res.stdout.splitlines():
+        parts = line.split("|", 3)
+        if len(parts) < 4:
+            continue
+        job, _state, workdir, name = (p.strip() for p in parts)
+        m = _TOKEN.search(name)
+        run = runs.get(name[: m.start()] if m else name)
+        if run is None or not _same_dir(workdir, run.run_dir):
+            continue
+        found.setdefault(run.run_id, {})[job] = m.group(1) if m else new_token()
     return found
+
+
+def _same_dir(a: str, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
 
 
 def _settle(campaign: Campaign, store, out: Recovered, echo) -> None:

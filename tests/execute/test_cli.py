@@ -114,10 +114,11 @@ def test_an_emptied_store_is_refused_then_recovered_and_nothing_runs_twice(tmp_p
 @pytest.mark.slurm
 def test_an_emptied_store_on_slurm_is_recovered_from_the_scheduler(slurm_cluster, tmp_path):
     """The same on real Slurm: the job states come back from the scheduler (jobcomp)."""
-    _lost_store(tmp_path, TRIVIAL_SLURM, ("--serial",))
+    found = _lost_store(tmp_path, TRIVIAL_SLURM, ("--serial",))
+    assert not any("Slurm has no record" in (a["message"] or "") for a in found["attempts"])
 
 
-def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> None:
+def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_text)
     res = tmp_path / "results"
@@ -149,6 +150,7 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> None:
     ddlbench("wait", "qs", "--results", res, "--timeout", "60")
     assert _files(runs) == before  # no log lost, none rewritten, no run started again
     assert "intact" in ddlbench("recover", "qs", "--results", res).stdout
+    return found
 
 
 # A workload "interpreter" that writes a rank log as the workloads do (into DDLBENCH_LOG_DIR,
