@@ -11,6 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 
 
+@pytest.fixture(autouse=True)
+def _private_local_home(monkeypatch, tmp_path_factory):
+    """Each test gets its own local-executor job counter and machine-wide slots."""
+    monkeypatch.setenv("DDLBENCH_LOCAL_HOME", str(tmp_path_factory.mktemp("local-home")))
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

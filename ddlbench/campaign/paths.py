@@ -8,6 +8,7 @@ results/<campaign>/
   pkg/               CampaignPaths.pkg          frozen workload code used by the jobs
   jobs/<run>.sh      CampaignPaths.job_script(run_id)
   runs/<run>/        CampaignPaths.run(run_id) -> RunPaths
+    logs/attempt-<k>/  RunPaths.attempt(k)      rank logs of the k-th start of the job
   state.sqlite       CampaignPaths.store (+ -wal, -shm)
   data/              CampaignPaths.data         collected tables
   report/            CampaignPaths.report       the default report folder
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Dict, Iterator, List, Union
 
 MANIFEST = "campaign.json"
 SPEC = "spec.yaml"
@@ -45,6 +46,8 @@ RANK_LOG_GLOB = "rank-*.jsonl"
 #: the --output/--error patterns of a job script (Slurm puts the job id in for %j)
 SLURM_OUTPUT_PATTERN = "slurm-%j.out"
 SLURM_ERROR_PATTERN = "slurm-%j.err"
+ATTEMPT_PREFIX = "attempt-"
+ATTEMPT_JOB = "job.txt"
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,57 @@ class RunPaths:
     def logs(self) -> Path:
         return self.dir / LOGS_DIR
 
+    def attempt(self, k: int) -> Path:
+        """``logs/attempt-<k>/``: the rank logs of the k-th start of the job script."""
+        return self.logs / f"{ATTEMPT_PREFIX}{int(k)}"
+
+    def attempts(self) -> List[int]:
+        """The attempt numbers that have a folder under ``logs/``, ascending."""
+        if not self.logs.is_dir():
+            return []
+        found = []
+        for d in self.logs.iterdir():
+            k = d.name[len(ATTEMPT_PREFIX) :]
+            if d.is_dir() and d.name.startswith(ATTEMPT_PREFIX) and k.isdigit():
+                found.append(int(k))
+        return sorted(found)
+
+    def attempt_job(self, k: int) -> Dict[str, str]:
+        """``logs/attempt-<k>/job.txt``: job id, Slurm restart count and start time."""
+        try:
+            text = (self.attempt(k) / ATTEMPT_JOB).read_text(errors="replace")
+        except OSError:
+            return {}
+        return dict(w.split("=", 1) for w in text.split() if "=" in w)
+
+    def log_dir(self) -> Path:
+        """Where the newest attempt's rank logs are: ``logs/attempt-<k>/`` with the highest
+        ``k`` that holds a rank log, else ``logs/`` itself (run folders of earlier versions)."""
+        for k in reversed(self.attempts()):
+            if any(self.attempt(k).glob(RANK_LOG_GLOB)):
+                return self.attempt(k)
+        return self.logs
+
     def rank_log(self, rank: int) -> Path:
-        return self.logs / f"rank-{int(rank)}.jsonl"
+        return self.log_dir() / f"rank-{int(rank)}.jsonl"
 
     def rank_logs(self) -> Iterator[Path]:
-        """Every rank log under ``logs/`` (any depth), sorted."""
+        """The newest attempt's rank logs (any depth below its folder), sorted."""
+        folder = self.log_dir()
+        if not folder.is_dir():
+            return
+        for p in sorted(folder.rglob(RANK_LOG_GLOB)):
+            if folder != self.logs or not p.relative_to(folder).parts[0].startswith(ATTEMPT_PREFIX):
+                yield p
+
+    def all_rank_logs(self) -> Iterator[Path]:
+        """Every rank log of every attempt, sorted: nothing is ever deleted."""
         if self.logs.is_dir():
             yield from sorted(self.logs.rglob(RANK_LOG_GLOB))
+
+    def has_output(self) -> bool:
+        """Whether a job has written anything here (a rank log or scheduler output)."""
+        return any(self.all_rank_logs()) or any(self.scheduler_outputs())
 
     @property
     def provenance(self) -> Path:

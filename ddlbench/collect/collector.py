@@ -333,13 +333,14 @@ def _rank_stats(steps: pa.Table, bounds: np.ndarray) -> Dict[str, np.ndarray]:
 
 
 def _discover(campaign_dir: Path, runs: List[dict]) -> List[RankFile]:
+    """The newest attempt's rank logs of every run (RunPaths.rank_logs; earlier attempts stay
+    under logs/attempt-<k>/, listed by RunPaths.all_rank_logs)."""
+    from ddlbench.campaign.paths import RunPaths
+
     files = []
     for r in runs:
-        logs = campaign_dir / r["run_dir"] / "logs"
-        if not logs.is_dir():
-            continue
         found = []
-        for p in logs.rglob("rank-*.jsonl"):
+        for p in RunPaths(campaign_dir / r["run_dir"]).rank_logs():
             if p.is_file():
                 st = p.stat()
                 found.append(RankFile(p, r["run_id"], size=st.st_size, mtime_ns=st.st_mtime_ns))

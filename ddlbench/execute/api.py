@@ -12,6 +12,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
 from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
+from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import Attempt, CampaignStore
 from ddlbench.execute.summary import summary_lines
 
@@ -208,6 +209,7 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "start_time": a.start_time if a else None,
             "end_time": a.end_time if a else None,
             "scheduler": a.scheduler if a else None,
+            "restarts": a.restarts if a else 0,
         }
         rows.append(row)
     return rows
@@ -216,7 +218,9 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
 def campaign_status(campaign_dir: Path, *, poll: bool = True, echo: Echo = print) -> Dict:
     """Runs, their newest attempt's state and counts; polls the scheduler first if ``poll``."""
     with open_campaign(campaign_dir, echo) as (campaign, store, ex):
+        live = store.live_attempts() if poll else []
         result = ex.refresh() if poll else RefreshResult()
+        note_restarts(campaign, store, live)  # Slurm requeues, from the attempt folders
         rows = _run_rows(campaign, store)
         counts: Dict[str, int] = {}
         for r in rows:

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.paths import CampaignPaths
 from ddlbench.diskfull import DiskFull, is_disk_full
-from ddlbench.errors import InputError
+from ddlbench.errors import DDLBenchError, InputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: attempts.restarts and the events table (state history)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(
@@ -71,16 +72,55 @@ CREATE TABLE IF NOT EXISTS attempts(
     failed_task INTEGER,
     failed_signal INTEGER,
     cause TEXT,
+    restarts INTEGER NOT NULL DEFAULT 0,
     UNIQUE(run_id, number)
 );
 CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts(job_id);
 CREATE INDEX IF NOT EXISTS attempts_batch ON attempts(batch_token);
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+    time REAL NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS events_attempt ON events(attempt_id);
 CREATE TABLE IF NOT EXISTS counters(
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
 """
+
+
+class StoreLostError(DDLBenchError):
+    """The store is missing or empty while run folders hold output: a new store would forget
+    what ran and submit it again, over its logs."""
+
+    exit_code = 2
+
+
+def _is_new(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def refuse_new_store_over_output(campaign_dir: Path) -> None:
+    """Raise :class:`StoreLostError` when a run folder of ``campaign_dir`` holds output."""
+    paths = CampaignPaths.of(campaign_dir)
+    used = [r for r in paths.run_folders() if r.has_output()]
+    if not used:
+        return
+    state = "is empty" if paths.store.exists() else "is missing"
+    raise StoreLostError(
+        f"{paths.store}: the campaign store {state}, but {len(used)} run folder(s) under "
+        f"{paths.runs}/ already hold output (first: {used[0].dir.name}/); ddlbench will not "
+        "start a new store over them, as it would submit those runs again. Rebuild the store "
+        f"from the run folders, the manifest and the scheduler with: ddlbench recover "
+        f"{paths.name}"
+    )
 
 
 @dataclass
@@ -117,6 +157,9 @@ class Attempt:
     failed_signal: Optional[int] = None
     #: what ended the run, in words ("task 1 on n2: Killed"), when it was not its exit code
     cause: Optional[str] = None
+    #: how many times the scheduler restarted this job (Slurm requeue: same job id, the job
+    #: script starts again and logs into a new logs/attempt-<k>/ folder)
+    restarts: int = 0
 
     @property
     def final(self) -> bool:
@@ -216,8 +259,10 @@ class CampaignStore:
     _told_full = False
     _depth = 0
 
-    def __init__(self, path: Path, *, timeout: float = 60.0):
+    def __init__(self, path: Path, *, timeout: float = 60.0, rebuild: bool = False):
         self.path = Path(path)
+        if not rebuild and _is_new(self.path):
+            refuse_new_store_over_output(self.path.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         suspect = check_store_file(self.path)
         try:
@@ -248,6 +293,8 @@ class CampaignStore:
         try:  # an existing store: no write needed just to open it
             row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is not None:
+                if str(row[0]) == "1":
+                    self._migrate_from_1()
                 self._add_missing_columns()
                 return
         except sqlite3.OperationalError:
@@ -277,11 +324,24 @@ class CampaignStore:
                     kind = "REAL" if "float" in str(types[col]) else kind
                     self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {col} {kind}")
 
-    @classmethod
-    def open(cls, campaign_dir: Path) -> CampaignStore:
-        from ddlbench.campaign.paths import CampaignPaths
+    def _migrate_from_1(self) -> None:
+        """Schema 1 -> 2: add ``attempts.restarts`` and the ``events`` table."""
+        with self.tx():
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(attempts)")}
+            if "restarts" not in cols:
+                self.conn.execute(
+                    "ALTER TABLE attempts ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0"
+                )
+            for stmt in _SCHEMA.split(";"):
+                if "events" in stmt:
+                    self.conn.execute(stmt)
+            self.conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
 
-        return cls(CampaignPaths.of(campaign_dir).store)
+    @classmethod
+    def open(cls, campaign_dir: Path, *, rebuild: bool = False) -> CampaignStore:
+        """The campaign's store. A missing or empty store is created only where no run folder
+        holds output yet (else :class:`StoreLostError`); ``rebuild`` is for ``ddlbench recover``."""
+        return cls(CampaignPaths.of(campaign_dir).store, rebuild=rebuild)
 
     def close(self) -> None:
         self.conn.close()
@@ -431,6 +491,7 @@ class CampaignStore:
                 f"INSERT INTO attempts({names}) VALUES({marks})", tuple(cols.values())
             )
             attempt_id = int(cur.lastrowid)
+            self._event(attempt_id, now, state, values.get("reason"))
         got = self.get_attempt(attempt_id)
         assert got is not None
         return got
@@ -467,8 +528,51 @@ class CampaignStore:
             where += " AND state IN ({})".format(", ".join("?" for _ in S.LIVE))
             params += sorted(S.LIVE)
         with self.tx():
+            before = None
+            if "state" in values:
+                row = self.conn.execute(
+                    "SELECT state FROM attempts WHERE id=?", (attempt_id,)
+                ).fetchone()
+                before = row[0] if row else None
             cur = self.conn.execute(f"UPDATE attempts SET {sets} WHERE {where}", params)
-        return cur.rowcount > 0
+            changed = cur.rowcount > 0
+            if changed and "state" in values and values["state"] != before:
+                detail = values.get("message") or values.get("reason")
+                self._event(attempt_id, values["updated"], values["state"], detail)
+        return changed
+
+    def _event(self, attempt_id: int, when: float, state: str, detail: Any = None) -> None:
+        self.conn.execute(
+            "INSERT INTO events(attempt_id, time, state, detail) VALUES(?, ?, ?, ?)",
+            (attempt_id, when, state, None if detail is None else str(detail)),
+        )
+
+    def record_restart(
+        self, attempt_id: int, restarts: int, detail: str, when: Optional[float] = None
+    ) -> bool:
+        """Raise an attempt's restart count to ``restarts`` (never lowers it); one event per
+        new restart, at ``when`` (the restart's start) if known. Returns whether it changed."""
+        with self.tx():
+            row = self.conn.execute(
+                "SELECT restarts FROM attempts WHERE id=?", (attempt_id,)
+            ).fetchone()
+            if row is None or int(row[0] or 0) >= restarts:
+                return False
+            now = time.time()
+            self.conn.execute(
+                "UPDATE attempts SET restarts=?, updated=? WHERE id=?", (restarts, now, attempt_id)
+            )
+            for n in range(int(row[0] or 0) + 1, restarts + 1):
+                self._event(attempt_id, when or now, "RESTARTED", f"restart {n}: {detail}")
+        return True
+
+    def history(self, attempt_id: int) -> List[Dict[str, Any]]:
+        """The state history of one attempt, oldest first: time, state, detail."""
+        rows = self.conn.execute(
+            "SELECT time, state, detail FROM events WHERE attempt_id=? ORDER BY time, id",
+            (attempt_id,),
+        ).fetchall()
+        return [dict(r) for r in rows]
 
     def attempts(
         self,

@@ -44,6 +44,8 @@ def _named(job_name: str, run_dir: Path | str, shape: List[ShellSafe]) -> List[S
         *shape[:4],
         ShellSafe(f"--output={run_dir}/{SLURM_OUTPUT_PATTERN}"),
         ShellSafe(f"--error={run_dir}/{SLURM_ERROR_PATTERN}"),
+        # a requeued job keeps its job id: append, so the first attempt's output is kept
+        ShellSafe("--open-mode=append"),
         *shape[4:],
     ]
 

@@ -21,6 +21,7 @@ import pandas as pd
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
 from ..campaign.paths import CampaignPaths
+from ..campaign.restarts import restarts_sentence
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 from ..diskfull import atomic_path
 
@@ -140,6 +141,9 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
         + (f", {', '.join(parts)}" if parts else "")
         + "."
     )
+    restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
+    if restarted:
+        out.append(restarted)
     s = a.series
     if len(s):
         shown = s[s["mode"] == "throughput"] if (s["mode"] == "throughput").any() else s

@@ -6,7 +6,7 @@ plan, and starts every process with ``HOROVOD_*`` variables. Under Slurm, the jo
 the first part with this module's server::
 
     python -m ddlbench.workloads.horovod_rendezvous \\
-        --port "$DDLBENCH_PORT_BASE" --hosts "$DDLBENCH_ADDRS" --tasks-per-node N &
+        --port "$DDLBENCH_PORT" --hosts "$DDLBENCH_ADDRS" --tasks-per-node N &
 
 and every task calls :func:`setup_horovod_env` before ``import horovod``, which maps the
 Slurm variables to Horovod's (variables already set are left alone):
@@ -21,7 +21,7 @@ Slurm variables to Horovod's (variables already set are left alone):
                                       nodes the same way (emulated nodes may share an
                                       address, so neither names nor addresses are used)
 ``HOROVOD_GLOO_RENDEZVOUS_ADDR``      first address of ``DDLBENCH_ADDRS``
-``HOROVOD_GLOO_RENDEZVOUS_PORT``      ``DDLBENCH_PORT_BASE``
+``HOROVOD_GLOO_RENDEZVOUS_PORT``      ``DDLBENCH_PORT``
 ``HOROVOD_GLOO_IFACE``                the interface holding this node's address in
                                       ``DDLBENCH_ADDRS`` (``lo`` for 127.0.0.1), if found
 ``HOROVOD_CONTROLLER``,               ``gloo``
@@ -175,7 +175,7 @@ def start_server(port: int, nodes: int, tasks_per_node: int, bind: str = ""):
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Horovod Gloo rendezvous server for srun jobs")
-    parser.add_argument("--port", type=int, default=None, help="default: DDLBENCH_PORT_BASE")
+    parser.add_argument("--port", type=int, default=None, help="default: DDLBENCH_PORT")
     parser.add_argument("--hosts", default=None, help="node addresses, comma-separated")
     parser.add_argument("--nodes", type=int, default=None, help="default: number of --hosts")
     parser.add_argument("--tasks-per-node", type=int, required=True)

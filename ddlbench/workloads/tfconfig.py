@@ -5,10 +5,10 @@ TensorFlow's ``MultiWorkerMirroredStrategy`` finds its peers through ``TF_CONFIG
 workloads build ``TF_CONFIG`` themselves, *before* importing TensorFlow, following
 ``docs/run-config.md``:
 
-* worker ``i`` listens on ``DDLBENCH_ADDRS[node of i]:DDLBENCH_PORT_BASE + i % 64``: the global
-  rank (not the local one) picks the port because emulated nodes may share one address, and
-  the modulo keeps every port inside the job's 64-port block (workers sharing an address have
-  fewer than 64 consecutive ranks, so their ports stay distinct);
+* worker ``i`` listens on ``DDLBENCH_ADDRS[node of i]:DDLBENCH_PORTS[i]``: the job script
+  chose one free port per worker at job start (``ddlbench.workloads.ports``), distinct, so
+  workers that share an address (emulated nodes) never collide. Without ``DDLBENCH_PORTS``
+  (job scripts of earlier versions) worker ``i`` takes ``DDLBENCH_PORT_BASE + i % 64``;
 * the task index is ``SLURM_PROCID``;
 * an existing ``TF_CONFIG`` is kept untouched.
 
@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional
 
 _COUNT_RE = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
-#: size of the port block the job script reserves per job (DDLBENCH_PORT_BASE ...+63)
+#: size of the port block of earlier job scripts (DDLBENCH_PORT_BASE ...+63)
 PORTS_PER_JOB = 64
 
 
@@ -79,13 +79,28 @@ def tasks_per_node(env: Mapping[str, str], num_nodes: int, num_tasks: int) -> Li
     return counts
 
 
+def _worker_ports(env: Mapping[str, str], num_tasks: int) -> List[int]:
+    """Worker i's port: ``DDLBENCH_PORTS[i]``, else ``DDLBENCH_PORT_BASE + i % 64``."""
+    raw = env.get("DDLBENCH_PORTS")
+    if raw:
+        try:
+            ports = [int(p) for p in raw.split(",") if p.strip()]
+        except ValueError as exc:
+            raise TFConfigError(f"DDLBENCH_PORTS={raw!r} is not a list of ports") from exc
+        if len(ports) < num_tasks:
+            raise TFConfigError(f"DDLBENCH_PORTS lists {len(ports)} ports for {num_tasks} workers")
+        return ports
+    base = _int_env(env, "DDLBENCH_PORT_BASE")
+    return [base + rank % PORTS_PER_JOB for rank in range(num_tasks)]
+
+
 def worker_addresses(env: Mapping[str, str]) -> List[str]:
     """``host:port`` of every worker, indexed by global rank."""
     addrs = [a.strip() for a in env.get("DDLBENCH_ADDRS", "").split(",") if a.strip()]
     if not addrs:
         raise TFConfigError("DDLBENCH_ADDRS is not set; cannot build TF_CONFIG")
-    port_base = _int_env(env, "DDLBENCH_PORT_BASE")
     num_tasks = _int_env(env, "SLURM_NTASKS")
+    ports = _worker_ports(env, num_tasks)
     num_nodes = int(env.get("SLURM_NNODES") or len(addrs))
     if num_nodes != len(addrs):
         raise TFConfigError(
@@ -96,7 +111,7 @@ def worker_addresses(env: Mapping[str, str]) -> List[str]:
     for node, count in enumerate(counts):
         for _ in range(count):
             rank = len(workers)
-            workers.append(f"{addrs[node]}:{port_base + rank % PORTS_PER_JOB}")
+            workers.append(f"{addrs[node]}:{ports[rank]}")
     return workers
 
 

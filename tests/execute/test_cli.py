@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ddlbench.cli import main
+from ddlbench.execute.store import CampaignStore
 from tests.execute.campaigns import make_campaign
 from tests.execute.conftest import ROOT
 
@@ -98,3 +99,119 @@ def test_wait_exit_codes_and_cancel(tmp_path):
 def test_help_has_examples():
     for cmd in ("status", "wait", "cancel", "retry"):
         assert "Examples:" in ddlbench(cmd, "--help").stdout
+
+
+def _files(root: Path) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_emptied_store_is_refused_then_recovered_and_nothing_runs_twice(tmp_path):
+    """A 0-byte state.sqlite is not silently replaced: status and submit --resume refuse (exit
+    2), `ddlbench recover` rebuilds it from the run folders, and resume submits nothing."""
+    _lost_store(tmp_path, TRIVIAL_LOCAL)
+
+
+@pytest.mark.slurm
+def test_an_emptied_store_on_slurm_is_recovered_from_the_scheduler(slurm_cluster, tmp_path):
+    """The same on real Slurm: the job states come back from the scheduler (jobcomp)."""
+    found = _lost_store(tmp_path, TRIVIAL_SLURM, ("--serial",))
+    assert not any("Slurm has no record" in (a["message"] or "") for a in found["attempts"])
+
+
+def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_text)
+    res = tmp_path / "results"
+    ddlbench(
+        "submit", QUICKSTART, "--cluster", profile, "--results", res, "--campaign", "qs", *extra
+    )
+    ddlbench("wait", "qs", "--results", res, "--timeout", "180")
+    runs = res / "qs" / "runs"
+    before = _files(runs)
+    assert any(p.parts[-2:] == ("attempt-1", "job.txt") for p in map(Path, before))
+    (res / "qs" / "state.sqlite").write_bytes(b"")  # emptied
+
+    for args in (("status", "qs"), ("submit", "--resume", "qs")):
+        out = ddlbench(*args, "--results", res, ok=False)
+        assert out.exit_code == 2, out.output
+        assert f"{runs}/" in out.output and "ddlbench recover qs" in out.output
+        assert "NOT_SUBMITTED" not in out.output
+    assert (res / "qs" / "state.sqlite").stat().st_size == 0  # nothing was created over it
+
+    rec = ddlbench("recover", "qs", "--results", res, "--json")
+    found = json.loads(rec.stdout)
+    assert found["unknown"] == [] and len(found["attempts"]) == 6
+    assert all(a["state"] == "COMPLETED" for a in found["attempts"])
+    assert any(".lost-" in p for p in found["moved_aside"])  # the old file is kept
+    st = json.loads(ddlbench("status", "qs", "--json", "--results", res).stdout)
+    assert st["counts"] == {"COMPLETED": 6}
+    again = ddlbench("submit", "--resume", "qs", "--results", res)
+    assert "0 submitted" in again.output
+    ddlbench("wait", "qs", "--results", res, "--timeout", "60")
+    assert _files(runs) == before  # no log lost, none rewritten, no run started again
+    assert "intact" in ddlbench("recover", "qs", "--results", res).stdout
+    return found
+
+
+# A workload "interpreter" that writes a rank log as the workloads do (into DDLBENCH_LOG_DIR,
+# never over an existing file) and waits on its first start, so that the job can be requeued
+# mid-run; the port helper runs for real.
+FAKE_PYTHON = """\
+#!/bin/bash
+if [[ " $* " == *" ddlbench.workloads.ports "* ]]; then exec {python} "$@"; fi
+set -o noclobber
+log="$DDLBENCH_LOG_DIR/rank-$SLURM_PROCID.jsonl"
+echo '{{"type": "meta", "restart": '"${{SLURM_RESTART_COUNT:-0}}"'}}' > "$log"
+if [[ "${{SLURM_RESTART_COUNT:-0}}" == 0 ]]; then exec sleep 120; fi
+echo '{{"type": "summary", "status": "ok"}}' >> "$log"
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_requeue_on_slurm_keeps_the_first_attempts_logs(slurm_cluster, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    fake = tmp_path / "fakepy"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(TRIVIAL_SLURM.replace('python: "true"', f"python: {fake}"))
+    spec = tmp_path / "one.yaml"
+    spec.write_text(
+        Path(QUICKSTART)
+        .read_text()
+        .replace("[1x1, 1x2]", "[1x1]")
+        .replace("repeats: 3", "repeats: 1")
+    )
+    res = tmp_path / "results"
+    ddlbench("submit", spec, "--cluster", profile, "--results", res, "--campaign", "rq")
+    run = next((res / "rq" / "runs").iterdir())
+    first = run / "logs" / "attempt-1" / "rank-0.jsonl"
+    deadline = time.monotonic() + 120
+    while not first.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert first.exists(), "the job never started"
+    kept = first.read_bytes()
+    job = json.loads(ddlbench("status", "rq", "--json", "--results", res).stdout)["runs"][0]
+    subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
+    out = ddlbench("wait", "rq", "--results", res, "--timeout", "240", ok=False)
+    assert out.exit_code == 0, out.output
+    st = json.loads(ddlbench("status", "rq", "--json", "--results", res).stdout)["runs"][0]
+    assert st["state"] == "COMPLETED" and st["job_id"] == job["job_id"]
+    assert st["restarts"] == 1  # recorded in the store
+    assert first.read_bytes() == kept  # the first attempt's log is untouched
+    second = (run / "logs" / "attempt-2" / "rank-0.jsonl").read_text()
+    assert '"restart": 1' in second and '"summary"' in second
+    output = (run / f"slurm-{job['job_id']}.out").read_text()  # appended, not truncated
+    assert "attempt 1 of" in output and "attempt 2 of" in output
+    with CampaignStore.open(res / "rq") as store:
+        a = store.attempts()[0]
+        events = [e["state"] for e in store.history(a.id)]
+    # the state history: the requeue, in time order (restart dated by its attempt's start)
+    assert events.index("RUNNING") < events.index("RESTARTED") and events[-1] == "COMPLETED"
+    from ddlbench.campaign.restarts import restarts_sentence
+
+    assert "1 run(s) started more than once (1 requeued" in restarts_sentence(res / "rq")

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -247,3 +248,53 @@ def test_resume_after_sigkill_mid_submit_queues_each_run_once(tmp_path):
         attempts = store.attempts()
     assert len(attempts) == 300 and len({a.run_id for a in attempts}) == 300
     assert wait_campaign(cdir, timeout=60, echo=_quiet) in (0, 1)
+
+
+def test_two_campaigns_share_the_machine_wide_limit_and_job_numbers(tmp_path):
+    """max_parallel holds across campaigns of the user; job numbers never repeat."""
+    import threading
+
+    dirs = [
+        make_campaign(
+            tmp_path, name, [{"run_id": f"r{i}", "body": ["sleep 0.4"]} for i in range(3)]
+        )
+        for name in ("one", "two")
+    ]
+    threads = [
+        threading.Thread(target=submit_campaign, args=(d,), kwargs={"echo": _quiet}) for d in dirs
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for d in dirs:
+        assert wait_campaign(d, timeout=90, echo=_quiet) == 0
+    attempts = []
+    for d in dirs:
+        with CampaignStore.open(d) as store:
+            attempts += store.attempts()
+    assert len(attempts) == 6 and all(a.state == "COMPLETED" for a in attempts)
+    assert len({a.job_id for a in attempts}) == 6  # unique on the machine
+    spans = sorted((a.start_time, a.end_time) for a in attempts)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end  # one job at a time on the machine, whichever campaign
+    slots = list((Path(os.environ["DDLBENCH_LOCAL_HOME"]) / "slots").iterdir())
+    assert [p.name for p in slots] == ["slot-0"]
+
+
+def test_a_job_waiting_for_a_slot_says_so_and_can_be_cancelled(tmp_path):
+    from ddlbench.execute.local.machine import try_slot
+
+    held = try_slot(1, "a test holding the only slot")
+    assert held is not None
+    cdir = make_campaign(tmp_path, "blocked", [{"run_id": "r", "body": ["echo ran > ran"]}])
+    submit_campaign(cdir, echo=_quiet)
+    wait_for(lambda: (_status(cdir)["r"].get("reason") or "").startswith("waiting"))
+    reason = _status(cdir)["r"]["reason"]
+    assert "a test holding the only slot" in reason
+    assert _status(cdir)["r"]["state"] == "PENDING"
+    cancel_campaign(cdir, echo=_quiet)
+    held.release()
+    assert wait_campaign(cdir, timeout=30, echo=_quiet) != 0
+    assert _status(cdir)["r"]["state"] == "CANCELLED"
+    assert not (cdir / "runs" / "r" / "ran").exists()

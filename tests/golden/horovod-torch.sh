@@ -6,6 +6,7 @@
 #SBATCH --time=01:00:00
 #SBATCH --output=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0/slurm-%j.out
 #SBATCH --error=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0/slurm-%j.err
+#SBATCH --open-mode=append
 #SBATCH --partition=gpu
 #SBATCH --qos=normal
 #SBATCH --mem=0
@@ -46,6 +47,16 @@ trap ddlbench_cleanup EXIT
 mkdir -p "${DDLBENCH_RUN_DIR}"
 cd "${DDLBENCH_RUN_DIR}"
 mkdir -p logs provenance
+# --- attempt: every start of this script (a retry, a Slurm requeue) logs into a new folder ---
+# logs/attempt-<k>/ (mkdir is atomic: two starts never share one); no log is ever overwritten
+ddlbench_attempt=1
+until mkdir "logs/attempt-${ddlbench_attempt}" 2>/dev/null; do
+  (( ++ddlbench_attempt <= 1000 )) || { echo "ddlbench: cannot create ${DDLBENCH_RUN_DIR}/logs/attempt-N" >&2; false; }
+done
+export DDLBENCH_ATTEMPT=${ddlbench_attempt}
+export DDLBENCH_LOG_DIR="${DDLBENCH_RUN_DIR}/logs/attempt-${ddlbench_attempt}"
+echo "job_id=${SLURM_JOB_ID} restarts=${SLURM_RESTART_COUNT:-0} start=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "${DDLBENCH_LOG_DIR}/job.txt"
+echo "ddlbench: attempt ${DDLBENCH_ATTEMPT} of ${DDLBENCH_RUN_ID} (job ${SLURM_JOB_ID}, restart ${SLURM_RESTART_COUNT:-0}), logs in ${DDLBENCH_LOG_DIR}"
 
 # --- run config (docs/run-config.md), read by the workloads -----------------------------------
 cat > run.json <<'DDLBENCH_RUN_JSON'
@@ -127,12 +138,22 @@ for ddlbench_h in "${ddlbench_hosts[@]}"; do
   DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_addr[${ddlbench_h}]:-${ddlbench_h}}"
 done
 IFS=, read -r -a ddlbench_addrs <<<"${DDLBENCH_ADDRS}"
-# 64 ports per job, spread by job id so that jobs sharing a node do not collide, and kept
-# below Linux's ephemeral range (32768-60999), where outgoing connections take their ports
-DDLBENCH_PORT_BASE=$(( 12000 + (SLURM_JOB_ID % 320) * 64 ))
 DDLBENCH_FIRST_HOST=${ddlbench_hosts[0]}
 DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
-export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_PORT_BASE DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
+export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
+# Ports are chosen by the kernel at job start on the first node (free there at that moment),
+# never derived from the job id, so jobs that share a node cannot be given the same ports
+# (and checked on every node, picking again when one is in use on another node)
+ddlbench_try=0
+until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=7 --mpi=pmix \
+    python -m ddlbench.workloads.ports --count 1) &&
+  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 --mpi=pmix \
+    python -m ddlbench.workloads.ports --verify "${DDLBENCH_PORTS}"; do
+  (( ++ddlbench_try < 5 )) || { echo "ddlbench: found no ports free on every node" >&2; false; }
+done
+DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
+export DDLBENCH_PORTS DDLBENCH_PORT
+echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
 
 # --- provenance ------------------------------------------------------------------------------
 {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ddlbench.campaign.paths import RunPaths
 from tests.conftest import ROOT
 
 SCHEMA = json.loads((ROOT / "ddlbench" / "schemas" / "rank-log-v1.schema.json").read_text())
@@ -102,8 +103,9 @@ def _diagnose(root: Path, text: str) -> str:
 def check_run(run_dir: Path, world: int) -> None:
     import jsonschema
 
-    logs = sorted((run_dir / "logs").glob("rank-*.jsonl"))
+    logs = list(RunPaths(run_dir).rank_logs())  # the newest attempt's
     assert [p.name for p in logs] == [f"rank-{k}.jsonl" for k in range(world)], run_dir
+    assert logs[0].parent == RunPaths(run_dir).attempt(1)  # one start, one attempt folder
     checksums, losses = set(), []
     for path in logs:
         records = [json.loads(line) for line in path.read_text().splitlines()]

@@ -318,9 +318,10 @@ def test_rank_log_records_validate_against_schema(tmp_path, make_cfg, validate_l
     assert records[0]["extra_field"] == 1 and records[0]["rank"] == 1
     assert records[1]["loss"] == pytest.approx(2.3) and records[2]["loss"] is None
     assert records[2]["compute_s"] == 0.4 and records[1]["comm_s"] is None
-    with RankLogger(cfg["log_dir"], 1) as log:  # reopening replaces the file
-        log.error("boom")
-    assert [r["type"] for r in _read(tmp_path / "logs" / "rank-1.jsonl")] == ["error"]
+    # a rank log is never overwritten: reopening it is refused and the file is kept whole
+    with pytest.raises(FileExistsError, match="never overwrites a rank log"):
+        RankLogger(cfg["log_dir"], 1)
+    assert _read(tmp_path / "logs" / "rank-1.jsonl") == records
 
 
 def test_every_line_is_written_at_once_and_readable_while_open(tmp_path):

@@ -1,9 +1,11 @@
 """The local executor: runs rendered jobs on this machine, no Slurm needed.
 
-``submit`` queues one PENDING attempt per run (job ids from a counter in the store) and makes
+``submit`` queues one PENDING attempt per run (job numbers from a per-user counter, unique
+across campaigns: ``execute/local/machine.py``) and makes
 sure a detached runner process (``python -m ddlbench.execute.local.runner``) is draining the
 queue. The runner starts one supervisor per job (``ddlbench.execute.local.job``), at most
-``local.max_parallel`` at once; the supervisor plays slurmstepd: it sets the job's SLURM_*
+``local.max_parallel`` at once; each supervisor first takes one of the user's machine-wide
+slots (so ``max_parallel`` holds across campaigns), then plays slurmstepd: it sets the job's SLURM_*
 variables, puts the ``srun``/``scontrol`` shims first on PATH, runs ``bash <job script>`` with
 output where Slurm would write it, enforces the time limit and records how the job ended.
 """
@@ -22,6 +24,7 @@ from typing import List, Optional
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign
 from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
+from ddlbench.execute.local.machine import next_job_id
 from ddlbench.execute.store import Attempt
 
 NODE_PREFIX = "node"
@@ -145,7 +148,8 @@ class LocalExecutor(Executor):
             if self.store.get_meta("cancel_requested"):
                 summary.stopped = "the campaign was cancelled (ddlbench cancel) meanwhile"
                 break
-            job_id = str(self.store.next_counter("local_job_id"))
+            # unique for the user on this machine, across campaigns (execute/local/machine.py)
+            job_id = str(next_job_id(at_least=self.store.next_counter("local_job_id")))
             self.store.new_attempt(
                 run.run_id, "local", S.PENDING, job_id=job_id, submit_time=time.time()
             )
@@ -154,7 +158,8 @@ class LocalExecutor(Executor):
         ensure_runner(self.campaign.dir)
         limit = 1 if serial else int(self.campaign.local_setting("max_parallel", 1) or 1)
         summary.notes.append(
-            f"runs execute on this machine, {limit} at a time; "
+            f"runs execute on this machine, {limit} at a time "
+            "(across all your campaigns on this machine); "
             f"`ddlbench wait {self.campaign.name}` blocks until they are done"
         )
 

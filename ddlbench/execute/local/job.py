@@ -1,6 +1,7 @@
 """Supervisor of one local job: what slurmstepd does for a batch job on a cluster.
 
-``python -m ddlbench.execute.local.job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` claims the attempt
+``python -m ddlbench.execute.local.job CAMPAIGN_DIR ATTEMPT_ID TOKEN`` waits for one of the
+user's machine-wide slots (execute/local/machine.py), claims the attempt
 (PENDING -> RUNNING, atomically, so a job never starts twice), runs ``bash <job script>`` in its own
 process group with the job-level SLURM_* variables and the shims first on PATH, sends its
 output where Slurm would, stops it at its time limit (TIMEOUT) or when cancelled (CANCELLED),
@@ -26,6 +27,7 @@ from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
 from ddlbench.diskfull import is_disk_full, looks_full
 from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
+from ddlbench.execute.local.machine import Slot, holders, wait_for_slot
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
 from ddlbench.execute.store import CampaignStore
 from ddlbench.execute.task_failure import find_task_failure
@@ -165,6 +167,94 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     if limit_s is None and run.time_limit_min:
         limit_s = run.time_limit_min * 60.0
 
+    def stop(signum, _frame):
+        _STOP["why"] = _STOP["why"] or "cancel"
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+    slot = _take_slot(store, campaign, attempt_id, job_id)
+    if slot is None:
+        return 0  # cancelled while waiting for a slot
+    try:
+        return _run_job(
+            store,
+            campaign,
+            run,
+            script,
+            a,
+            slot,
+            job_id,
+            job_name,
+            names,
+            nodes,
+            tpn,
+            ntasks,
+            cpus,
+            submit_dir,
+            limit_s,
+        )
+    finally:
+        slot.release()
+
+
+def _slot_limit(store: CampaignStore, campaign) -> int:
+    if store.get_meta("local_serial"):
+        return 1
+    return max(1, int(campaign.local_setting("max_parallel", 1) or 1))
+
+
+def _take_slot(store: CampaignStore, campaign, attempt_id: int, job_id: str) -> Optional[Slot]:
+    """Wait for one of the user's machine-wide slots (docs/executors.md); None if cancelled."""
+    limit = _slot_limit(store, campaign)
+    holder = f"job {job_id} of campaign {campaign.name} (pid {os.getpid()})"
+
+    def give_up() -> bool:
+        if _STOP["why"] is not None:
+            return True
+        fresh = store.get_attempt(attempt_id)
+        return fresh is None or fresh.state != S.PENDING or bool(fresh.cancel_requested)
+
+    def on_wait() -> None:
+        busy = "; ".join(holders(limit)) or "other jobs"
+        store.update_attempt(
+            attempt_id,
+            if_state_in=[S.PENDING],
+            reason=f"waiting for a free local slot ({limit} per machine; held by {busy})",
+        )
+
+    slot = wait_for_slot(limit, holder, give_up, on_wait)
+    if slot is None:
+        fresh = store.get_attempt(attempt_id)
+        if fresh is not None and fresh.state == S.PENDING:
+            store.update_attempt(
+                attempt_id,
+                if_state_in=[S.PENDING],
+                state=S.CANCELLED,
+                end_time=time.time(),
+                reason="cancelled while waiting for a free local slot",
+            )
+    return slot
+
+
+def _run_job(
+    store,
+    campaign,
+    run,
+    script,
+    a,
+    slot,
+    job_id,
+    job_name,
+    names,
+    nodes,
+    tpn,
+    ntasks,
+    cpus,
+    submit_dir,
+    limit_s,
+) -> int:
+    attempt_id = a.id
     if not store.update_attempt(
         attempt_id,
         if_state_in=[S.PENDING],
@@ -175,12 +265,6 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
         reason=None,
     ):
         return 0  # cancelled, or another supervisor got it first
-
-    def stop(signum, _frame):
-        _STOP["why"] = _STOP["why"] or "cancel"
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
 
     bin_dir = install_shims(campaign.work_dir / "bin")
     jdir = job_dir(campaign.dir, job_id)
@@ -207,8 +291,9 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     try:
         Path(submit_dir).mkdir(parents=True, exist_ok=True)
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(out_path, "wb")  # noqa: SIM115 - closed when the job ends
-        err = open(err_path, "wb") if err_path and err_path != out_path else None  # noqa: SIM115
+        # append, as sbatch --open-mode=append: an existing output file is never truncated
+        out = open(out_path, "ab")  # noqa: SIM115 - closed when the job ends
+        err = open(err_path, "ab") if err_path and err_path != out_path else None  # noqa: SIM115
         proc = subprocess.Popen(
             ["bash", str(run.script)],
             cwd=submit_dir,

@@ -106,11 +106,26 @@ def node_addresses(environ: Optional[Mapping[str, str]] = None) -> List[str]:
     return addrs or ["127.0.0.1"]
 
 
-def port_base(environ: Optional[Mapping[str, str]] = None) -> int:
-    """First of the job's 64 reserved ports (``DDLBENCH_PORT_BASE``); 29500 if unset."""
+def job_ports(environ: Optional[Mapping[str, str]] = None) -> List[int]:
+    """The ports the job script chose free at job start (``DDLBENCH_PORTS``), in order."""
     env = os.environ if environ is None else environ
-    value = _int(env, "DDLBENCH_PORT_BASE")
-    return DEFAULT_PORT_BASE if value is None else value
+    raw = env.get("DDLBENCH_PORTS") or ""
+    try:
+        return [int(p) for p in raw.split(",") if p.strip()]
+    except ValueError:
+        return []
+
+
+def port_base(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The job's rendezvous port: ``DDLBENCH_PORT`` (the first of ``DDLBENCH_PORTS``), else
+    ``DDLBENCH_PORT_BASE`` (job scripts of earlier versions), else 29500."""
+    env = os.environ if environ is None else environ
+    for name in ("DDLBENCH_PORT", "DDLBENCH_PORT_BASE"):
+        value = _int(env, name)
+        if value is not None:
+            return value
+    ports = job_ports(env)
+    return ports[0] if ports else DEFAULT_PORT_BASE
 
 
 def master_addr_port(environ: Optional[Mapping[str, str]] = None) -> tuple[str, int]:

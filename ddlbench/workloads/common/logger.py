@@ -53,14 +53,22 @@ def _opt_float(value: Any) -> Optional[float]:
 class RankLogger:
     """Writes ``<log_dir>/rank-<rank>.jsonl``.
 
-    The file is truncated when opened (a rerun of the same run id replaces it).
+    The file must not exist yet (``O_EXCL``): a rank log is never truncated or overwritten.
+    Every start of a job script logs into a folder of its own (``logs/attempt-<k>/``,
+    ``DDLBENCH_LOG_DIR``), so a retry or a requeue keeps the earlier attempts' logs.
     """
 
     def __init__(self, log_dir: str, rank: int) -> None:
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, f"rank-{rank}.jsonl")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        self._fd: Optional[int] = os.open(self.path, flags, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+        try:
+            self._fd: Optional[int] = os.open(self.path, flags, 0o644)
+        except FileExistsError:
+            raise FileExistsError(
+                f"rank log {self.path} already exists; ddlbench never overwrites a rank log "
+                "(each attempt of a run logs into its own logs/attempt-<k>/ folder)"
+            ) from None
         self.meta_written = False
         self.summary_written = False
         self.error_written = False

@@ -134,7 +134,10 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
     try:
         cfg = load_run_config(args[0])
         info = rank_info()
-        logger = RankLogger(cfg["log_dir"], info.rank)
+        # the job script points each attempt at its own folder (logs/attempt-<k>/)
+        log_dir = os.environ.get("DDLBENCH_LOG_DIR") or cfg["log_dir"]
+        cfg["log_dir"] = log_dir
+        logger = RankLogger(log_dir, info.rank)
     except Exception as exc:  # nothing to log into yet
         sys.stderr.write(f"ddlbench: cannot start workload: {exc}\n")
         return 2

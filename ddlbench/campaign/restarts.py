@@ -1,0 +1,97 @@
+"""Runs whose job script started more than once, read from the run folders.
+
+Every start of a job script makes a new ``logs/attempt-<k>/`` folder with a ``job.txt``
+(``job_id=... restarts=... start=...``; ``restarts`` is Slurm's ``SLURM_RESTART_COUNT``). A
+Slurm requeue (a node failure, ``scontrol requeue``, preemption) starts the script again with
+the same job id; ``ddlbench retry`` starts it with a new one. Nothing is overwritten, so the
+folders tell how often each run started, which the store (``attempts.restarts``) and the
+report repeat. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List, Optional, Union
+
+from ddlbench.campaign.paths import CampaignPaths, RunPaths
+
+
+@dataclass(frozen=True)
+class RunStarts:
+    """How often one run's job script started, per job id."""
+
+    run_id: str
+    #: job id -> the attempt folders (k) it started, ascending
+    jobs: Dict[str, List[int]]
+    #: the highest SLURM_RESTART_COUNT any start reported
+    slurm_restarts: int
+
+    @property
+    def starts(self) -> int:
+        return sum(len(v) for v in self.jobs.values())
+
+    @property
+    def restarts(self) -> int:
+        """Starts beyond the first of each job (requeues), at least Slurm's own count."""
+        return max(sum(len(v) - 1 for v in self.jobs.values()), self.slurm_restarts)
+
+
+def run_starts(run: RunPaths) -> RunStarts:
+    jobs: Dict[str, List[int]] = {}
+    slurm = 0
+    for k in run.attempts():
+        job = run.attempt_job(k)
+        jobs.setdefault(job.get("job_id", "?"), []).append(k)
+        count = job.get("restarts", "0")
+        slurm = max(slurm, int(count) if count.isdigit() else 0)
+    return RunStarts(run.run_id, jobs, slurm)
+
+
+def restarts_of_job(run: RunPaths, job_id: str) -> int:
+    """How many times job ``job_id`` restarted this run's script (Slurm requeues)."""
+    starts = run_starts(run)
+    own = starts.jobs.get(str(job_id), [])
+    return max(len(own) - 1, starts.slurm_restarts if own else 0)
+
+
+def last_start(run: RunPaths, job_id: str) -> Optional[float]:
+    """When job ``job_id`` last started the run's script (``job.txt``'s ``start=``, UTC)."""
+    mine = [k for k in run.attempts() if run.attempt_job(k).get("job_id") == str(job_id)]
+    if not mine:
+        return None
+    text = run.attempt_job(mine[-1]).get("start", "")
+    try:
+        stamp = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=timezone.utc).timestamp()
+
+
+def restarted_runs(campaign_dir: Union[str, Path]) -> List[RunStarts]:
+    """Every run whose job script started more than once, by run id."""
+    out = []
+    for run in CampaignPaths.of(campaign_dir).run_folders():
+        starts = run_starts(run)
+        if starts.starts > 1 or starts.restarts:
+            out.append(starts)
+    return out
+
+
+def restarts_sentence(campaign_dir: Union[str, Path], limit: int = 5) -> str:
+    """One sentence for a report ('' when every run started once)."""
+    runs = restarted_runs(campaign_dir)
+    if not runs:
+        return ""
+    requeued = [r for r in runs if r.restarts]
+    parts = []
+    for r in runs[:limit]:
+        jobs = ", ".join(f"job {j} x{len(ks)}" for j, ks in r.jobs.items())
+        parts.append(f"{r.run_id} ({r.starts} starts: {jobs})")
+    more = f" and {len(runs) - limit} more" if len(runs) > limit else ""
+    return (
+        f"{len(runs)} run(s) started more than once ({len(requeued)} requeued or restarted by "
+        f"the scheduler): {'; '.join(parts)}{more}. Their numbers come from the newest "
+        "attempt; earlier attempts' logs are kept in runs/<run>/logs/attempt-<k>/."
+    )

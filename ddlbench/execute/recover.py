@@ -1,0 +1,292 @@
+"""``ddlbench recover``: rebuild a lost campaign store from what is left.
+
+A store that is missing, empty (0 bytes) or not a database while run folders hold output is
+never replaced silently (``CampaignStore.open`` refuses: a new store would submit finished runs
+again). ``recover`` rebuilds it from
+
+* the manifest (``campaign.json``): the runs;
+* the run folders: the job ids that ran each run (``logs/attempt-<k>/job.txt``,
+  ``slurm-<jobid>.out/.err``, ``provenance/job.txt``), how each start ended (its rank logs, the
+  run's ``exit_code``, a time-limit or cancel line in the Slurm output) and the restarts;
+* the scheduler: for Slurm, ``squeue`` (jobs still queued or running, found by job name, even
+  those that wrote nothing yet), then ``sacct``/the jobcomp file/``scontrol`` for jobs that
+  ended (the executor's own poll); for the local executor, nothing outlives the store but the
+  run folders, so a local job still running makes recover stop and ask to wait.
+
+The old store file is kept, renamed ``state.sqlite.lost-<time>``. What could not be established
+is said, run by run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from ddlbench.campaign import states as S
+from ddlbench.campaign.manifest import Campaign, load_campaign
+from ddlbench.campaign.paths import CampaignPaths, RunPaths
+from ddlbench.errors import DDLBenchError
+from ddlbench.execute.restarts import note_restarts
+from ddlbench.execute.store import CampaignStore, new_token
+
+_JOB_FILE = re.compile(r"^slurm-(\d+(?:_\d+)?)\.(?:out|err)$")
+_TOKEN = re.compile(r"~([0-9a-f]{12})$")
+
+
+@dataclass
+class Recovered:
+    """What ``recover`` found and did."""
+
+    campaign: str
+    store: str
+    moved_aside: List[str] = field(default_factory=list)
+    attempts: List[Dict] = field(default_factory=list)
+    unknown: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    intact: bool = False
+
+    def as_dict(self) -> Dict:
+        return dict(self.__dict__)
+
+
+def store_is_intact(path: Path) -> bool:
+    """A non-empty SQLite file with ddlbench's schema marker."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
+
+
+def job_ids_in_folder(run: RunPaths) -> List[str]:
+    """Every job id that left a trace in a run folder, ascending."""
+    ids = set()
+    for k in run.attempts():
+        job = run.attempt_job(k).get("job_id")
+        if job:
+            ids.add(job)
+    for p in run.scheduler_outputs():
+        m = _JOB_FILE.match(p.name)
+        if m:
+            ids.add(m.group(1))
+    try:
+        text = (run.provenance / "job.txt").read_text(errors="replace")
+        ids.update(re.findall(r"^job_id=(\S+)$", text, re.M))
+    except OSError:
+        pass
+    return sorted(ids, key=_job_key)
+
+
+def _job_key(job: str) -> Tuple[int, int, str]:
+    m = re.match(r"^(\d+)(?:_(\d+))?", job)
+    if not m:
+        return (0, 0, job)
+    return (int(m.group(1)), int(m.group(2) or 0), job)
+
+
+def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Tuple[Optional[str], Dict]:
+    """How a start of job ``job_id`` ended, by its run folder alone: (state or None, values)."""
+    text = ""
+    for stream in ("err", "out"):
+        with contextlib.suppress(OSError):
+            text += run.slurm_output(job_id, stream).read_text(errors="replace")[-4000:]
+    if "DUE TO TIME LIMIT" in text:
+        return S.TIMEOUT, {"reason": "TimeLimit (from the Slurm output)"}
+    if re.search(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT", text):
+        return S.CANCELLED, {"reason": "cancelled (from the Slurm output)"}
+    logs = _logs_of_job(run, job_id)
+    status = _logs_status(logs)
+    if status == "ok" and (not newest or _exit_code(run) in (None, 0)):
+        return S.COMPLETED, {"exit_code": 0, "reason": "every rank wrote its summary"}
+    if status == "failed":
+        return S.FAILED, {"reason": "a rank log records an error"}
+    if newest and _exit_code(run) is not None:
+        code = _exit_code(run)
+        state = S.COMPLETED if code == 0 else S.FAILED
+        return state, {"exit_code": code, "reason": f"exit_code file says {code}"}
+    return None, {}
+
+
+def _logs_of_job(run: RunPaths, job_id: str) -> List[Path]:
+    mine = [k for k in run.attempts() if run.attempt_job(k).get("job_id") == job_id]
+    if mine:
+        return sorted(run.attempt(mine[-1]).glob("rank-*.jsonl"))
+    if not run.attempts():  # run folders of earlier versions: logs/ holds one start's logs
+        return sorted(run.logs.glob("rank-*.jsonl"))
+    return []
+
+
+def _logs_status(logs: List[Path]) -> Optional[str]:
+    """'ok' when every rank log ends with an ok summary, 'failed' on an error record."""
+    if not logs:
+        return None
+    complete = True
+    for path in logs:
+        last = None
+        try:
+            for line in path.read_text(errors="replace").splitlines():
+                rec = json.loads(line) if line.strip().startswith("{") else None
+                if rec and rec.get("type") == "error":
+                    return "failed"
+                last = rec or last
+        except (OSError, ValueError):
+            complete = False
+            continue
+        if not last or last.get("type") != "summary" or last.get("status", "ok") != "ok":
+            complete = False
+    return "ok" if complete else None
+
+
+def _exit_code(run: RunPaths) -> Optional[int]:
+    try:
+        return int(run.exit_code.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def live_local_jobs(campaign: Campaign) -> List[str]:
+    """Local jobs whose process group is still alive (their supervisors hold old attempt ids)."""
+    from ddlbench.execute.local.executor import runner_lock
+
+    live = []
+    jobs = campaign.work_dir / "jobs"
+    if runner_lock(campaign.dir).is_held():
+        live.append("the local runner")
+    if jobs.is_dir():
+        for d in sorted(jobs.iterdir()):
+            try:
+                os.killpg(int((d / "pgid").read_text().strip()), 0)
+            except (OSError, ValueError):
+                continue
+            live.append(f"job {d.name}")
+    return live
+
+
+def _move_aside(paths: CampaignPaths) -> List[str]:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    moved = []
+    for p in paths.store_files:
+        if p.exists():
+            dest = p.with_name(p.name + f".lost-{stamp}")
+            os.replace(p, dest)
+            moved.append(str(dest))
+    return moved
+
+
+def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> Recovered:
+    """Rebuild ``campaign_dir``'s store (see the module docstring)."""
+    campaign = load_campaign(campaign_dir)
+    paths = CampaignPaths.of(campaign.dir)
+    out = Recovered(campaign.name, str(paths.store))
+    if store_is_intact(paths.store) and not force:
+        out.intact = True
+        out.notes.append(f"{paths.store} is intact; nothing to recover (--force rebuilds it)")
+        return out
+    if campaign.scheduler == "local":
+        live = live_local_jobs(campaign)
+        if live:
+            raise DDLBenchError(
+                f"{campaign.dir}: {', '.join(live)} still running; wait until it ends "
+                f"(or stop it), then run `ddlbench recover {campaign.name}` again"
+            )
+    out.moved_aside = _move_aside(paths)
+    with CampaignStore.open(campaign.dir, rebuild=True) as store:
+        store.sync_runs(campaign.runs)
+        queued = _queued_slurm_jobs(campaign, store) if campaign.scheduler == "slurm" else {}
+        for run in campaign.runs:
+            _recover_run(campaign, store, paths.run(run.run_id), queued.get(run.run_id, {}), out)
+        _settle(campaign, store, out, echo)
+        note_restarts(campaign, store, store.attempts())
+        store.set_meta("recovered", {"time": time.time(), "moved_aside": out.moved_aside})
+        out.attempts = [a.as_dict() for a in store.attempts()]
+    return out
+
+
+def _recover_run(campaign, store, run: RunPaths, queued: Dict[str, str], out: Recovered) -> None:
+    jobs = sorted(set(job_ids_in_folder(run)) | set(queued), key=_job_key)
+    for i, job in enumerate(jobs):
+        newest = i == len(jobs) - 1
+        token = queued.get(job) or new_token()
+        state, values = folder_verdict(run, job, newest)
+        if campaign.scheduler == "slurm":
+            # the scheduler is asked first (_settle); the folder's verdict is the fallback
+            a = store.new_attempt(run.run_id, "slurm", S.RUNNING, token=token, job_id=job)
+            store.set_meta(f"recover_fallback.{a.id}", [state, values])
+            continue
+        if state is None:
+            state, values = S.LOST, {}
+            out.unknown.append(f"{run.run_id}: could not establish how local job {job} ended")
+        values["message"] = f"recovered from the run folder ({values.pop('reason', 'no trace')})"
+        store.new_attempt(run.run_id, "local", state, token=token, job_id=job, **values)
+
+
+def _queued_slurm_jobs(campaign: Campaign, store) -> Dict[str, Dict[str, str]]:
+    """run id -> {job id: token} of this campaign's jobs that Slurm still lists (squeue).
+
+    A job is this campaign's when its name is ``<campaign>.<run id>[~token]`` *and* its working
+    folder is that run's folder (another campaign of the same name elsewhere is not)."""
+    from ddlbench.execute.slurm.executor import SlurmExecutor
+
+    ex = SlurmExecutor(campaign, store)
+    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%j"]
+    res = ex.client.run(args)
+    if not res.ok:
+        raise DDLBenchError(f"squeue failed: {res.message}; recover needs the Slurm controller")
+    runs = {f"{campaign.name}.{r.run_id}": r for r in campaign.runs}
+    found: Dict[str, Dict[str, str]] = {}
+    for line in res.stdout.splitlines():
+        parts = line.split("|", 3)
+        if len(parts) < 4:
+            continue
+        job, _state, workdir, name = (p.strip() for p in parts)
+        m = _TOKEN.search(name)
+        run = runs.get(name[: m.start()] if m else name)
+        if run is None or not _same_dir(workdir, run.run_dir):
+            continue
+        found.setdefault(run.run_id, {})[job] = m.group(1) if m else new_token()
+    return found
+
+
+def _same_dir(a: str, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _settle(campaign: Campaign, store, out: Recovered, echo) -> None:
+    """Slurm: one poll settles what the scheduler knows; the folder's verdict does the rest."""
+    if campaign.scheduler != "slurm" or not store.live_attempts("slurm"):
+        return
+    from ddlbench.execute.slurm.executor import SlurmExecutor
+
+    SlurmExecutor(campaign, store, echo).refresh()
+    for a in store.live_attempts("slurm"):
+        fallback = store.get_meta(f"recover_fallback.{a.id}") or [None, {}]
+        if a.missing_since is None:
+            continue  # Slurm still lists it: followed as usual
+        state, values = fallback[0], dict(fallback[1])
+        if state is None:
+            state = S.LOST
+            out.unknown.append(
+                f"{a.run_id}: Slurm has no record of job {a.job_id} and its folder does not "
+                "say how it ended"
+            )
+        why = values.pop("reason", None) or "no trace of how it ended"
+        values["message"] = f"recovered from the run folder, Slurm has no record ({why})"
+        store.update_attempt(a.id, if_live=True, state=state, end_time=time.time(), **values)
+    for a in store.attempts():
+        store.del_meta(f"recover_fallback.{a.id}")

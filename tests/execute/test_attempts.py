@@ -1,0 +1,122 @@
+"""Attempt folders of a run (RunPaths), the restarts they show, and the store's history."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from ddlbench.campaign.paths import CampaignPaths, RunPaths
+from ddlbench.campaign.restarts import restarted_runs, restarts_sentence, run_starts
+from ddlbench.execute.store import CampaignStore, StoreLostError
+
+
+def _start(run: RunPaths, k: int, job: str, restarts: int, ranks: int = 2) -> None:
+    folder = run.attempt(k)
+    folder.mkdir(parents=True)
+    (folder / "job.txt").write_text(
+        f"job_id={job} restarts={restarts} start=2026-01-01T00:00:0{k}Z\n"
+    )
+    for r in range(ranks):
+        (folder / f"rank-{r}.jsonl").write_text(json.dumps({"type": "meta", "k": k}) + "\n")
+
+
+def test_the_newest_attempt_is_read_and_the_others_kept(tmp_path):
+    run = RunPaths(tmp_path / "runs" / "r")
+    _start(run, 1, "7", 0)
+    _start(run, 2, "7", 1)  # a requeue: same job id
+    run.attempt(3).mkdir()  # a start that has written no rank log yet
+    assert run.attempts() == [1, 2, 3]
+    assert run.log_dir() == run.attempt(2)
+    assert [p.parent.name for p in run.rank_logs()] == ["attempt-2", "attempt-2"]
+    assert len(list(run.all_rank_logs())) == 4
+    assert run.has_output()
+    starts = run_starts(run)
+    # a start whose job.txt is not there (yet) is counted, under job "?"
+    assert starts.jobs == {"7": [1, 2], "?": [3]} and starts.restarts == 1 and starts.starts == 3
+
+
+def test_run_folders_of_earlier_versions_are_read_as_before(tmp_path):
+    run = RunPaths(tmp_path / "runs" / "old")
+    run.logs.mkdir(parents=True)
+    (run.logs / "rank-0.jsonl").write_text("{}\n")
+    assert run.attempts() == [] and run.log_dir() == run.logs
+    assert [p.name for p in run.rank_logs()] == ["rank-0.jsonl"]
+
+
+def test_the_report_sentence_names_restarted_and_retried_runs(tmp_path):
+    paths = CampaignPaths(tmp_path)
+    _start(paths.run("requeued"), 1, "10", 0)
+    _start(paths.run("requeued"), 2, "10", 1)
+    _start(paths.run("retried"), 1, "11", 0)
+    _start(paths.run("retried"), 2, "12", 0)  # ddlbench retry: a new job
+    _start(paths.run("once"), 1, "13", 0)
+    assert [r.run_id for r in restarted_runs(tmp_path)] == ["requeued", "retried"]
+    text = restarts_sentence(tmp_path)
+    assert text.startswith("2 run(s) started more than once (1 requeued or restarted")
+    assert (
+        "requeued (2 starts: job 10 x2)" in text
+        and "retried (2 starts: job 11 x1, job 12 x1)" in text
+    )
+    assert "logs/attempt-<k>/" in text
+    assert restarts_sentence(tmp_path / "nothing") == ""
+
+
+def _one_run(store: CampaignStore) -> None:
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(run_id="r", seq=0, script="jobs/r.sh", run_dir="runs/r", nodes=1)
+    run.tasks_per_node = 1
+    store.sync_runs([run])
+
+
+def test_a_store_keeps_the_state_history_and_restarts(tmp_path):
+    with CampaignStore.open(tmp_path) as store:
+        _one_run(store)
+        a = store.new_attempt("r", "local", "PENDING", job_id="1")
+        store.update_attempt(a.id, state="RUNNING")
+        store.update_attempt(a.id, reason="same state, no new event")
+        assert store.record_restart(a.id, 1, "requeued", when=time.time())
+        assert not store.record_restart(a.id, 1, "seen again")  # never counted twice
+        time.sleep(0.01)
+        store.update_attempt(a.id, state="COMPLETED")
+        history = [e["state"] for e in store.history(a.id)]
+        assert history == ["PENDING", "RUNNING", "RESTARTED", "COMPLETED"]
+        assert store.get_attempt(a.id).restarts == 1
+
+
+def test_a_new_store_over_output_is_refused_and_nothing_is_created(tmp_path):
+    run = CampaignPaths(tmp_path).run("r")
+    run.dir.mkdir(parents=True)
+    (run.dir / "slurm-5.out").write_text("ran\n")
+    with pytest.raises(StoreLostError) as exc:
+        CampaignStore.open(tmp_path)
+    assert exc.value.exit_code == 2
+    assert f"{tmp_path / 'runs'}/" in str(exc.value) and f"ddlbench recover {tmp_path.name}" in str(
+        exc.value
+    )
+    assert not (tmp_path / "state.sqlite").exists()
+    with CampaignStore.open(tmp_path, rebuild=True):
+        pass  # what recover does
+    assert (tmp_path / "state.sqlite").stat().st_size > 0
+
+
+def test_a_schema_1_store_gains_restarts_and_events(tmp_path):
+    import sqlite3
+
+    with CampaignStore.open(tmp_path) as store:
+        _one_run(store)
+        store.new_attempt("r", "local", "PENDING", job_id="1")
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    con.execute("DROP TABLE events")
+    con.execute("ALTER TABLE attempts DROP COLUMN restarts")
+    con.execute("UPDATE meta SET value='1' WHERE key='schema'")
+    con.commit()
+    con.close()
+    with CampaignStore.open(tmp_path) as store:
+        a = store.attempts()[0]
+        assert a.restarts == 0
+        store.update_attempt(a.id, state="RUNNING")
+        assert [e["state"] for e in store.history(a.id)] == ["RUNNING"]
+        assert store.get_meta("schema") == 2
