@@ -103,6 +103,11 @@ class RunPaths:
     def rank_log(self, rank: int) -> Path:
         return self.log_dir() / f"rank-{int(rank)}.jsonl"
 
+    @staticmethod
+    def rank_logs_in(folder: Path) -> List[Path]:
+        """The rank logs directly in ``folder`` (one start's logs), sorted."""
+        return sorted(folder.glob(RANK_LOG_GLOB))
+
     def rank_logs(self) -> Iterator[Path]:
         """The newest attempt's rank logs (any depth below its folder), sorted."""
         folder = self.log_dir()
@@ -219,6 +224,11 @@ class CampaignPaths:
     def local_job_dir(self, job_id: Union[str, int]) -> Path:
         """``.ddlbench/jobs/<job-id>/``: a local-executor job's pgid, status and shims' files."""
         return self.work / LOCAL_JOBS_DIR / str(job_id)
+
+    @property
+    def local_jobs(self) -> Path:
+        """``.ddlbench/jobs/``: one folder per local-executor job."""
+        return self.work / LOCAL_JOBS_DIR
 
     def is_campaign(self) -> bool:
         return self.manifest.is_file()

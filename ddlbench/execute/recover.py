@@ -123,9 +123,9 @@ def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Tuple[Optional[s
 def _logs_of_job(run: RunPaths, job_id: str) -> List[Path]:
     mine = [k for k in run.attempts() if run.attempt_job(k).get("job_id") == job_id]
     if mine:
-        return sorted(run.attempt(mine[-1]).glob("rank-*.jsonl"))
+        return RunPaths.rank_logs_in(run.attempt(mine[-1]))
     if not run.attempts():  # run folders of earlier versions: logs/ holds one start's logs
-        return sorted(run.logs.glob("rank-*.jsonl"))
+        return RunPaths.rank_logs_in(run.logs)
     return []
 
 
@@ -162,7 +162,7 @@ def live_local_jobs(campaign: Campaign) -> List[str]:
     from ddlbench.execute.local.executor import runner_lock
 
     live = []
-    jobs = campaign.work_dir / "jobs"
+    jobs = CampaignPaths.of(campaign.dir).local_jobs
     if runner_lock(campaign.dir).is_held():
         live.append("the local runner")
     if jobs.is_dir():
