@@ -186,6 +186,20 @@ def _move_aside(paths: CampaignPaths) -> List[str]:
     return moved
 
 
+#: seconds recover gives a local runner that has nothing left to run to exit by itself
+RUNNER_GRACE_S = 15.0
+
+
+def _settled_local_jobs(campaign: Campaign) -> List[str]:
+    """:func:`live_local_jobs`, after giving an idle runner (no live job) time to exit."""
+    deadline = time.monotonic() + RUNNER_GRACE_S
+    live = live_local_jobs(campaign)
+    while live == ["the local runner"] and time.monotonic() < deadline:
+        time.sleep(0.25)
+        live = live_local_jobs(campaign)
+    return live
+
+
 def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> Recovered:
     """Rebuild ``campaign_dir``'s store (see the module docstring)."""
     campaign = load_campaign(campaign_dir)
@@ -196,7 +210,7 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
         out.notes.append(f"{paths.store} is intact; nothing to recover (--force rebuilds it)")
         return out
     if campaign.scheduler == "local":
-        live = live_local_jobs(campaign)
+        live = _settled_local_jobs(campaign)
         if live:
             raise DDLBenchError(
                 f"{campaign.dir}: {', '.join(live)} still running; wait until it ends "

@@ -504,7 +504,8 @@ def test_report_data_names_the_killed_task(tmp_path):
     run_id = next(i for i in ids if len(list((camp / "runs" / i).rglob("rank-*.jsonl"))) > 1)
     for log in sorted((camp / "runs" / run_id).rglob("rank-*.jsonl"))[1:]:
         log.unlink()  # the other ranks were killed before they wrote anything
-    with CampaignStore.open(camp) as store:
+    # the synthetic campaign has run folders but no store: build one on purpose
+    with CampaignStore.open(camp, rebuild=True) as store:
         store.conn.execute("INSERT INTO runs VALUES(?, 0, 'x.sh', 'x', 1, 1, 0)", (run_id,))
         cause = "task 1 on n2: Killed (SIGKILL)"
         store.new_attempt(run_id, "slurm", "FAILED", job_id="5", exit_code=143, cause=cause)
