@@ -52,8 +52,7 @@ def can_build_wheels_offline() -> bool:
 
 
 def run(cmd: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300):
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    return proc
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ok(cmd: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300) -> str:
@@ -72,23 +71,8 @@ def build_wheel(tmp: Path) -> Path:
     )
     ok([sys.executable, "-c", code, str(dist)], source, env)
     (sdist,) = dist.glob("ddlbench-*.tar.gz")
-    ok(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-q",
-            "-w",
-            str(dist),
-            str(sdist),
-        ],
-        tmp,
-        env,
-    )
+    pip_wheel = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    ok([sys.executable, *pip_wheel, "-w", str(dist), str(sdist)], tmp, env)
     (wheel,) = dist.glob("ddlbench-*.whl")
     return wheel
 
@@ -97,22 +81,8 @@ def install(wheel: Path, venv: Path) -> Path:
     """A fresh venv with only the wheel; its dependencies come from this interpreter's."""
     ok([sys.executable, "-m", "venv", "--without-pip", str(venv)], venv.parent, dict(os.environ))
     python = venv / "bin" / "python"
-    ok(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
-        venv.parent,
-        dict(os.environ),
-    )
+    pip_args = ["-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index"]
+    ok([sys.executable, *pip_args, str(wheel)], venv.parent, dict(os.environ))
     purelib = Path(
         ok(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -182,7 +152,9 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     script = (campaign / "jobs" / "pytorch-lenet-n1x2-b32-r0.sh").read_text()
     assert "ddlbench.workloads.pytorch" in script and str(ROOT) not in script
 
-    files = json.loads(ok([ddlbench, "doctor", "quickstart.yaml", "--json"], here, env))["files"]
+    doctor = run([ddlbench, "doctor", "quickstart.yaml", "--json"], here, env)
+    assert doctor.returncode == 0, doctor.stderr
+    files = json.loads(doctor.stdout)["files"]
     assert files["profile"] == str(installed / "_data" / "configs" / "clusters" / "local.yaml")
     assert files["templates"] == [str(installed / "_data" / "slurm_templates")]
     assert files["templates_from"] == "installed package"
