@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -56,7 +57,8 @@ def detail_of(exc: BaseException) -> str:
     if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
         first = exc.args[0][0] if exc.args[0] else None
         if isinstance(first, tuple) and len(first) == 3:
-            return f"{first[2]}, and {len(exc.args[0]) - 1} more file(s)"
+            why = re.sub(r"^\[Errno \d+\] ", "", str(first[2])).split(": '")[0]
+            return f"{why}, copying {len(exc.args[0])} file(s)"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror + (f": {exc.filename}" if exc.filename else "")
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
