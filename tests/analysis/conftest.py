@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ddlbench.collect.synth import write_campaign
 from tests.analysis.analysis_fixtures import small_sweep
+from tests.support.synth import write_campaign
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.collect.synth import SynthRun, write_campaign
 from tests.analysis.analysis_fixtures import small_sweep
+from tests.support.synth import SynthRun, write_campaign
 
 RUNS = small_sweep(repeats=1) + [
     SynthRun(

@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
-from campaigns import make_campaign
 from click.testing import CliRunner
 
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.cli import main
 from ddlbench.execute.store import CampaignStore
+from tests.execute.campaigns import make_campaign
 
 
 def _cli(*args):
@@ -147,7 +147,7 @@ def own_slurm():
     import subprocess
     import tempfile
 
-    from conftest import ROOT
+    from tests.execute.conftest import ROOT
 
     if shutil.which("slurmctld") is None and not os.environ.get("CI"):
         pytest.skip("Slurm is not installed (scripts/local-slurm.sh up installs it)")
@@ -186,9 +186,8 @@ def _scontrol(*args: str) -> None:
 
 @pytest.mark.slurm
 def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
-    from conftest import wait_for
-
     from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
+    from tests.execute.conftest import wait_for
 
     body = ["if [ ! -e ../first-went ]; then touch ../first-went; sleep 120; fi", "echo done"]
     cdir = make_campaign(
@@ -245,9 +244,8 @@ def test_wait_through_a_controller_outage(own_slurm, tmp_path):
     import sys
     import time
 
-    from conftest import wait_for
-
     from ddlbench.execute import campaign_status, submit_campaign
+    from tests.execute.conftest import wait_for
 
     results = tmp_path / "results"
     cdir = make_campaign(
@@ -385,7 +383,7 @@ def _assert_disk_full_said_once(res, folder_under: Path) -> None:
 
 
 def test_disk_full_at_submit(small_disk):
-    from conftest import ROOT
+    from tests.execute.conftest import ROOT
 
     _fill(small_disk, leave=96 * 1024)
     results = small_disk / "results"
@@ -429,7 +427,7 @@ def test_disk_full_mid_run_fails_the_run_naming_the_folder(small_disk):
 
 def _synth_campaign(root: Path) -> Path:
     try:
-        from ddlbench.collect.synth import demo_campaign
+        from tests.support.synth import demo_campaign
     except ImportError:  # moved to the tests' support package
         from tests.support.synth import demo_campaign  # type: ignore[no-redef]
     return demo_campaign(root, "demo")
