@@ -97,7 +97,11 @@ def _job_key(job: str) -> Tuple[int, int, str]:
     return (int(m.group(1)), int(m.group(2) or 0), job)
 
 
-def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Tuple[Optional[str], Dict]:
+#: how a job ended, by its run folder: (state or None when unknown, store values)
+Verdict = Tuple[Optional[str], Dict]
+
+
+def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Verdict:
     """How a start of job ``job_id`` ended, by its run folder alone: (state or None, values)."""
     text = ""
     for stream in ("err", "out"):
@@ -220,16 +224,25 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
     with CampaignStore.open(campaign.dir, rebuild=True) as store:
         store.sync_runs(campaign.runs)
         queued = _queued_slurm_jobs(campaign, store) if campaign.scheduler == "slurm" else {}
+        fallbacks: Dict[int, Verdict] = {}
         for run in campaign.runs:
-            _recover_run(campaign, store, paths.run(run.run_id), queued.get(run.run_id, {}), out)
-        _settle(campaign, store, out, echo)
+            run_paths = paths.run(run.run_id)
+            fallbacks.update(
+                _recover_run(campaign, store, run_paths, queued.get(run.run_id, {}), out)
+            )
+        _settle(campaign, store, fallbacks, out, echo)
         note_restarts(campaign, store, store.attempts())
         store.set_meta("recovered", {"time": time.time(), "moved_aside": out.moved_aside})
         out.attempts = [a.as_dict() for a in store.attempts()]
     return out
 
 
-def _recover_run(campaign, store, run: RunPaths, queued: Dict[str, str], out: Recovered) -> None:
+def _recover_run(
+    campaign, store, run: RunPaths, queued: Dict[str, str], out: Recovered
+) -> Dict[int, Verdict]:
+    """One attempt per job id that ran the run; returns, for Slurm attempts, the folder's
+    verdict to fall back on when Slurm has no record (attempt id -> verdict)."""
+    fallbacks: Dict[int, Verdict] = {}
     jobs = sorted(set(job_ids_in_folder(run)) | set(queued), key=_job_key)
     for i, job in enumerate(jobs):
         newest = i == len(jobs) - 1
@@ -238,13 +251,14 @@ def _recover_run(campaign, store, run: RunPaths, queued: Dict[str, str], out: Re
         if campaign.scheduler == "slurm":
             # the scheduler is asked first (_settle); the folder's verdict is the fallback
             a = store.new_attempt(run.run_id, "slurm", S.RUNNING, token=token, job_id=job)
-            store.set_meta(f"recover_fallback.{a.id}", [state, values])
+            fallbacks[a.id] = (state, values)
             continue
         if state is None:
             state, values = S.LOST, {}
             out.unknown.append(f"{run.run_id}: could not establish how local job {job} ended")
         values["message"] = f"recovered from the run folder ({values.pop('reason', 'no trace')})"
         store.new_attempt(run.run_id, "local", state, token=token, job_id=job, **values)
+    return fallbacks
 
 
 def _queued_slurm_jobs(campaign: Campaign, store) -> Dict[str, Dict[str, str]]:
@@ -281,7 +295,7 @@ def _same_dir(a: str, b: Path) -> bool:
         return False
 
 
-def _settle(campaign: Campaign, store, out: Recovered, echo) -> None:
+def _settle(campaign: Campaign, store, fallbacks: Dict[int, Verdict], out: Recovered, echo) -> None:
     """Slurm: one poll settles what the scheduler knows; the folder's verdict does the rest."""
     if campaign.scheduler != "slurm" or not store.live_attempts("slurm"):
         return
@@ -289,10 +303,10 @@ def _settle(campaign: Campaign, store, out: Recovered, echo) -> None:
 
     SlurmExecutor(campaign, store, echo).refresh()
     for a in store.live_attempts("slurm"):
-        fallback = store.get_meta(f"recover_fallback.{a.id}") or [None, {}]
         if a.missing_since is None:
             continue  # Slurm still lists it: followed as usual
-        state, values = fallback[0], dict(fallback[1])
+        state, values = fallbacks.get(a.id, (None, {}))
+        values = dict(values)
         if state is None:
             state = S.LOST
             out.unknown.append(
@@ -302,5 +316,3 @@ def _settle(campaign: Campaign, store, out: Recovered, echo) -> None:
         why = values.pop("reason", None) or "no trace of how it ended"
         values["message"] = f"recovered from the run folder, Slurm has no record ({why})"
         store.update_attempt(a.id, if_live=True, state=state, end_time=time.time(), **values)
-    for a in store.attempts():
-        store.del_meta(f"recover_fallback.{a.id}")

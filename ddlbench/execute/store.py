@@ -119,7 +119,7 @@ def refuse_new_store_over_output(campaign_dir: Path) -> None:
         f"{paths.runs}/ already hold output (first: {used[0].dir.name}/); ddlbench will not "
         "start a new store over them, as it would submit those runs again. Rebuild the store "
         f"from the run folders, the manifest and the scheduler with: ddlbench recover "
-        f"{paths.name}"
+        f"{paths.name} (or, to start the campaign over, remove {paths.root})"
     )
 
 

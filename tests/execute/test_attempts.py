@@ -120,3 +120,28 @@ def test_a_schema_1_store_gains_restarts_and_events(tmp_path):
         store.update_attempt(a.id, state="RUNNING")
         assert [e["state"] for e in store.history(a.id)] == ["RUNNING"]
         assert store.get_meta("schema") == 2
+
+
+def test_recover_says_what_it_could_not_establish(tmp_path):
+    from campaigns import make_campaign
+
+    from ddlbench.execute.recover import recover_campaign
+
+    cdir = make_campaign(tmp_path, "lost", [{"run_id": r, "body": ["true"]} for r in "abc"])
+    paths = CampaignPaths(cdir)
+    done = paths.run("a")
+    _start(done, 1, "5", 0, ranks=0)
+    for r in range(2):
+        lines = [{"type": "meta"}, {"type": "summary", "status": "ok"}]
+        (done.attempt(1) / f"rank-{r}.jsonl").write_text(
+            "".join(json.dumps(x) + "\n" for x in lines)
+        )
+    (done.dir / "slurm-5.out").write_text("ddlbench: a finished\n")
+    unknown = paths.run("b")
+    unknown.dir.mkdir(parents=True)
+    (unknown.dir / "slurm-6.err").write_text("something\n")
+    out = recover_campaign(cdir, echo=lambda m: None)
+    states = {a["run_id"]: (a["state"], a["job_id"]) for a in out.attempts}
+    assert states == {"a": ("COMPLETED", "5"), "b": ("LOST", "6")}  # c: never submitted
+    assert out.unknown == ["b: could not establish how local job 6 ended"]
+    assert out.moved_aside == []  # there was no store file to keep

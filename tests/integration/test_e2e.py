@@ -173,10 +173,7 @@ def test_frameworks_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
     for run_dir in sorted((root / "runs").iterdir()):
         check_run(run_dir, world=2)
         # one rank per emulated node: the ranks saw node ids 0 and 1
-        metas = [
-            json.loads(p.read_text().splitlines()[0])
-            for p in sorted((run_dir / "logs").glob("rank-*.jsonl"))
-        ]
+        metas = [json.loads(p.read_text().splitlines()[0]) for p in RunPaths(run_dir).rank_logs()]
         assert sorted(m["node_rank"] for m in metas) == [0, 1]
         assert all(m["slurm_job_id"] for m in metas)
     check_collected(root, tmp_path / "results", 4)
@@ -256,6 +253,6 @@ def test_quickstart_on_local_slurm(tmp_path, slurm_cluster):
     # provenance names real Slurm job ids, not the local executor's
     job_ids = {
         json.loads(p.read_text().splitlines()[0])["slurm_job_id"]
-        for p in (results / "qs-slurm" / "runs").glob("*/logs/rank-0.jsonl")
+        for p in (RunPaths(d).rank_log(0) for d in (results / "qs-slurm" / "runs").iterdir())
     }
     assert len(job_ids) == 6 and all(j and j.isdigit() for j in job_ids)

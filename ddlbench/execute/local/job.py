@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
@@ -146,6 +147,50 @@ def _stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+@dataclass(frozen=True)
+class LocalJob:
+    """One local job's shape, from its ``#SBATCH`` lines (else campaign.json)."""
+
+    attempt_id: int
+    run: Any
+    script: JobScript
+    job_id: str
+    job_name: str
+    nodes: int
+    tasks_per_node: int
+    ntasks: int
+    cpus_per_task: Optional[int]
+    submit_dir: str
+    limit_s: Optional[float]
+
+    @property
+    def names(self) -> List[str]:
+        return [f"{NODE_PREFIX}{i + 1}" for i in range(self.nodes)]
+
+
+def _job_of(campaign, a) -> LocalJob:
+    run = campaign.run(a.run_id)
+    script = JobScript.read(run.script)
+    nodes = script.get_int("--nodes") or run.nodes or 1
+    tpn = script.get_int("--ntasks-per-node") or run.tasks_per_node or 1
+    limit_s = script.time_limit_s
+    if limit_s is None and run.time_limit_min:
+        limit_s = run.time_limit_min * 60.0
+    return LocalJob(
+        attempt_id=a.id,
+        run=run,
+        script=script,
+        job_id=str(a.job_id),
+        job_name=script.job_name or run.run_id,
+        nodes=nodes,
+        tasks_per_node=tpn,
+        ntasks=script.get_int("--ntasks") or nodes * tpn,
+        cpus_per_task=script.get_int("--cpus-per-task"),
+        submit_dir=script.get("--chdir") or str(run.run_dir),
+        limit_s=limit_s,
+    )
+
+
 def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     store = CampaignStore.open(campaign_dir)
     store.wait_when_full = DISKFULL_WAIT_S
@@ -153,19 +198,7 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     if a is None or a.token != token or a.state != S.PENDING:
         return 0
     campaign = load_campaign(campaign_dir)
-    run = campaign.run(a.run_id)
-    script = JobScript.read(run.script)
-    nodes = script.get_int("--nodes") or run.nodes or 1
-    tpn = script.get_int("--ntasks-per-node") or run.tasks_per_node or 1
-    ntasks = script.get_int("--ntasks") or nodes * tpn
-    cpus = script.get_int("--cpus-per-task")
-    job_id = str(a.job_id)
-    job_name = script.job_name or run.run_id
-    names = [f"{NODE_PREFIX}{i + 1}" for i in range(nodes)]
-    submit_dir = script.get("--chdir") or str(run.run_dir)
-    limit_s = script.time_limit_s
-    if limit_s is None and run.time_limit_min:
-        limit_s = run.time_limit_min * 60.0
+    job = _job_of(campaign, a)
 
     def stop(signum, _frame):
         _STOP["why"] = _STOP["why"] or "cancel"
@@ -173,29 +206,13 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
 
-    slot = _take_slot(store, campaign, attempt_id, job_id)
+    slot = _take_slot(store, campaign, attempt_id, job.job_id)
     if slot is None:
         return 0  # cancelled while waiting for a slot
     try:
-        return _run_job(
-            store,
-            campaign,
-            run,
-            script,
-            a,
-            slot,
-            job_id,
-            job_name,
-            names,
-            nodes,
-            tpn,
-            ntasks,
-            cpus,
-            submit_dir,
-            limit_s,
-        )
+        return _run_job(store, campaign, job)
     finally:
-        slot.release()
+        slot.release()  # (the kernel releases it too, however this process ends)
 
 
 def _slot_limit(store: CampaignStore, campaign) -> int:
@@ -237,24 +254,10 @@ def _take_slot(store: CampaignStore, campaign, attempt_id: int, job_id: str) -> 
     return slot
 
 
-def _run_job(
-    store,
-    campaign,
-    run,
-    script,
-    a,
-    slot,
-    job_id,
-    job_name,
-    names,
-    nodes,
-    tpn,
-    ntasks,
-    cpus,
-    submit_dir,
-    limit_s,
-) -> int:
-    attempt_id = a.id
+def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
+    attempt_id, run, script, job_id = job.attempt_id, job.run, job.script, job.job_id
+    job_name, names, nodes, submit_dir = job.job_name, job.names, job.nodes, job.submit_dir
+    tpn, ntasks, cpus, limit_s = job.tasks_per_node, job.ntasks, job.cpus_per_task, job.limit_s
     if not store.update_attempt(
         attempt_id,
         if_state_in=[S.PENDING],
@@ -348,8 +351,30 @@ def _run_job(
     for fh in (out, err):
         if fh is not None:
             fh.close()
-    end = time.time()
-    values: Dict[str, object] = {"end_time": end}
+    values = _ending(rc)
+    if values["state"] == S.FAILED:
+        values.update(_failure_cause(Path(submit_dir), err_path or out_path))
+    store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
+    store.close()
+    return 0
+
+
+def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
+    """Why a job failed, beyond its exit code: the first failing task and its signal (from
+    srun's stderr lines), and a full disk."""
+    values: Dict[str, object] = {}
+    failure = find_task_failure([stderr_file])
+    if failure is not None:
+        values.update(
+            failed_task=failure.task, failed_signal=failure.signal, cause=failure.describe()
+        )
+    values.update(_disk_full_cause(run_dir, stderr_file))
+    return values
+
+
+def _ending(rc: int) -> Dict[str, object]:
+    """The store values for how a job ended (its script's return code, or why it was stopped)."""
+    values: Dict[str, object] = {"end_time": time.time()}
     if _STOP["why"] == "timeout":
         values.update(state=S.TIMEOUT, reason="TimeLimit", exit_code=0, signal=15)
     elif _STOP["why"] == "cancel":
@@ -360,16 +385,7 @@ def _run_job(
         values.update(state=S.FAILED, exit_code=rc, signal=0, reason="NonZeroExitCode")
     else:
         values.update(state=S.FAILED, exit_code=0, signal=-rc, reason=f"signal {-rc}")
-    if values["state"] == S.FAILED:
-        failure = find_task_failure([err_path or out_path])
-        if failure is not None:
-            values.update(
-                failed_task=failure.task, failed_signal=failure.signal, cause=failure.describe()
-            )
-        values.update(_disk_full_cause(Path(submit_dir), err_path or out_path))
-    store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
-    store.close()
-    return 0
+    return values
 
 
 def _disk_full_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
