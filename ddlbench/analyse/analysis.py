@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .stats import summarize
+from .verdicts import VerdictSettings, annotate_series
 
 
 @dataclass
@@ -23,6 +24,13 @@ class Settings:
     efficiency_threshold: float = 0.8  # knee: largest scale with efficiency >= this
     noise_threshold: float = 0.05  # a configuration is noisy when CV > this
     straggler_threshold: float = 1.10  # a run has a straggler when its index > this
+    min_gain: float = 0.05  # "more devices help" / compare: the smallest change that counts
+    alpha: float = 0.05  # one-sided significance level of the verdicts' tests
+    power: float = 0.80  # power of the repeat advice of inconclusive verdicts
+    confidence: float = 0.95  # of the efficiency interval that places the knee
+
+    def verdicts(self) -> VerdictSettings:
+        return VerdictSettings(self.min_gain, self.alpha, self.power, self.confidence)
 
 
 @dataclass
@@ -213,6 +221,8 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
                 "tasks_per_node": r["tasks_per_node"],
                 "repeats": r["repeats"],
                 "throughput_median": t,
+                "throughput_mean": r.get("throughput_mean", math.nan),
+                "throughput_std": r.get("throughput_std", math.nan),
                 "ci95_low": r["throughput_ci95_low"],
                 "ci95_high": r["throughput_ci95_high"],
                 "per_device": t / n if n else math.nan,
@@ -235,14 +245,30 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
             srow["max_devices"] = pts[-1]["devices"]
             srow["efficiency_at_max"] = pts[-1]["efficiency"]
             srow["speedup_at_max"] = pts[-1]["speedup"]
-            ok = [p["devices"] for p in pts if p["efficiency"] >= settings.efficiency_threshold]
-            srow["knee_devices"] = max(ok) if ok else None
+            srow["knee_devices"] = _point_knee(pts, settings.efficiency_threshold)
             peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
             srow["peak_devices"] = peak["devices"]
             srow["peak_throughput"] = peak["throughput_median"]
             srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
+        annotate_series(
+            [p for p in points if p["series"] == sid],
+            srow,
+            settings.efficiency_threshold,
+            settings.verdicts(),
+        )
         series.append(srow)
     return pd.DataFrame(points), pd.DataFrame(series)
+
+
+def _point_knee(pts, threshold: float) -> Optional[int]:
+    """Largest N up to which every point's median efficiency is >= threshold (None when
+    not even the first step after the base is); the uncertainty is in knee_low/high."""
+    knee = None
+    for p in pts:
+        if p["efficiency"] < threshold:
+            break
+        knee = p["devices"]
+    return knee
 
 
 def _series_labels(c: pd.DataFrame) -> Dict[str, str]:

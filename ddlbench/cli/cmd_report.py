@@ -65,6 +65,12 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
     show_default=True,
     help="A configuration is noisy when its coefficient of variation is above this.",
 )
+@click.option(
+    "--min-gain",
+    default="5%",
+    show_default=True,
+    help="More devices help only when the throughput gain is significant and at least this.",
+)
 @click.option("--recollect", is_flag=True, help="Collect again even when data/ is up to date.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 def command(
@@ -74,6 +80,7 @@ def command(
     out: Optional[Path],
     efficiency_threshold: str,
     noise_threshold: str,
+    min_gain: str,
     recollect: bool,
     quiet: bool,
 ) -> None:
@@ -86,6 +93,7 @@ def command(
         raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
+    gain = _fraction(min_gain, "min-gain")
     root = resolve(results, campaign)
 
     from ddlbench.analyse.analysis import Settings
@@ -93,7 +101,7 @@ def command(
     from ddlbench.collect.states import store_states
     from ddlbench.report.render import build_report
 
-    settings = Settings(efficiency_threshold=eff, noise_threshold=noise)
+    settings = Settings(efficiency_threshold=eff, noise_threshold=noise, min_gain=gain)
     with progress("ddlbench report", quiet=quiet) as say:
         res = build_report(
             root,

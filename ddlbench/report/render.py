@@ -146,23 +146,11 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
                 (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
             ]
             tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
-            knee = r["knee_devices"]
-            knee_txt = (
-                f"efficiency stays at or above {fpct(a.settings.efficiency_threshold, 0)} up to "
-                f"{fint(knee)} devices"
-                if not _missing(knee)
-                else f"efficiency falls below {fpct(a.settings.efficiency_threshold, 0)} "
-                "right after the base"
-            )
-            sat = (
-                f"throughput peaks at {fint(r['peak_devices'])} devices and does not rise with more"
-                if r["saturates"]
-                else "throughput still rises at the largest scale"
-            )
             out.append(
-                f"{r['label']}: {fnum(tp)} samples/s on {fint(r['max_devices'])} devices "
-                f"({fsig(r.get('speedup_at_max'))}x the {fint(r['base_devices'])}-device base, "
-                f"efficiency {fpct(r['efficiency_at_max'])}); {knee_txt}; {sat}."
+                f"{r['label']}: {fnum(tp)} samples/s on {_devices(r['max_devices'])} "
+                f"({fsig(r.get('speedup_at_max'))}x the {_devices(r['base_devices'])} base, "
+                f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
+                f"{help_sentence(r)}."
             )
     if len(a.configs):
         noisy = a.configs[a.configs["noisy"]]
@@ -204,6 +192,74 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
     return out
 
 
+def _devices(n) -> str:
+    return "-" if _missing(n) else f"{int(n)} device" + ("" if int(n) == 1 else "s")
+
+
+def knee_sentence(r, settings: Settings) -> str:
+    """What the knee range lets us say, and nothing more (``docs/metrics.md``, Knee)."""
+    thr = fpct(settings.efficiency_threshold, 0)
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    conf = fpct(settings.confidence, 0)
+    if _missing(lo):
+        return "no efficiency without a complete run"
+    if int(r["max_devices"]) == int(r["base_devices"]):
+        return "one device count, no scaling verdict"
+    lo, hi = int(lo), int(hi)
+    if lo == hi == int(r["max_devices"]):
+        return f"efficiency is at or above {thr} at every scale up to {lo} ({conf} confidence)"
+    if lo == hi and lo == int(r["base_devices"]):
+        return f"efficiency is below {thr} right after the base ({conf} confidence)"
+    if lo == hi:
+        return (
+            f"knee at {lo} devices: efficiency is at or above {thr} up to {lo} and below it "
+            f"at the next scale ({conf} confidence)"
+        )
+    if lo == int(r["base_devices"]):
+        return (
+            f"the data cannot tell whether efficiency stays at or above {thr} anywhere "
+            f"beyond the base: the knee is between {lo} and {hi} devices"
+        )
+    return (
+        f"efficiency is at or above {thr} up to {lo} devices ({conf} confidence); "
+        f"the knee is between {lo} and {hi} devices"
+    )
+
+
+def help_sentence(r) -> str:
+    v = r.get("more_devices_help")
+    why = ftext(r.get("more_devices_reason"))
+    if _missing(v) or not v:
+        return f"more devices help? no verdict ({why or 'no data'})"
+    return f"more devices help? {v} ({why})"
+
+
+def _help_cell(r) -> str:
+    v = r.get("more_devices_help")
+    if _missing(v) or not v:
+        return "- (one N)" if ftext(r.get("more_devices_reason")).startswith("one") else "-"
+    return f"{v}: {ftext(r.get('more_devices_reason'))}"
+
+
+def _knee_cell(r) -> str:
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    if _missing(lo):
+        return "-"
+    return fint(lo) if int(lo) == int(hi) else f"{int(lo)} - {int(hi)}"
+
+
+def _step_cell(r) -> str:
+    v = r.get("step_verdict")
+    if _missing(v) or not v:
+        return ""
+    return f"{v} ({fint(r['step_from'])} -> {fint(r['devices'])}: {fpct(r['gain'])})"
+
+
+def _eff_ci(r) -> str:
+    lo = r.get("efficiency_ci95_low")
+    return "-" if _missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
+
+
 def _tables(a: Analysis) -> Dict[str, List[Table]]:
     t: Dict[str, List[Table]] = {}
     if len(a.points):
@@ -219,23 +275,20 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
                     ("max N", lambda r: fint(r["max_devices"]), True),
                     ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
-                    ("knee N", lambda r: fint(r["knee_devices"]), True),
+                    ("knee N", _knee_cell, True),
                     ("peak N", lambda r: fint(r["peak_devices"]), True),
-                    (
-                        "more devices help?",
-                        lambda r: (
-                            "-"
-                            if _missing(r["saturates"])
-                            else ("no, beyond peak" if r["saturates"] else "yes")
-                        ),
-                        False,
-                    ),
+                    ("more devices help? (last step)", _help_cell, False),
                 ],
                 a.series.sort_values("label"),
                 note=(
-                    "Base: the smallest device count of each series. Knee: the largest device "
-                    f"count with efficiency >= {fpct(a.settings.efficiency_threshold, 0)}. "
-                    "Peak: the device count with the highest median throughput."
+                    "Base: the smallest device count of each series. Knee: the largest N up to "
+                    "which efficiency is at or above "
+                    f"{fpct(a.settings.efficiency_threshold, 0)} with "
+                    f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
+                    "cannot tell. Peak: the device count with the highest median throughput. "
+                    "More devices help: the gain from the previous N is significant (one-sided "
+                    f"Welch test, alpha {a.settings.alpha:g}) and at least "
+                    f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
                 ),
             ),
             _table(
@@ -262,6 +315,8 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("per device", lambda r: fnum(r["per_device"]), True),
                     ("speedup", lambda r: fsig(r["speedup"]), True),
                     ("efficiency", lambda r: fpct(r["efficiency"]), True),
+                    ("efficiency 95 % CI", _eff_ci, True),
+                    ("more than previous N?", _step_cell, False),
                 ],
                 pts,
                 flag=lambda r: bool(r["noisy"]),
