@@ -28,6 +28,7 @@ class Settings:
     alpha: float = 0.05  # one-sided significance level of the verdicts' tests
     power: float = 0.80  # power of the repeat advice of inconclusive verdicts
     confidence: float = 0.95  # of the efficiency interval that places the knee
+    accuracy_margin: float = 0.01  # large-batch study: accuracy points below the baseline
 
     def verdicts(self) -> VerdictSettings:
         return VerdictSettings(self.min_gain, self.alpha, self.power, self.confidence)
@@ -431,6 +432,7 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
                 "target_accuracy": first["target_accuracy"],
                 "repeats": len(p),
                 "final_accuracy": float(p["final_accuracy"].median()) if len(p) else math.nan,
+                **_accuracy_stats(p["final_accuracy"]),
                 "best_accuracy": float(p["best_accuracy"].median()) if len(p) else math.nan,
                 "time_to_accuracy_s": float(p["time_to_accuracy_s"].median())
                 if len(p) and p["time_to_accuracy_s"].notna().any()
@@ -446,6 +448,17 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
             lambda w: "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
         )
     return groups.reset_index(drop=True), ev.reset_index(drop=True)
+
+
+def _accuracy_stats(acc: pd.Series) -> Dict[str, float]:
+    """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies."""
+    st = summarize(acc.to_numpy(dtype=float))
+    return {
+        "final_accuracy_mean": st["mean"],
+        "final_accuracy_std": st["std"],
+        "final_accuracy_ci95_low": st["ci95_low"],
+        "final_accuracy_ci95_high": st["ci95_high"],
+    }
 
 
 # ------------------------------------------------------------------ allreduce

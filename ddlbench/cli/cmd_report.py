@@ -30,6 +30,7 @@ Examples:
   ddlbench report                          # the most recent campaign under ./results
   ddlbench report resnet50-scaling --format html
   ddlbench report resnet50-scaling --out /tmp/paper-figures
+  ddlbench report resnet50-scaling --calibration allreduce-sweep   # + scaling model
   DDLBENCH_RESULTS=/scratch/me/results ddlbench report quickstart
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
@@ -71,6 +72,13 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
     show_default=True,
     help="More devices help only when the throughput gain is significant and at least this.",
 )
+@click.option(
+    "--calibration",
+    default=None,
+    metavar="CAMPAIGN",
+    help="A campaign with an allreduce sweep on the same cluster: feeds the predictive "
+    "scaling model (docs/scaling-model.md).",
+)
 @click.option("--recollect", is_flag=True, help="Collect again even when data/ is up to date.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 def command(
@@ -81,6 +89,7 @@ def command(
     efficiency_threshold: str,
     noise_threshold: str,
     min_gain: str,
+    calibration: Optional[str],
     recollect: bool,
     quiet: bool,
 ) -> None:
@@ -95,6 +104,7 @@ def command(
     noise = _fraction(noise_threshold, "noise-threshold")
     gain = _fraction(min_gain, "min-gain")
     root = resolve(results, campaign)
+    cal_root = resolve(results, calibration) if calibration else None
 
     from ddlbench.analyse.analysis import Settings
     from ddlbench.collect.progress import progress
@@ -111,6 +121,7 @@ def command(
             run_states=store_states,
             progress=say,
             force_collect=recollect,
+            calibration=cal_root,
         )
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")

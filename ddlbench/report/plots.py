@@ -327,9 +327,16 @@ def accuracy_batch_figure(conv: pd.DataFrame):
         if not len(g):
             continue
         warmup = warm != "no warmup"
-        ax.plot(
-            g["global_batch_size"],
+        yerr = None
+        if "final_accuracy_ci95_low" in g:
+            lo = (g["final_accuracy"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
+            hi = (g["final_accuracy_ci95_high"] - g["final_accuracy"]).clip(lower=0).fillna(0)
+            yerr = [100 * lo, 100 * hi]
+        ax.errorbar(
+            g["global_batch_size"] * (1.03 if warmup else 1 / 1.03),  # bars side by side
             100 * g["final_accuracy"],
+            yerr=yerr,
+            capsize=3,
             color=colors[fw],
             marker="o" if warmup else "s",
             linestyle="-" if warmup else "--",
@@ -353,7 +360,9 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("global batch size (samples)")
     ax.set_ylabel("final validation accuracy (%)")
-    ax.set_title("Accuracy vs global batch (linear LR scaling; with/without gradual warmup)")
+    ax.set_title(
+        "Accuracy vs global batch (linear LR scaling; with/without gradual warmup; 95 % CI)"
+    )
     ax.legend(loc="lower left")
     return fig
 
@@ -425,6 +434,43 @@ def busbw_figure(ar: pd.DataFrame):
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title("Allreduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
     ax.legend(loc="upper left")
+    return fig
+
+
+@styled
+def model_figure(pred: pd.DataFrame):
+    """Predicted (line) against measured (markers) throughput and efficiency per series."""
+    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.08)
+    for i, (_sid, g) in enumerate(pred.groupby("series", sort=True)):
+        g = g.sort_values("devices")
+        color = PALETTE[i % len(PALETTE)]
+        label = str(g["label"].iloc[0])
+        m = g[g["measured"]]
+        ax.plot(g["devices"], g["predicted_throughput"], color=color, linestyle="--")
+        ax.plot(
+            m["devices"],
+            m["throughput_median"],
+            color=color,
+            marker="o",
+            linestyle="none",
+            label=f"{label} measured",
+        )
+        ax2.plot(g["devices"], 100 * g["predicted_efficiency"], color=color, linestyle="--")
+        ax2.plot(m["devices"], 100 * m["efficiency"], color=color, marker="o", linestyle="none")
+    for a in (ax, ax2):
+        _log2_devices(a, pred["devices"].tolist())
+        a.set_xlabel("devices (workers)")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
+    ax.set_ylabel("global throughput (samples/s)")
+    ax2.set_ylabel("scaling efficiency (%)")
+    ax2.set_ylim(0, 110)
+    ax.set_title("Throughput: model (dashed) vs measured", fontsize=10)
+    ax2.set_title("Efficiency: model (dashed) vs measured", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="grey", linestyle="--"))
+    labels.append("alpha-beta model")
+    ax.legend(handles, labels, loc="upper left", fontsize=8)
     return fig
 
 

@@ -180,6 +180,7 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
                 f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
                 f"({best['group']}, global batch {fint(best['global_batch_size'])})."
             )
+        out.extend(_large_batch_sentences(a))
     if len(a.allreduce):
         top = a.allreduce.loc[a.allreduce["busbw_gbps"].idxmax()]
         out.append(
@@ -258,6 +259,20 @@ def _step_cell(r) -> str:
 def _eff_ci(r) -> str:
     lo = r.get("efficiency_ci95_low")
     return "-" if _missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
+
+
+def _large_batch_sentences(a: Analysis) -> List[str]:
+    from ..analyse.large_batch import margin_table, sentences
+
+    st = a.settings
+    return sentences(
+        margin_table(a.convergence, st.accuracy_margin, st.alpha), st.accuracy_margin, 1 - st.alpha
+    )
+
+
+def _acc_ci(r) -> str:
+    lo = r.get("final_accuracy_ci95_low")
+    return "-" if _missing(lo) else f"{fpct(lo, 2)} - {fpct(r['final_accuracy_ci95_high'], 2)}"
 
 
 def _tables(a: Analysis) -> Dict[str, List[Table]]:
@@ -389,6 +404,7 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("warmup", lambda r: r["warmup"], False),
                     ("repeats", lambda r: fint(r["repeats"]), True),
                     ("final accuracy", lambda r: fpct(r["final_accuracy"], 2), True),
+                    ("95 % CI (mean)", _acc_ci, True),
                     ("best accuracy", lambda r: fpct(r["best_accuracy"], 2), True),
                     (
                         "time to target s",
@@ -458,6 +474,54 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
             )
         ]
     return t
+
+
+def _model_tables(model) -> List[Table]:
+    fits = pd.DataFrame([f.__dict__ for f in model.fits])
+    t1 = _table(
+        "Allreduce alpha-beta fits (ring: time = alpha + 2(n-1)/n x bytes / busbw)",
+        [
+            ("ranks", lambda r: fint(r["world_size"]), True),
+            ("nodes", lambda r: fint(r["nodes"]), True),
+            ("alpha (us)", lambda r: fnum(1e6 * r["alpha_s"], 1), True),
+            ("busbw (GB/s)", lambda r: fsig(r["busbw_gbps"]), True),
+            ("sizes", lambda r: fint(r["points"]), True),
+            ("fit rms error", lambda r: fpct(r["rms_rel_error"]), True),
+        ],
+        fits,
+    )
+    t2 = _table(
+        "Predicted vs measured",
+        [
+            ("series", lambda r: r["label"], False),
+            ("N", lambda r: fint(r["devices"]), True),
+            ("nodes", lambda r: fint(r["nodes"]), True),
+            ("predicted step ms", lambda r: fms(r["predicted_step_s"]), True),
+            ("allreduce ms", lambda r: fms(r["predicted_allreduce_s"]), True),
+            ("predicted samples/s", lambda r: fnum(r["predicted_throughput"]), True),
+            ("measured samples/s", lambda r: fnum(r["throughput_median"]), True),
+            ("error", lambda r: fpct(r["throughput_error"]), True),
+            ("predicted efficiency", lambda r: fpct(r["predicted_efficiency"]), True),
+            ("measured efficiency", lambda r: fpct(r["efficiency"]), True),
+        ],
+        model.predictions.sort_values(["label", "devices"]),
+        flag=lambda r: not r["measured"],
+    )
+    return [t1, t2]
+
+
+def _model_notes(model) -> List[str]:
+    if model is None:
+        return []
+    out = list(model.assumptions)
+    err = model.error_summary()
+    if err:
+        out.insert(
+            0,
+            f"Prediction error of the throughput on the {err['points']} measured points: mean "
+            f"|error| {fpct(err['mean_abs'])}, largest {fpct(err['max_abs'])}.",
+        )
+    return out
 
 
 def _provenance(a: Analysis) -> List[tuple]:
@@ -539,10 +603,16 @@ FIGURE_TEXT = {
     ),
     "accuracy": (
         "Accuracy vs global batch size",
-        "Final validation accuracy (median of repeats) with and without gradual warmup "
-        "(Goyal et al. 2017).",
+        "Final validation accuracy (median of repeats; bars: 95 % t confidence interval of the "
+        "mean) with and without gradual warmup (Goyal et al. 2017).",
     ),
     "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
+    "model": (
+        "Scaling model: predicted vs measured",
+        "Dashed: the alpha-beta model's prediction from the allreduce sweep, the gradient "
+        "bytes, the compute time per step at the smallest scale and the measured overlap "
+        "(docs/scaling-model.md); markers: measured medians.",
+    ),
     "busbw": (
         "Allreduce bus bandwidth vs message size",
         "busbw = algbw x 2(n-1)/n with algbw = bytes / time (nccl-tests definitions).",
@@ -556,10 +626,11 @@ def render(
     out_dir: Path,
     figures: Dict[str, Dict[str, Path]],
     formats: Sequence[str],
+    model=None,
 ) -> Dict[str, Path]:
     env = _env()
     figs = []
-    for key in ("throughput", "efficiency", "ranks", "accuracy", "curves", "busbw"):
+    for key in ("throughput", "efficiency", "model", "ranks", "accuracy", "curves", "busbw"):
         if key not in figures:
             continue
         title, caption = FIGURE_TEXT[key]
@@ -578,6 +649,8 @@ def render(
         )
     fig_by_key = {f["key"]: f for f in figs}
     tables = _tables(a)
+    if model is not None:
+        tables["model"] = _model_tables(model)
     problems_tail = []
     if len(a.problem_runs):
         for _, r in a.problem_runs.iterrows():
@@ -603,6 +676,7 @@ def render(
         "base_note": base_note,
         "largest_run": a.largest_run,
         "provenance": _provenance(a),
+        "model_notes": _model_notes(model),
         "stderr_tails": problems_tail,
         "data_files": [f for f in DATA_FILES if (out_dir / "data" / f).exists()],
         "md_cell": _md_cell,
@@ -627,10 +701,13 @@ def build_report(
     progress: Optional[Callable[[str], None]] = None,
     data: Optional[CampaignData] = None,
     force_collect: bool = False,
+    calibration: Union[str, Path, None] = None,
 ) -> ReportResult:
     """Collect if needed, analyse, plot and write the report; returns the paths.
 
     ``out_dir`` defaults to ``<campaign>/report``. ``formats``: any of "html", "md".
+    ``calibration``: another campaign whose allreduce sweep feeds the scaling model
+    (default: this campaign's own allreduce runs, if any).
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
@@ -678,11 +755,26 @@ def build_report(
             from .plots import make_figures
 
             figures = make_figures(fig_input, out / "plots")
+        model = _scaling_model(a, data, calibration, run_states, say)
+        if model is not None:
+            from .plots import model_figure, save
+
+            figures["model"] = save(model_figure(model.predictions), out / "plots", "scaling_model")
         say("writing report")
-        files = render(a, data, out, figures, formats)
+        files = render(a, data, out, figures, formats, model)
     finally:
         if worker is not None:
             worker.close()
         if data is not None:
             finish_write(data)  # also when the report failed: keep what was collected
     return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)
+
+
+def _scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say):
+    from ..analyse.scaling_model import build
+
+    cal = None
+    if calibration is not None:
+        say("collecting the calibration campaign")
+        cal = ensure_collected(Path(calibration), run_states=run_states, progress=say)
+    return build(a, data, cal)
