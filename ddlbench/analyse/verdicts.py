@@ -15,6 +15,7 @@ comparison, so that a whole campaign is decided in a few array operations.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -85,12 +86,18 @@ def repeats_needed(cv_a, cv_b, delta: float, alpha: float, power: float) -> np.n
     sig2 = cv_a * cv_a + cv_b * cv_b
     z = norm_ppf(1 - alpha) + norm_ppf(power)
     n = np.maximum(2.0, z * z * sig2 / (delta * delta))
-    for _ in range(8):
-        df = np.maximum(2.0 * (np.ceil(n) - 1.0), 1.0)
-        q = t_ppf(1 - alpha, df) + t_ppf(power, df)
+    for _ in range(5):
+        df = np.maximum(2.0 * (np.ceil(np.minimum(n, MAX_REPEATS + 1)) - 1.0), 1.0)
+        q = np.array([_t_q(1 - alpha, v) + _t_q(power, v) for v in df.tolist()])
         n = np.maximum(2.0, q * q * sig2 / (delta * delta))
     n = np.ceil(np.minimum(n, MAX_REPEATS + 1))
     return np.where(np.isnan(sig2), np.nan, n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_q(p: float, df: float) -> float:
+    """A cached scalar t quantile (the power calculation asks for the same ones again)."""
+    return float("nan") if math.isnan(df) else float(t_ppf(p, df))
 
 
 @dataclass
