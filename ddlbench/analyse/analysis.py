@@ -451,13 +451,14 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
 
 
 def _accuracy_stats(acc: pd.Series) -> Dict[str, float]:
-    """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies."""
+    """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies (the interval
+    clipped to [0, 1], where accuracies live)."""
     st = summarize(acc.to_numpy(dtype=float))
     return {
         "final_accuracy_mean": st["mean"],
         "final_accuracy_std": st["std"],
-        "final_accuracy_ci95_low": st["ci95_low"],
-        "final_accuracy_ci95_high": st["ci95_high"],
+        "final_accuracy_ci95_low": max(st["ci95_low"], 0.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_high": min(st["ci95_high"], 1.0) if st["n"] >= 2 else math.nan,
     }
 
 
