@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 5.0
 TARGET_MIB = 1024.0
 
@@ -109,7 +110,8 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args()
 
-    from ddlbench.collect.synth import benchmark_campaign
+    sys.path.insert(0, str(ROOT))  # the checkout's ddlbench and its test support
+    from tests.support.synth import benchmark_campaign
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="ddlbench-bench-"))
     root = work / "results"

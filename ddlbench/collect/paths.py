@@ -1,20 +1,31 @@
-"""Where campaigns live: the results root, campaign lookup, and the input fingerprint."""
+"""Where campaigns live: the results root and campaign lookup (freshness: ``freshness.py``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterator, List, Optional, Union
+from typing import List, Union
+
+from ddlbench.campaign.paths import MANIFEST, CampaignPaths
 
 from .errors import CampaignNotFound, CollectError
+from .freshness import COLLECT_INFO, COLLECTOR_VERSION, fingerprint, is_stale, read_collect_info
+
+__all__ = [
+    "COLLECT_INFO",
+    "COLLECTOR_VERSION",
+    "fingerprint",
+    "is_stale",
+    "latest_campaign",
+    "list_campaigns",
+    "read_collect_info",
+    "resolve_campaign",
+    "results_root",
+]
 
 ENV_RESULTS = "DDLBENCH_RESULTS"
 DEFAULT_RESULTS = "results"
-DATA_DIR = "data"
-COLLECT_INFO = "collect.json"
-COLLECTOR_VERSION = 2  # bump when the data files change meaning or columns
 
 
 def results_root(option: Union[str, Path, None] = None) -> Path:
@@ -26,7 +37,7 @@ def results_root(option: Union[str, Path, None] = None) -> Path:
 
 
 def _created(campaign_dir: Path) -> tuple:
-    path = campaign_dir / "campaign.json"
+    path = CampaignPaths.of(campaign_dir).manifest
     try:
         created = json.loads(path.read_text()).get("created") or ""
     except (OSError, ValueError, AttributeError):
@@ -43,7 +54,7 @@ def list_campaigns(root: Union[str, Path]) -> List[Path]:
     root = Path(root)
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if (p / "campaign.json").is_file()]
+    found = [p for p in root.iterdir() if CampaignPaths.of(p).is_campaign()]
     return sorted(found, key=_created)
 
 
@@ -51,7 +62,7 @@ def latest_campaign(root: Union[str, Path]) -> Path:
     """The most recent campaign under ``root`` (by campaign.json ``created``, then mtime)."""
     found = list_campaigns(root)
     if not found:
-        raise CampaignNotFound(f"no campaign (folder with a campaign.json) under {root}")
+        raise CampaignNotFound(f"no campaign (folder with a {MANIFEST}) under {root}")
     return found[-1]
 
 
@@ -62,61 +73,10 @@ def resolve_campaign(name: Union[str, Path, None], root: Union[str, Path, None] 
         return latest_campaign(base)
     candidates = [base / str(name), Path(name)]
     for c in candidates:
-        if (c / "campaign.json").is_file():
+        if CampaignPaths.of(c).is_campaign():
             return c
     for c in candidates:
-        if c.is_dir() and (c / "runs").is_dir():
-            raise CollectError(f"{c} has no campaign.json (not a campaign folder)")
+        paths = CampaignPaths.of(c)
+        if c.is_dir() and paths.runs.is_dir():
+            raise CollectError(f"{c} has no {paths.manifest.name} (not a campaign folder)")
     raise CampaignNotFound(f"unknown campaign {str(name)!r}: neither {base / str(name)} nor {name}")
-
-
-def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
-    """Every file whose change makes collected data stale."""
-    for name in ("campaign.json", "state.sqlite", "state.sqlite-wal"):
-        p = campaign_dir / name
-        if p.is_file():
-            yield p
-    runs = campaign_dir / "runs"
-    if not runs.is_dir():
-        return
-    for run_dir in sorted(runs.iterdir()):
-        if not run_dir.is_dir():
-            continue
-        for p in sorted(run_dir.iterdir()):
-            if p.is_file() and (p.name == "run.json" or p.suffix in (".err", ".out")):
-                yield p
-        logs = run_dir / "logs"
-        if logs.is_dir():
-            yield from sorted(logs.rglob("rank-*.jsonl"))
-
-
-def fingerprint(campaign_dir: Path) -> str:
-    """A digest of the inputs' names, sizes and modification times."""
-    h = hashlib.sha256()
-    for p in iter_inputs(campaign_dir):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        rel = p.relative_to(campaign_dir).as_posix()
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    h.update(f"collector {COLLECTOR_VERSION}".encode())
-    return h.hexdigest()
-
-
-def read_collect_info(campaign_dir: Path) -> Optional[dict]:
-    try:
-        return json.loads((campaign_dir / DATA_DIR / COLLECT_INFO).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def is_stale(campaign_dir: Path) -> bool:
-    """True when data/ is missing, from another collector version, or older than its inputs."""
-    info = read_collect_info(campaign_dir)
-    if not info or info.get("collector_version") != COLLECTOR_VERSION:
-        return True
-    for name in ("runs.parquet", "ranks.parquet", "steps.parquet"):
-        if not (campaign_dir / DATA_DIR / name).is_file():
-            return True
-    return info.get("inputs") != fingerprint(campaign_dir)

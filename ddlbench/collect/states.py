@@ -1,4 +1,4 @@
-"""Run states from the campaign store (``state.sqlite``), read-only.
+"""Run states from the campaign store, read-only.
 
 The collector takes run states as a DataFrame or a callable (see
 :func:`ddlbench.collect.collector.collect_campaign`); :func:`store_states` is such a
@@ -13,6 +13,8 @@ import sqlite3
 from pathlib import Path
 from typing import Optional
 
+from ddlbench.campaign.paths import CampaignPaths
+
 WANTED = ["run_id", "number", "state", "job_id", "exit_code", "start_time", "end_time", "nodelist"]
 OPTIONAL = ["signal", "reason"]
 
@@ -21,7 +23,7 @@ def store_states(campaign_dir: Path):
     """One row per attempt: run_id, attempt, job_id, state, exit_code, start, end, nodelist."""
     import pandas as pd
 
-    path = Path(campaign_dir) / "state.sqlite"
+    path = CampaignPaths.of(campaign_dir).store
     if not path.is_file():
         return None
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from ddlbench.collect.synth import SynthRun
+from tests.support.synth import SynthRun
 
 S = 1_790_000_000.0  # start of every hand-computed fixture (an exact float)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import small_sweep
 
-from ddlbench.collect.synth import write_campaign
+from tests.support.synth import write_campaign
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from analysis_fixtures import S, exact_run
 from ddlbench.analyse.analysis import Settings, analyse, scaling_tables
 from ddlbench.analyse.stats import jitter, median_ci, median_ci_rank, summarize, t975
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.collect.synth import write_campaign
+from tests.support.synth import write_campaign
 
 
 def test_global_throughput_is_samples_over_the_union_window(results):

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.collect.synth import SynthRun, write_campaign
+from tests.support.synth import SynthRun, write_campaign
 
 RUNS = small_sweep(repeats=1) + [
     SynthRun(

@@ -13,8 +13,8 @@ from analysis_fixtures import exact_run, small_sweep
 from click.testing import CliRunner
 
 from ddlbench.cli import main
-from ddlbench.collect.synth import demo_campaign, write_campaign
 from ddlbench.report.render import build_report
+from tests.support.synth import demo_campaign, write_campaign
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +124,8 @@ def test_figures_in_process_and_in_the_worker_are_identical(results, monkeypatch
 
 
 def test_cli_collect_report_and_paths(results):
-    write_campaign(results, "older", small_sweep(repeats=1), created="2026-01-01T00:00:00+00:00")
-    write_campaign(results, "newer", small_sweep(repeats=1), created="2026-02-01T00:00:00+00:00")
+    write_campaign(results, "older", small_sweep(repeats=1))
+    write_campaign(results, "newer", small_sweep(repeats=1))
     runner = CliRunner()
     r = runner.invoke(main, ["collect", "--results", str(results), "older", "-q"])
     assert r.exit_code == 0, r.output

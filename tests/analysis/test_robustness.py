@@ -15,7 +15,7 @@ from ddlbench.analyse.analysis import analyse
 from ddlbench.collect.collector import collect_campaign, load_data
 from ddlbench.collect.errors import CollectError, LogFormatError
 from ddlbench.collect.paths import is_stale
-from ddlbench.collect.synth import SynthRun, run_states, write_campaign
+from tests.support.synth import SynthRun, run_states, write_campaign
 
 
 def _run(d, run_id):

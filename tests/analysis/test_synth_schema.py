@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ddlbench.collect.synth import SynthRun, write_campaign
+from tests.support.synth import SynthRun, write_campaign
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -50,6 +50,11 @@ def _opt_float(value: Any) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
+def encode_record(record: Dict[str, Any]) -> bytes:
+    """One record as the log's line: JSON without NaN/inf, newline-terminated, UTF-8."""
+    return (json.dumps(_clean(record), allow_nan=False) + "\n").encode("utf-8")
+
+
 class RankLogger:
     """Writes ``<log_dir>/rank-<rank>.jsonl``.
 
@@ -70,7 +75,7 @@ class RankLogger:
         """Write one record as one line with one ``write()``."""
         if self._fd is None:
             raise ValueError("rank log is closed")
-        data = (json.dumps(_clean(record), allow_nan=False) + "\n").encode("utf-8")
+        data = encode_record(record)
         n = os.write(self._fd, data)
         while n < len(data):  # only on a full disk or a signal; keep what is left in order
             data = data[n:]
@@ -173,8 +178,11 @@ class RankLogger:
         self.write(record)
         self.summary_written = True
 
-    def error(self, message: str, traceback: Optional[str] = None) -> None:
-        record: Dict[str, Any] = {"type": "error", "t": time.time(), "message": message}
+    def error(
+        self, message: str, traceback: Optional[str] = None, t: Optional[float] = None
+    ) -> None:
+        when = time.time() if t is None else float(t)
+        record: Dict[str, Any] = {"type": "error", "t": when, "message": message}
         if traceback is not None:
             record["traceback"] = traceback
         self.write(record)

@@ -1,0 +1,420 @@
+"""Every column of the collected tables, defined once: name, type, source and meaning.
+
+The collector types its tables from here, and ``docs/columns.md`` is generated from here::
+
+    python -m ddlbench.collect.columns --markdown > docs/columns.md
+
+(a test checks that the committed page equals the generated one).
+
+Kinds and their Arrow types:
+
+- ``text``: ``string`` (missing: null)
+- ``int``: ``int64``, nullable (pandas ``Int64``)
+- ``count``: ``int64``, never null
+- ``float``: ``float64`` (missing: NaN)
+- ``bool``: ``bool``, never null
+- ``flag``: ``bool``, nullable (pandas ``boolean``)
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+ARROW_TYPES = {
+    "text": "string",
+    "int": "int64",
+    "count": "int64",
+    "float": "float64",
+    "bool": "bool",
+    "flag": "bool",
+}
+
+#: where a column's values come from
+SOURCES = {
+    "plan": "the run's entry in the campaign manifest (what was planned), then its run config "
+    "(the run config alone for run folders that the manifest does not list)",
+    "meta": "the rank's meta record (what ran)",
+    "summary": "the rank's summary record, as written",
+    "steps": "computed from the rank's measured step records",
+    "log files": "the rank log files found (how they were read)",
+    "store": "the campaign store: the run's newest attempt",
+    "collector": "derived by the collector from the above",
+    "run metric": "per-run figure over the run's ranks (ddlbench/analyse/run_metrics.py)",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str
+    source: str
+    meaning: str
+
+    @property
+    def arrow_type(self) -> str:
+        return ARROW_TYPES[self.kind]
+
+
+def _table(rows: Sequence[Tuple[str, str, str, str]]) -> Tuple[Column, ...]:
+    cols = tuple(Column(*r) for r in rows)
+    for c in cols:
+        assert c.kind in ARROW_TYPES and c.source in SOURCES, c
+    return cols
+
+
+# ------------------------------------------------------------------ runs.parquet / runs.csv
+
+_PLAN_RUN = [
+    ("run_id", "text", "plan", "run id: `<group>-r<repeat>`"),
+    (
+        "framework",
+        "text",
+        "plan",
+        "framework launcher (pytorch, tensorflow, keras, horovod, mxnet)",
+    ),
+    ("workload", "text", "plan", "workload module that ran the ranks"),
+    ("model", "text", "plan", "model name"),
+    ("mode", "text", "plan", "throughput, convergence or allreduce"),
+    ("nodes", "int", "plan", "nodes"),
+    ("tasks_per_node", "int", "plan", "ranks per node"),
+    ("gpus_per_node", "int", "plan", "GPUs per node (0 on CPU)"),
+    ("world_size", "int", "plan", "ranks (devices) planned"),
+    ("batch_size", "int", "plan", "per-device batch"),
+    ("global_batch_size", "int", "plan", "per-device batch x world size"),
+    ("lr", "float", "plan", "peak learning rate after LR scaling"),
+    ("repeat", "int", "plan", "repeat number"),
+    ("precision", "text", "collector", "precision that ran (rank meta records), else planned"),
+    ("scaling", "text", "plan", "weak or strong"),
+    ("group", "text", "plan", "configuration: the run id without `-r<repeat>`"),
+    ("run_dir", "text", "plan", "run folder, relative to the campaign"),
+    ("data_kind", "text", "plan", "data set kind (synthetic, digits, mnist, imagefolder)"),
+    ("data", "text", "plan", "data settings as JSON"),
+    ("in_manifest", "bool", "collector", "listed in campaign.json (false: a stray run folder)"),
+    (
+        "device",
+        "text",
+        "collector",
+        "device that ran (gpu or cpu; rank meta records), else planned",
+    ),
+    ("base_lr", "float", "plan", "learning rate before LR scaling"),
+    ("lr_scaling", "text", "plan", "LR scaling rule (none, linear, sqrt)"),
+    ("warmup_epochs", "float", "plan", "gradual LR warmup epochs"),
+    ("epochs", "int", "plan", "epochs (convergence runs)"),
+    ("target_accuracy", "float", "plan", "target accuracy (convergence runs)"),
+    ("planned_warmup_steps", "int", "plan", "warmup steps planned"),
+    ("planned_measure_steps", "int", "plan", "measured steps planned"),
+    ("framework_options", "text", "plan", "framework options as JSON"),
+    (
+        "precision_requested",
+        "text",
+        "plan",
+        "precision planned (a rank may fall back, e.g. amp on CPU)",
+    ),
+    ("backend_requested", "text", "plan", "communication backend planned"),
+    ("device_requested", "text", "plan", "device planned"),
+    (
+        "mismatches",
+        "text",
+        "collector",
+        "planned settings that did not run: `field: planned X, ran Y`; null when none",
+    ),
+]
+_COMPLETENESS = [
+    ("rank_files", "int", "log files", "rank log files found"),
+    ("ranks_present", "int", "log files", "ranks with a readable log"),
+    ("ranks_with_summary", "int", "log files", "ranks that wrote their summary"),
+    ("ranks_with_error", "int", "log files", "ranks that wrote an error record"),
+    ("missing_ranks", "text", "log files", "ranks without any log"),
+    ("ranks_without_summary", "text", "log files", "ranks with a log but no summary and no error"),
+    ("error_ranks", "text", "log files", "ranks with an error record"),
+    ("complete", "bool", "collector", "every rank wrote its summary and none an error"),
+]
+_STORE = [
+    ("slurm_state", "text", "store", "state of the newest attempt (`unknown` without a store)"),
+    ("attempts", "int", "store", "attempts made"),
+    ("exit_code", "int", "store", "exit code of the newest attempt"),
+    ("job_start", "text", "store", "job start (ISO-8601 UTC)"),
+    ("job_end", "text", "store", "job end (ISO-8601 UTC)"),
+    ("nodelist", "text", "store", "nodes of the job (else from the rank meta records)"),
+    ("slurm_reason", "text", "store", "Slurm's reason for the state"),
+    ("job_id", "text", "store", "job id (else from the rank meta records)"),
+    ("status", "text", "collector", "ok, failed, incomplete, running, pending or not_run"),
+    ("error_message", "text", "meta", "error message of the lowest failed rank"),
+]
+_PROVENANCE = [
+    ("framework_version", "text", "meta", "framework versions of the ranks"),
+    ("backend", "text", "meta", "communication backend that ran (rank meta records), else planned"),
+    ("device_name", "text", "meta", "device names of the ranks"),
+    ("ddlbench_version", "text", "meta", "ddlbench versions that wrote the logs"),
+    ("hosts", "text", "meta", "hosts of the ranks"),
+    ("n_hosts", "int", "meta", "number of distinct hosts"),
+    ("start_time", "float", "meta", "earliest rank start (Unix s)"),
+]
+_RUN_METRICS = [
+    ("samples_measured", "float", "run metric", "sum over ranks of the measured samples"),
+    ("window_start", "float", "run metric", "earliest measured step start over ranks (Unix s)"),
+    ("window_end", "float", "run metric", "latest measured step end over ranks (Unix s)"),
+    ("measure_time_s", "float", "run metric", "`window_end - window_start`"),
+    ("throughput", "float", "run metric", "global throughput: samples_measured / measure_time_s"),
+    ("throughput_per_device", "float", "run metric", "throughput / world_size"),
+    (
+        "throughput_rank0_x_n",
+        "float",
+        "run metric",
+        "rank 0's throughput x world_size (for comparison only)",
+    ),
+    (
+        "step_time_median_s",
+        "float",
+        "run metric",
+        "median over ranks of the per-rank median step time",
+    ),
+    ("step_time_jitter_s", "float", "run metric", "median over ranks of the per-rank jitter"),
+    (
+        "straggler_index",
+        "float",
+        "run metric",
+        "the straggler index flagged: compute_straggler_index where the workload logs "
+        "compute_s, else step_straggler_index",
+    ),
+    (
+        "straggler_metric",
+        "text",
+        "run metric",
+        "which index straggler_index is: `compute` or `step`",
+    ),
+    (
+        "step_straggler_index",
+        "float",
+        "run metric",
+        "max over ranks / median over ranks of the per-rank median step time",
+    ),
+    (
+        "compute_straggler_index",
+        "float",
+        "run metric",
+        "the same ratio over the per-rank median compute_s",
+    ),
+    (
+        "slowest_rank",
+        "int",
+        "run metric",
+        "the rank with the highest value of the straggler metric; null when tied",
+    ),
+    ("slowest_host", "text", "run metric", "that rank's host"),
+    (
+        "slowest_ranks",
+        "text",
+        "run metric",
+        "up to three ranks slower than the median rank, slowest first: `rank@host value`",
+    ),
+    ("params_consistent", "flag", "run metric", "all ranks report the same param_sha256"),
+    ("final_accuracy", "float", "run metric", "final accuracy (lowest rank whose summary has it)"),
+    ("best_accuracy", "float", "run metric", "best accuracy (lowest rank whose summary has it)"),
+    ("time_to_accuracy_s", "float", "run metric", "time to target accuracy (lowest rank with it)"),
+    ("final_loss", "float", "run metric", "final loss (lowest rank whose summary has it)"),
+]
+_RUN_TAIL = [
+    ("problems", "text", "collector", "everything suspicious about the run, in words"),
+    ("stderr_tail", "text", "log files", "last lines of the newest stderr file (runs not ok)"),
+]
+RUNS = _table(_PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL)
+RUN_METRICS = _table(_RUN_METRICS)
+
+# ------------------------------------------------------------------ ranks.parquet
+
+_META = [
+    ("host", "text", "meta", "host name"),
+    ("local_rank", "int", "meta", "rank on its node"),
+    ("node_rank", "int", "meta", "node index"),
+    ("world_size", "int", "meta", "ranks of the job as the rank saw it"),
+    ("pid", "int", "meta", "process id"),
+    ("device", "text", "meta", "gpu or cpu"),
+    ("device_name", "text", "meta", "device model"),
+    ("framework", "text", "meta", "framework"),
+    ("workload", "text", "meta", "workload module"),
+    ("framework_version", "text", "meta", "framework version"),
+    ("backend", "text", "meta", "communication backend"),
+    ("model", "text", "meta", "model"),
+    ("param_count", "int", "meta", "model parameters"),
+    ("batch_size", "int", "meta", "per-device batch"),
+    ("global_batch_size", "int", "meta", "global batch"),
+    ("precision", "text", "meta", "precision that ran"),
+    ("precision_requested", "text", "meta", "precision asked for, when it could not be used"),
+    ("repeat", "int", "meta", "repeat number"),
+    ("mode", "text", "meta", "mode"),
+    ("slurm_job_id", "text", "meta", "Slurm job id"),
+    ("slurm_nodelist", "text", "meta", "Slurm node list"),
+    ("ddlbench_version", "text", "meta", "ddlbench version of the workload"),
+    ("python_version", "text", "meta", "Python version"),
+    ("format_version", "int", "meta", "log format version"),
+]
+_RANK_FILE = [
+    ("start_time", "float", "meta", "the meta record's `time` (Unix s)"),
+    ("meta_run_id", "text", "meta", "run id the meta record names"),
+    ("file", "text", "log files", "the log file used, relative to the campaign"),
+    ("duplicates", "count", "log files", "other files for the same run and rank (ignored)"),
+    ("truncated_lines", "count", "log files", "truncated last lines skipped"),
+    ("bad_lines", "count", "log files", "unreadable lines skipped"),
+    ("restarts", "count", "log files", "meta records after the first (a restarted rank)"),
+    ("has_summary", "bool", "log files", "the rank wrote its summary"),
+]
+_SUMMARY = [
+    ("status", "text", "summary status (ok, target_not_reached)"),
+    ("steps_measured", "float", "measured steps"),
+    ("samples_measured", "float", "measured samples"),
+    ("measure_time_s", "float", "measured window (s)"),
+    ("throughput", "float", "the rank's own samples/s"),
+    ("final_loss", "float", "final loss"),
+    ("final_accuracy", "float", "final accuracy"),
+    ("best_accuracy", "float", "best accuracy"),
+    ("time_to_accuracy_s", "float", "time to target accuracy"),
+    ("param_sum", "float", "sum of the final parameters"),
+    ("param_sha256", "text", "digest of the final parameters"),
+]
+_RANK_REST = [
+    ("has_error", "bool", "log files", "the rank wrote an error record"),
+    ("error_message", "text", "log files", "its first error message"),
+    ("evals", "count", "log files", "eval records"),
+    ("allreduce_records", "count", "log files", "allreduce records"),
+]
+_RANK_STATS = [
+    ("steps", "count", "steps", "step records (warmup included)"),
+    ("steps_measured", "count", "steps", "measured step records"),
+    ("samples_measured", "count", "steps", "sum of samples over the measured steps"),
+    ("t_first", "float", "steps", "first measured t_start (Unix s)"),
+    ("t_last", "float", "steps", "last measured t_end (Unix s)"),
+    ("measure_time_s", "float", "steps", "`t_last - t_first`"),
+    ("throughput", "float", "steps", "samples_measured / measure_time_s"),
+    ("step_time_mean_s", "float", "steps", "mean step time"),
+    ("step_time_p5_s", "float", "steps", "5th percentile of the step times"),
+    ("step_time_p25_s", "float", "steps", "25th percentile"),
+    ("step_time_median_s", "float", "steps", "median step time"),
+    ("step_time_p75_s", "float", "steps", "75th percentile"),
+    ("step_time_p95_s", "float", "steps", "95th percentile"),
+    ("step_time_mad_s", "float", "steps", "median absolute deviation of the step times"),
+    ("step_time_jitter_s", "float", "steps", "1.4826 x MAD"),
+    ("compute_median_s", "float", "steps", "median compute_s (when logged)"),
+    ("comm_median_s", "float", "steps", "median comm_s (when logged)"),
+]
+META = _table(_META)
+SUMMARY = _table([(f"summary_{n}", k, "summary", m) for n, k, m in _SUMMARY])
+RANK_STATS = _table(_RANK_STATS)
+RANKS = _table(
+    [("run_id", "text", "plan", "run id"), ("rank", "count", "meta", "global rank")]
+    + _META
+    + _RANK_FILE
+    + [(c.name, c.kind, c.source, c.meaning) for c in SUMMARY]
+    + _RANK_REST
+    + _RANK_STATS
+)
+
+# ------------------------------------------------------------------ records and files
+
+EVALS = _table(
+    [
+        ("run_id", "text", "plan", "run id"),
+        ("rank", "count", "meta", "rank"),
+        ("epoch", "float", "log files", "epoch"),
+        ("t", "float", "log files", "time of the eval (Unix s)"),
+        ("elapsed_s", "float", "log files", "seconds since the run started"),
+        ("accuracy", "float", "log files", "top-1 accuracy"),
+        ("loss", "float", "log files", "loss"),
+        ("samples", "float", "log files", "samples evaluated"),
+    ]
+)
+ALLREDUCE = _table(
+    [
+        ("run_id", "text", "plan", "run id"),
+        ("rank", "count", "meta", "rank"),
+        ("bytes", "int", "log files", "message size"),
+        ("dtype", "text", "log files", "element type"),
+        ("iters", "float", "log files", "timed iterations"),
+        ("time_s", "float", "log files", "the rank's median time of one allreduce"),
+        ("algbw_gbps", "float", "log files", "the rank's algorithm bandwidth (GB/s)"),
+        ("busbw_gbps", "float", "log files", "the rank's bus bandwidth (GB/s)"),
+    ]
+)
+FILES = _table(
+    [
+        ("file", "text", "log files", "log file, relative to the campaign"),
+        ("run_id", "text", "log files", "run the file belongs to"),
+        ("rank", "int", "log files", "rank its meta record names"),
+        ("size", "count", "log files", "bytes"),
+        ("status", "text", "log files", "used, duplicate or no_meta"),
+        ("format_version", "int", "log files", "log format version"),
+        ("steps", "count", "log files", "step records"),
+        ("truncated_lines", "count", "log files", "truncated last lines skipped"),
+        ("bad_lines", "count", "log files", "unreadable lines skipped"),
+        ("restarts", "count", "log files", "meta records after the first"),
+        ("line_by_line", "bool", "log files", "read line by line (the fast path refused it)"),
+    ]
+)
+
+TABLES: Dict[str, Tuple[Column, ...]] = {
+    "runs.parquet, runs.csv": RUNS,
+    "ranks.parquet": RANKS,
+    "evals.parquet": EVALS,
+    "allreduce.parquet": ALLREDUCE,
+    "files.parquet": FILES,
+}
+
+
+def names(cols: Sequence[Column]) -> List[str]:
+    return [c.name for c in cols]
+
+
+def of_kind(cols: Sequence[Column], *kinds: str) -> List[str]:
+    return [c.name for c in cols if c.kind in kinds]
+
+
+# ------------------------------------------------------------------ the column reference
+
+
+def markdown() -> str:
+    """``docs/columns.md``."""
+    out = [
+        "# Columns of the collected data",
+        "",
+        "<!-- generated by `python -m ddlbench.collect.columns --markdown`: do not edit -->",
+        "",
+        "`ddlbench collect` writes these tables to `results/<campaign>/data/`; formulas are in",
+        "[metrics](metrics.md). Types are Arrow types; `int64?` and `bool?` may be null.",
+        "",
+        "Sources:",
+        "",
+    ]
+    out += [f"- **{name}**: {what}" for name, what in SOURCES.items()]
+    for title, cols in TABLES.items():
+        out += [
+            "",
+            f"## `{title}`",
+            "",
+            "| column | type | source | meaning |",
+            "|---|---|---|---|",
+        ]
+        for c in cols:
+            nullable = "?" if c.kind in ("int", "flag") else ""
+            meaning = c.meaning.replace("|", "\\|")
+            out.append(f"| `{c.name}` | {c.arrow_type}{nullable} | {c.source} | {meaning} |")
+    out += [
+        "",
+        "`steps.parquet` has one row per rank per step: `run_id` (dictionary), `rank`, then the",
+        "step record's fields as in the [log format](log-format.md).",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv) != ["--markdown"]:
+        sys.stderr.write("usage: python -m ddlbench.collect.columns --markdown\n")
+        return 2
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
