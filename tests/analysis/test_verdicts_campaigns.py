@@ -15,8 +15,8 @@ from ddlbench.analyse.large_batch import margin_table
 from ddlbench.analyse.scaling_model import build, fit_alpha_beta
 from ddlbench.cli import main
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.collect.synth import SynthRun, write_campaign
 from ddlbench.report.render import build_report
+from tests.support.synth import SynthRun, write_campaign
 
 
 def _runs(layout_times, batch=32, **kw):
