@@ -253,11 +253,14 @@ def _step_cell(r) -> str:
     v = r.get("step_verdict")
     if _missing(v) or not v:
         return ""
-    return f"{v} ({fint(r['step_from'])} -> {fint(r['devices'])}: {fpct(r['gain'])})"
+    gain = "-" if _missing(r["gain"]) else f"{100 * float(r['gain']):+.1f} %"
+    return f"{v} ({fint(r['step_from'])} -> {fint(r['devices'])}: {gain})"
 
 
 def _eff_ci(r) -> str:
     lo = r.get("efficiency_ci95_low")
+    if not _missing(r.get("base_devices")) and r["devices"] == r["base_devices"]:
+        return "(base)"
     return "-" if _missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
 
 
