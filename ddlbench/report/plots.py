@@ -440,7 +440,7 @@ def busbw_figure(ar: pd.DataFrame):
 @styled
 def model_figure(pred: pd.DataFrame):
     """Predicted (line) against measured (markers) throughput and efficiency per series."""
-    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.08)
+    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.09)
     for i, (_sid, g) in enumerate(pred.groupby("series", sort=True)):
         g = g.sort_values("devices")
         color = PALETTE[i % len(PALETTE)]
@@ -461,7 +461,9 @@ def model_figure(pred: pd.DataFrame):
         _log2_devices(a, pred["devices"].tolist())
         a.set_xlabel("devices (workers)")
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("global throughput (samples/s)")
     ax2.set_ylabel("scaling efficiency (%)")
     ax2.set_ylim(0, 110)
