@@ -217,7 +217,7 @@ def _step(c_base, f, fits, n, gpn, grad_bytes, scale) -> float:
 
 
 def _overlap(p, inputs, fits, grad_bytes):
-    vals = []
+    vals, ratios = [], []
     for _, r in p[p["devices"] > 1].iterrows():
         gi = _group_inputs(inputs, r["group"])
         comm = gi.get("comm_median_s", math.nan)
@@ -228,8 +228,16 @@ def _overlap(p, inputs, fits, grad_bytes):
         t_ar = allreduce_time(fits, n, nodes, grad_bytes)
         if t_ar > 0:
             vals.append(min(max(1 - float(comm) / t_ar, 0.0), 1.0))
+            ratios.append(float(comm) / t_ar)
     if vals:
-        return float(np.median(vals)), "1 - logged exposed comm_s / predicted allreduce time"
+        how = "1 - logged exposed comm_s / predicted allreduce time"
+        ratio = float(np.median(ratios))
+        if ratio > 1:
+            how += (
+                f"; the logged exposed communication is {ratio:.1f}x the allreduce model's "
+                "time: ranks wait for each other (imbalance, contention) beyond the allreduce"
+            )
+        return float(np.median(vals)), how
     return 0.0, "no comm_s logged: no overlap assumed"
 
 
