@@ -194,3 +194,25 @@ def test_large_batch_pipeline_reports_cis_and_the_margin_sentence(results):
     md = build_report(d.campaign_dir, formats=["md"], data=d).files["md"].read_text()
     assert "within 1 point of the small-batch baseline" in md
     assert "95 % CI (mean)" in md
+
+
+def test_large_batch_mini_spec_plans_the_study():
+    # the pipeline, not the research result: >= 4 global batches from ranks x per-rank
+    # batch, the learning rate scaled linearly, both arms, repeats, on the local executor
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[2] / "configs" / "large-batch-mini.yaml"
+    r = CliRunner().invoke(main, ["plan", str(spec), "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    assert plan["scheduler"] == "local"
+    runs = plan["runs"]
+    gbs = sorted({x["global_batch_size"] for x in runs})
+    assert len(gbs) >= 4
+    assert all(x["global_batch_size"] == x["world_size"] * x["batch_size"] for x in runs)
+    base = min(runs, key=lambda x: x["global_batch_size"])
+    for x in runs:
+        ratio = x["global_batch_size"] / base["global_batch_size"]
+        assert x["lr"] == pytest.approx(base["lr"] * ratio)
+    assert {x["variant"] for x in runs} == {"warmup", "nowarmup"}
+    assert len({x["repeat"] for x in runs}) >= 3
