@@ -99,6 +99,12 @@ def command(
     ctx.exit(1 if regressed else 0)
 
 
+def _p(v) -> str:
+    if _num(v) is None:
+        return "-"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
 def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -> None:
     from rich.table import Table
 
@@ -126,7 +132,7 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
             "-" if math.isnan(r["new_median"]) else f"{r['new_median']:,.1f}",
             "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
             "-" if ov is None else ("yes" if ov else "no"),
-            "-" if _num(r["p_value"]) is None else f"{r['p_value']:.3f}",
+            _p(r["p_value"]),
             (f"[{st}]{r['verdict']}[/]" if st else r["verdict"])
             + (f" ({r['reason']})" if r["verdict"] == "inconclusive" and r["reason"] else ""),
         )
