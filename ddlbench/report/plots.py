@@ -213,20 +213,17 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
             markersize=5,
             label=f"{s['label']} (base N={int(s['base_devices'])})",
         )
-        knee = s.get("knee_devices")
-        if knee is not None and not (isinstance(knee, float) and math.isnan(knee)):
-            kp = p[p["devices"] == knee]
-            if len(kp):
-                ax.plot(
-                    kp["devices"],
-                    100 * kp["efficiency"],
-                    marker="*",
-                    markersize=16,
-                    color=st["color"],
-                    markeredgecolor="black",
-                    linestyle="none",
-                    zorder=5,
-                )
+        if "efficiency_ci95_low" in p:
+            ci = p[p["efficiency_ci95_low"].notna() & (p["devices"] != s["base_devices"])]
+            ax.vlines(
+                ci["devices"],
+                100 * ci["efficiency_ci95_low"],
+                100 * ci["efficiency_ci95_high"],
+                color=st["color"],
+                linewidth=1.2,
+                alpha=0.7,
+            )
+        _mark_knee(ax, s, p, threshold, st["color"])
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -247,15 +244,58 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     ax.set_ylim(ymin, ymax)
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_title("Scaling efficiency vs devices (star: knee, last scale at or above threshold)")
+    ax.set_title(
+        "Scaling efficiency vs devices (95 % CI; star: knee; bar on the threshold: knee range)",
+        fontsize=10,
+    )
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         handles.append(
             Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
         )
         labels.append("knee")
+        if "knee_low" in series and (series["knee_low"] != series["knee_high"]).any():
+            handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
+            labels.append("knee range (the data cannot tell)")
         ax.legend(handles, labels, loc="lower left", frameon=True)
     return fig
+
+
+def _missing_value(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _mark_knee(ax, s, p, threshold: float, color) -> None:
+    """A star at the knee when the data place it; a bar along the threshold from the
+    confident lower end to the upper end when they only bound it."""
+    lo, hi = s.get("knee_low"), s.get("knee_high")
+    if _missing_value(lo):
+        lo = hi = s.get("knee_devices")
+    if _missing_value(lo):
+        return
+    if lo == hi:
+        kp = p[p["devices"] == lo]
+        if len(kp):
+            ax.plot(
+                kp["devices"],
+                100 * kp["efficiency"],
+                marker="*",
+                markersize=16,
+                color=color,
+                markeredgecolor="black",
+                linestyle="none",
+                zorder=5,
+            )
+        return
+    ax.plot(
+        [lo, hi],
+        [100 * threshold] * 2,
+        color=color,
+        linewidth=5,
+        alpha=0.45,
+        solid_capstyle="butt",
+        zorder=4,
+    )
 
 
 @styled

@@ -597,7 +597,10 @@ FIGURE_TEXT = {
     ),
     "efficiency": (
         "Scaling efficiency vs devices",
-        "eff(N) = (throughput(N)/N) / (throughput(base)/base); the star marks the knee.",
+        "eff(N) = (throughput(N)/N) / (throughput(base)/base) from the medians; vertical "
+        "lines: its 95 % confidence interval (ratio of means, delta method); the star marks "
+        "the knee where the data place it, a thick bar on the threshold line the range of N "
+        "the knee lies in when they do not (docs/metrics.md, Verdicts).",
     ),
     "ranks": (
         "Per-rank step times of the largest run",
