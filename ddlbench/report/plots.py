@@ -400,9 +400,7 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("global batch size (samples)")
     ax.set_ylabel("final validation accuracy (%)")
-    ax.set_title(
-        "Accuracy vs global batch (linear LR scaling, warmup vs none, 95 % CI)"
-    )
+    ax.set_title("Accuracy vs global batch (linear LR scaling, warmup vs none, 95 % CI)")
     ax.legend(loc="lower left")
     return fig
 
