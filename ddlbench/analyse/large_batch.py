@@ -99,7 +99,7 @@ def sentences(table: pd.DataFrame, margin: float, confidence: float) -> List[str
         parts = [_arm_text(a, g[g["warmup"] == a]) for a in sorted(g["warmup"].unique())]
         out.append(
             f"{fw} {model}, within {pts} of the small-batch baseline "
-            f"({100 * first['baseline_accuracy']:.2f} % at global batch "
+            f"(mean {100 * first['baseline_accuracy']:.2f} % at global batch "
             f"{int(first['baseline_batch'])}; one-sided Welch tests, "
             f"{100 * confidence:g} % confidence): " + "; ".join(parts) + "."
         )
