@@ -80,6 +80,17 @@ CONFIG_FIELDS = [
 ]
 
 
+def _identity_run(g: pd.DataFrame) -> pd.Series:
+    """The run whose fields describe a configuration (``g``: its runs, by repeat).
+
+    Every run carries the configuration's planned fields (the collector takes them from the
+    plan, so a repeat that never ran has them too); the lowest repeat that ran is preferred,
+    because fields such as ``precision`` and ``backend`` say what ran when a run could not use
+    the planned setting (a result is never labelled with a setting that did not run)."""
+    ran = g[g["ranks_present"].fillna(0) > 0] if "ranks_present" in g else g
+    return (ran if len(ran) else g).iloc[0]
+
+
 def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Statistics over the repeats of every configuration (``group``).
 
@@ -90,7 +101,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         return pd.DataFrame()
     for group, g in runs.groupby("group", sort=True):
         g = g.sort_values("repeat")
-        first = g.iloc[0]
+        first = _identity_run(g)
         row = {"group": group}
         for c in CONFIG_FIELDS:
             row[c] = first.get(c)
@@ -336,6 +347,8 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
 
 
 def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """Runs with a straggler index, worst first. The index is the compute-time one wherever
+    the workload logs ``compute_s`` (``straggler_metric``), else the step-time one."""
     if not len(runs) or "straggler_index" not in runs:
         return pd.DataFrame()
     s = runs[runs["straggler_index"].notna()].copy()
@@ -347,6 +360,8 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         "world_size",
         "status",
         "straggler_index",
+        "straggler_metric",
+        "step_straggler_index",
         "compute_straggler_index",
         "straggler",
         "step_time_median_s",
@@ -484,6 +499,8 @@ def allreduce_table(runs: pd.DataFrame, ar: pd.DataFrame) -> pd.DataFrame:
     n = per["world_size"].astype(float)
     per["algbw_gbps"] = per["bytes"].astype(float) / per["time_s"] / 1e9
     per["busbw_gbps"] = per["algbw_gbps"] * 2 * (n - 1) / n
+    # one rank communicates nothing: its "allreduce" is a local copy, not a bandwidth
+    per.loc[n <= 1, ["algbw_gbps", "busbw_gbps"]] = math.nan
     out = per.groupby(["group", "bytes"], as_index=False).agg(
         framework=("framework", "first"),
         workload=("workload", "first"),

@@ -311,7 +311,7 @@ def write_data(data: CampaignData) -> Path:
         "allreduce": data.allreduce,
         "files": data.files,
     }
-    files_io.write_tables(out, frames, data.info)
+    files_io.write_tables(out, frames)
     if steps_written is not None:
         steps_written()
     files_io.write_info(out, data.info)

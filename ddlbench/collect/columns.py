@@ -91,7 +91,7 @@ _PLAN_RUN = [
     ("run_dir", "text", "plan", "run folder, relative to the campaign"),
     ("data_kind", "text", "plan", "data set kind (synthetic, digits, mnist, imagefolder)"),
     ("data", "text", "plan", "data settings as JSON"),
-    ("in_manifest", "bool", "collector", "listed in campaign.json (false: a stray run folder)"),
+    ("in_manifest", "bool", "collector", "in the manifest (false: a stray run folder)"),
     (
         "device",
         "text",

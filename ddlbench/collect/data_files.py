@@ -61,7 +61,7 @@ def start_steps_write(data_dir: Path, steps: pa.Table) -> Callable[[], None]:
     return wait
 
 
-def write_tables(out: Path, frames: dict, info: dict) -> None:
+def write_tables(out: Path, frames: dict) -> None:
     """The tables (``frames``: name -> DataFrame), runs.csv, then collect.json."""
     for name in TABLES:
         table = pa.Table.from_pandas(frames[name], preserve_index=False)

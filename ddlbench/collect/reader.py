@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ddlbench.campaign.paths import RANK_LOG_GLOB
+
 from .errors import LogFormatError
 
 SUPPORTED_VERSIONS = (1,)
@@ -44,7 +46,8 @@ STEP_FIELDS: List[Tuple[str, pa.DataType]] = [
 STEP_SCHEMA = pa.schema(STEP_FIELDS)
 PARSE_SCHEMA = pa.schema([("type", pa.string())] + STEP_FIELDS)
 
-_RANK_RE = re.compile(r"rank-(\d+)")
+#: the rank in a rank log's file name (``rank-<k>.jsonl``, campaign.paths.RANK_LOG_GLOB)
+_RANK_RE = re.compile(re.escape(RANK_LOG_GLOB).replace(r"\*", r"(\d+)"))
 _BLOCK = 16 << 20  # pyarrow block size: big blocks parse fastest; two cores share the blocks
 
 

@@ -89,6 +89,11 @@ def ftext(v) -> str:
     return "" if _missing(v) else str(v)
 
 
+def fdevices(n) -> str:
+    """``1 device``, ``8 devices``."""
+    return f"{fint(n)} device" + ("" if not _missing(n) and int(n) == 1 else "s")
+
+
 def fbytes(v) -> str:
     if _missing(v):
         return "-"
@@ -147,8 +152,8 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
             ]
             tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
             out.append(
-                f"{r['label']}: {fnum(tp)} samples/s on {_devices(r['max_devices'])} "
-                f"({fsig(r.get('speedup_at_max'))}x the {_devices(r['base_devices'])} base, "
+                f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
+                f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
                 f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
                 f"{help_sentence(r)}."
             )
@@ -166,12 +171,18 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
         st = a.stragglers[a.stragglers["straggler"]]
         if len(st):
             w = st.iloc[0]
+            who = (
+                f"rank {fint(w['slowest_rank'])} on {w['slowest_host']}"
+                if not _missing(w["slowest_rank"])
+                else "no single slowest rank"
+            )
+            metric = "compute time" if w.get("straggler_metric") == "compute" else "step time"
             out.append(
                 f"{len(st)} run(s) with a straggler (index above "
-                f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, rank "
-                f"{fint(w['slowest_rank'])} on {w['slowest_host']} "
-                f"({fsig(w['straggler_index'])}x the median rank)."
+                f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, {who} "
+                f"({fsig(w['straggler_index'])}x the median rank's {metric})."
             )
+    out += _mismatch_lines(a.runs)
     if len(a.convergence):
         c = a.convergence
         best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
@@ -181,20 +192,19 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
                 f"({best['group']}, global batch {fint(best['global_batch_size'])})."
             )
         out.extend(_large_batch_sentences(a))
-    if len(a.allreduce):
+    if len(a.allreduce) and a.allreduce["busbw_gbps"].notna().any():
         top = a.allreduce.loc[a.allreduce["busbw_gbps"].idxmax()]
         out.append(
             f"Allreduce: highest bus bandwidth {fsig(top['busbw_gbps'])} GB/s "
             f"({top['group']}, {fbytes(top['bytes'])} messages)."
         )
+    if len(a.allreduce) and (a.allreduce["world_size"] <= 1).any():
+        single = sorted(set(a.allreduce.loc[a.allreduce["world_size"] <= 1, "group"]))
+        out.append(f"Allreduce on 1 rank ({', '.join(single)}): no communication with 1 rank.")
     for w in data.info.get("warnings", []):
         if "run(s)" not in w:  # run counts are in the first line already
             out.append(f"Data: {w}.")
     return out
-
-
-def _devices(n) -> str:
-    return "-" if _missing(n) else f"{int(n)} device" + ("" if int(n) == 1 else "s")
 
 
 def knee_sentence(r, settings: Settings) -> str:
@@ -276,6 +286,39 @@ def _large_batch_sentences(a: Analysis) -> List[str]:
 def _acc_ci(r) -> str:
     lo = r.get("final_accuracy_ci95_low")
     return "-" if _missing(lo) else f"{fpct(lo, 2)} - {fpct(r['final_accuracy_ci95_high'], 2)}"
+
+
+def _mismatch_lines(runs) -> List[str]:
+    """One sentence per kind of planned-vs-actual mismatch (results are labelled by what ran)."""
+    if not len(runs) or "mismatches" not in runs or runs["mismatches"].isna().all():
+        return []
+    bad = runs[runs["mismatches"].notna()]
+    out = []
+    for text, g in bad.groupby("mismatches", sort=True):
+        ids = ", ".join(g["run_id"].head(4)) + ("..." if len(g) > 4 else "")
+        out.append(
+            f"{len(g)} run(s) did not run as planned ({text}): {ids}; they are reported "
+            "with what ran."
+        )
+    return out
+
+
+def profile_text(cluster: dict) -> str:
+    """The cluster profile in words: its settings as ``key value`` pairs (nested ones dotted),
+    leaving out empty ones and the per-framework environments."""
+    parts = []
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k in value:
+                if k not in ("environments", "env", "description"):
+                    walk(f"{prefix}{k}.", value[k])
+        elif value not in (None, "", [], {}):
+            text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(f"{prefix[:-1]} {text}")
+
+    walk("", cluster)
+    return "; ".join(parts)
 
 
 def _tables(a: Analysis) -> Dict[str, List[Table]]:
@@ -360,19 +403,32 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                         ),
                         True,
                     ),
+                    (
+                        "95 % CI of median",
+                        lambda r: (
+                            "-"
+                            if _missing(r["throughput_median_ci95_low"])
+                            else _range(
+                                r["throughput_median_ci95_low"], r["throughput_median_ci95_high"]
+                            )
+                        ),
+                        True,
+                    ),
                     ("CV", lambda r: fpct(r["throughput_cv"], 2), True),
                     ("noisy", lambda r: "NOISY" if r["noisy"] else "", False),
                     ("step time ms", lambda r: fms(r["step_time_median_s"]), True),
                     ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
                 ],
                 c,
+                note="Step time and jitter: medians over the complete repeats of each run's "
+                "figure (itself the median over ranks). The CI of the median needs 6 repeats.",
                 flag=lambda r: bool(r["noisy"]),
             )
         ]
     if len(a.stragglers):
         comp = (
-            [("compute index", lambda r: fsig(r["compute_straggler_index"], 4), True)]
-            if a.stragglers["compute_straggler_index"].notna().any()
+            [("step-time index", lambda r: fsig(r["step_straggler_index"], 4), True)]
+            if (a.stragglers["straggler_metric"] == "compute").any()
             else []
         )
         t["stragglers"] = [
@@ -383,6 +439,7 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("N", lambda r: fint(r["world_size"]), True),
                     ("status", lambda r: ftext(r["status"]), False),
                     ("straggler index", lambda r: fsig(r["straggler_index"], 4), True),
+                    ("by", lambda r: ftext(r["straggler_metric"]), False),
                     *comp,
                     ("median step ms", lambda r: fms(r["step_time_median_s"]), True),
                     ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
@@ -393,6 +450,9 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ),
                 ],
                 a.stragglers.head(15),
+                note="The index is max/median over ranks of the per-rank median compute time "
+                "where the workload logs it (by: compute; synchronous training evens out step "
+                "times), else of the step time (by: step). Ranks tied at the top are not named.",
                 flag=lambda r: bool(r["straggler"]),
             )
         ]
@@ -427,7 +487,7 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
         ar = a.allreduce
         t["allreduce"] = []
         for value, what in (("busbw_gbps", "bus"), ("algbw_gbps", "algorithm")):
-            piv = ar.pivot_table(index="bytes", columns="group", values=value)
+            piv = ar.pivot_table(index="bytes", columns="group", values=value, dropna=False)
             short = {}
             for g, r in ar.groupby("group").first().iterrows():
                 nodes = int(r["nodes"]) if not _missing(r["nodes"]) else 1
@@ -435,9 +495,13 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                 short[g] = f"{r['framework']} {nodes}x{per}"
             if len(set(short.values())) < len(short):
                 short = {g: g for g in short}
+            single = set(ar.loc[ar["world_size"] <= 1, "group"])
             spec = [("message size", lambda r: fbytes(r.name), True)]
             for g in piv.columns:
-                spec.append((short.get(g, g), lambda r, g=g: fsig(r[g]), True))
+                if g in single:
+                    spec.append((short.get(g, g), lambda r: "no communication with 1 rank", False))
+                else:
+                    spec.append((short.get(g, g), lambda r, g=g: fsig(r[g]), True))
             rows = [[f(r) for _, f, _ in spec] for _, r in piv.iterrows()]
             t["allreduce"].append(
                 Table(
@@ -533,12 +597,12 @@ def _provenance(a: Analysis) -> List[tuple]:
     rows = [
         ("campaign", p.get("campaign")),
         ("created", p.get("created")),
-        ("cluster", ", ".join(f"{k}={v}" for k, v in cl.items()) if isinstance(cl, dict) else cl),
+        ("cluster", profile_text(cl) if isinstance(cl, dict) else cl),
         ("frameworks (version)", "; ".join(p.get("frameworks", []))),
         ("workloads", ", ".join(p.get("workloads", []))),
         ("communication backends", ", ".join(p.get("backends", []))),
         ("devices", ", ".join(p.get("device_names", []))),
-        ("largest complete run", f"{p.get('largest_run_devices')} devices"),
+        ("largest complete run", fdevices(p.get("largest_run_devices"))),
         ("devices per node", ", ".join(p.get("devices_per_node", [])) or "-"),
         ("nodes", f"{len(p.get('hosts', []))}: {_short_list(p.get('hosts', []))}"),
         ("Slurm job ids", _short_list(p.get("job_ids", []))),

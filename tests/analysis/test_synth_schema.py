@@ -55,3 +55,22 @@ def test_every_synthetic_record_validates(tmp_path):
     for run in manifest["runs"]:
         assert run["group"] == run["run_id"].rsplit("-r", 1)[0]
         assert (camp / run["run_dir"] / "run.json").is_file()
+
+
+def test_synthetic_campaigns_come_from_the_real_writers(tmp_path):
+    from ddlbench.campaign.manifest import load_campaign
+    from ddlbench.render.campaign import read_run_config
+
+    runs = [SynthRun(nodes=1, tasks_per_node=2, repeat=r, not_run=(r == 0)) for r in range(2)] + [
+        SynthRun(model="lenet", mode="convergence", epochs=2, measure_steps=4, warmup_steps=0)
+    ]
+    camp = load_campaign(write_campaign(tmp_path, "real", runs))
+    assert [r.run_id for r in camp.runs] == [r.run_id for r in runs]
+    for info, run in zip(camp.runs, runs):
+        assert info.script.is_file()
+        assert info.run_dir.is_dir() != run.not_run
+        if not run.not_run:  # the run.json a started job wrote is the one its script carries
+            started = json.loads((info.run_dir / "run.json").read_text())
+            info.run_dir.joinpath("run.json").unlink()
+            assert started == read_run_config(info.run_dir, info.script)
+            assert started["model"] == run.spec_model and started["mode"] == run.mode

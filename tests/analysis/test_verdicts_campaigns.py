@@ -216,3 +216,15 @@ def test_large_batch_mini_spec_plans_the_study():
         assert x["lr"] == pytest.approx(base["lr"] * ratio)
     assert {x["variant"] for x in runs} == {"warmup", "nowarmup"}
     assert len({x["repeat"] for x in runs}) >= 3
+
+
+def test_past_the_peak_is_a_no(results):
+    # the strong-scaling sweep of the configuration-identity test: peak at N=4, 35 % efficient
+    # at N=8, the lowest repeat at N=8 never ran; no noise, so the drop is certain
+    from tests.analysis.test_configuration_identity import _strong_sweep
+
+    a = analyse(collect_campaign(write_campaign(results, "strong", _strong_sweep())))
+    s = a.series.iloc[0]
+    assert s["max_devices"] == 8
+    assert s["more_devices_help"] == "no" and "a loss" in s["more_devices_reason"]
+    assert s["helps_up_to"] < 8

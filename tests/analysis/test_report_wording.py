@@ -1,0 +1,71 @@
+"""Report wording with known truth: singular devices, readable profile, 1-rank allreduce, CIs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ddlbench.analyse.analysis import analyse
+from ddlbench.collect.collector import collect_campaign
+from ddlbench.report.render import build_report, profile_text
+from tests.support.synth import SynthRun, write_campaign
+
+
+def test_one_device_is_singular_and_the_profile_is_readable(results):
+    runs = [SynthRun(repeat=r, measure_steps=4) for r in range(2)]
+    camp = write_campaign(results, "one", runs)
+    md = build_report(camp, formats=("md",)).files["md"].read_text()
+    assert "1 devices" not in md
+    assert "on 1 device " in md
+    cluster = md.split("| cluster |")[1].split("\n")[0]
+    assert "{" not in cluster and "'" not in cluster
+    assert "name synthcluster" in cluster and "slurm.partition gpu" in cluster
+
+
+def test_profile_text_flattens_and_leaves_out_empty_settings():
+    text = profile_text(
+        {"name": "c", "max_nodes": None, "slurm": {"partition": "p", "extra_sbatch": []}}
+        | {"environments": {"pytorch": {"venv": "/v"}}, "local": {"max_parallel": 2}}
+    )
+    assert text == "name c; slurm.partition p; local.max_parallel 2"
+
+
+def test_one_rank_allreduce_has_no_bandwidth(results):
+    sizes = [1 << 10, 1 << 20]
+    runs = [
+        SynthRun(mode="allreduce", model="allreduce", batch_size=1, allreduce_sizes=sizes),
+        SynthRun(
+            mode="allreduce",
+            model="allreduce",
+            batch_size=1,
+            tasks_per_node=2,
+            allreduce_sizes=sizes,
+        ),
+    ]
+    camp = write_campaign(results, "ar", runs)
+    a = analyse(collect_campaign(camp))
+    ar = a.allreduce.set_index("group")
+    one = ar.loc["pytorch-allreduce-n1x1"]
+    assert one["algbw_gbps"].isna().all() and one["busbw_gbps"].isna().all()
+    assert ar.loc["pytorch-allreduce-n1x2"]["busbw_gbps"].notna().all()
+    md = build_report(camp, formats=("md",)).files["md"].read_text()
+    assert "no communication with 1 rank" in md
+    assert not re.search(r"pytorch 1x1 \|[^\n]*\d GB", md)
+
+
+def test_median_ci_is_reported_with_six_repeats(results):
+    rates = [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]
+    runs = [
+        SynthRun(repeat=r, step_time=32 / rate, noise=0.0, repeat_noise=0.0, measure_steps=4)
+        for r, rate in enumerate(rates)
+    ]
+    camp = write_campaign(results, "six", runs)
+    a = analyse(collect_campaign(camp))
+    c = a.configs.iloc[0]
+    # n = 6: the distribution-free interval of the median is [min, max]
+    assert c["throughput_median_ci95_low"] == pytest.approx(100.0, rel=1e-6)
+    assert c["throughput_median_ci95_high"] == pytest.approx(105.0, rel=1e-6)
+    md = build_report(camp, formats=("md",)).files["md"].read_text()
+    assert "95 % CI of median" in md
+    assert "medians over the complete repeats" in md
