@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .stats import summarize
+from .verdicts import VerdictSettings, annotate_series
 
 
 @dataclass
@@ -23,6 +24,14 @@ class Settings:
     efficiency_threshold: float = 0.8  # knee: largest scale with efficiency >= this
     noise_threshold: float = 0.05  # a configuration is noisy when CV > this
     straggler_threshold: float = 1.10  # a run has a straggler when its index > this
+    min_gain: float = 0.05  # "more devices help" / compare: the smallest change that counts
+    alpha: float = 0.05  # one-sided significance level of the verdicts' tests
+    power: float = 0.80  # power of the repeat advice of inconclusive verdicts
+    confidence: float = 0.95  # of the efficiency interval that places the knee
+    accuracy_margin: float = 0.01  # large-batch study: accuracy points below the baseline
+
+    def verdicts(self) -> VerdictSettings:
+        return VerdictSettings(self.min_gain, self.alpha, self.power, self.confidence)
 
 
 @dataclass
@@ -224,6 +233,8 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
                 "tasks_per_node": r["tasks_per_node"],
                 "repeats": r["repeats"],
                 "throughput_median": t,
+                "throughput_mean": r.get("throughput_mean", math.nan),
+                "throughput_std": r.get("throughput_std", math.nan),
                 "ci95_low": r["throughput_ci95_low"],
                 "ci95_high": r["throughput_ci95_high"],
                 "per_device": t / n if n else math.nan,
@@ -246,14 +257,30 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
             srow["max_devices"] = pts[-1]["devices"]
             srow["efficiency_at_max"] = pts[-1]["efficiency"]
             srow["speedup_at_max"] = pts[-1]["speedup"]
-            ok = [p["devices"] for p in pts if p["efficiency"] >= settings.efficiency_threshold]
-            srow["knee_devices"] = max(ok) if ok else None
+            srow["knee_devices"] = _point_knee(pts, settings.efficiency_threshold)
             peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
             srow["peak_devices"] = peak["devices"]
             srow["peak_throughput"] = peak["throughput_median"]
             srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
+        annotate_series(
+            [p for p in points if p["series"] == sid],
+            srow,
+            settings.efficiency_threshold,
+            settings.verdicts(),
+        )
         series.append(srow)
     return pd.DataFrame(points), pd.DataFrame(series)
+
+
+def _point_knee(pts, threshold: float) -> Optional[int]:
+    """Largest N up to which every point's median efficiency is >= threshold (None when
+    not even the first step after the base is); the uncertainty is in knee_low/high."""
+    knee = None
+    for p in pts:
+        if p["efficiency"] < threshold:
+            break
+        knee = p["devices"]
+    return knee
 
 
 def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
@@ -420,6 +447,7 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
                 "target_accuracy": first["target_accuracy"],
                 "repeats": len(p),
                 "final_accuracy": float(p["final_accuracy"].median()) if len(p) else math.nan,
+                **_accuracy_stats(p["final_accuracy"]),
                 "best_accuracy": float(p["best_accuracy"].median()) if len(p) else math.nan,
                 "time_to_accuracy_s": float(p["time_to_accuracy_s"].median())
                 if len(p) and p["time_to_accuracy_s"].notna().any()
@@ -435,6 +463,18 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
             lambda w: "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
         )
     return groups.reset_index(drop=True), ev.reset_index(drop=True)
+
+
+def _accuracy_stats(acc: pd.Series) -> Dict[str, float]:
+    """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies (the interval
+    clipped to [0, 1], where accuracies live)."""
+    st = summarize(acc.to_numpy(dtype=float))
+    return {
+        "final_accuracy_mean": st["mean"],
+        "final_accuracy_std": st["std"],
+        "final_accuracy_ci95_low": max(st["ci95_low"], 0.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_high": min(st["ci95_high"], 1.0) if st["n"] >= 2 else math.nan,
+    }
 
 
 # ------------------------------------------------------------------ allreduce

@@ -1,13 +1,17 @@
 """``ddlbench compare``: throughput of the configurations two campaigns have in common.
 
 A configuration (``group``: the run id without its ``-r<repeat>`` suffix) regressed when its
-median throughput over complete repeats dropped by more than the threshold:
-``(new - base) / base < -threshold``. Whether the two 95 % confidence intervals of the mean
-overlap is reported next to it, as a hint of significance; it does not change the verdict.
+mean throughput over complete repeats dropped significantly (one-sided Welch test at
+``alpha``) AND by at least the threshold; ``unchanged`` needs the change to lie within
++/- threshold with confidence (two one-sided tests); anything else is ``inconclusive``, with
+the repeats a power calculation asks for (:mod:`ddlbench.analyse.verdicts`,
+``docs/metrics.md``). ``change`` is the change of the medians (the headline figure);
+``change_mean`` the change of the means that the tests are about.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
@@ -15,6 +19,7 @@ import pandas as pd
 
 from .analysis import Settings, config_stats
 from .stats import intervals_overlap
+from .verdicts import change_verdicts
 
 
 def parse_threshold(text: str) -> float:
@@ -33,10 +38,12 @@ def compare(
 ) -> pd.DataFrame:
     """One row per configuration of either campaign, with a ``verdict``:
 
-    ``regressed``, ``improved`` (beyond the threshold either way), ``unchanged``,
-    ``no data`` (no complete repeat in one of the two), ``only in base``, ``only in new``.
+    ``regressed``, ``improved`` (significant and beyond the threshold either way),
+    ``unchanged`` (within the threshold with confidence), ``inconclusive``, ``no data`` (no
+    complete repeat in one of the two), ``only in base``, ``only in new``.
     """
     settings = settings or Settings()
+    vs = dataclasses.replace(settings.verdicts(), min_gain=threshold)
     cb = config_stats(base.runs, settings)
     cn = config_stats(new.runs, settings)
     cb = cb[cb["mode"] != "allreduce"] if len(cb) else cb
@@ -50,11 +57,12 @@ def compare(
         rn = n.loc[g] if g in n.index else None
         for tag, r in (("base", rb), ("new", rn)):
             row[f"{tag}_repeats"] = int(r["repeats"]) if r is not None else 0
-            for k in ("median", "ci95_low", "ci95_high", "cv"):
+            for k in ("median", "mean", "std", "ci95_low", "ci95_high", "cv"):
                 row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
         row["world_size"] = (rb if rb is not None else rn)["world_size"]
         row["change"] = math.nan
         row["ci_overlap"] = None
+        row.update(change_mean=math.nan, p_value=math.nan, repeats_needed=math.nan, reason="")
         if rb is None:
             row["verdict"] = "only in new"
         elif rn is None:
@@ -68,18 +76,32 @@ def compare(
                 (row["base_ci95_low"], row["base_ci95_high"]),
                 (row["new_ci95_low"], row["new_ci95_high"]),
             )
-            if change < -threshold:
-                row["verdict"] = "regressed"
-            elif change > threshold:
-                row["verdict"] = "improved"
-            else:
-                row["verdict"] = "unchanged"
+            v = change_verdicts(
+                row["base_mean"],
+                row["base_std"],
+                row["base_repeats"],
+                row["new_mean"],
+                row["new_std"],
+                row["new_repeats"],
+                vs,
+            )[0]
+            row.update(
+                verdict=v.verdict,
+                change_mean=v.change,
+                p_value=v.p_value,
+                repeats_needed=v.repeats_needed,
+                reason=v.reason,
+            )
         rows.append(row)
     cols = [
         "group",
         "world_size",
         "verdict",
         "change",
+        "change_mean",
+        "p_value",
+        "reason",
+        "repeats_needed",
         "base_median",
         "new_median",
         "base_ci95_low",

@@ -39,7 +39,8 @@ Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the th
     "--threshold",
     default="5%",
     show_default=True,
-    help="A configuration regressed when its median throughput dropped by more than this.",
+    help="A configuration regressed when its throughput dropped significantly and by at "
+    "least this.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
@@ -47,11 +48,13 @@ Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the th
 def command(
     ctx: click.Context, base: str, new: str, results: Path, threshold: str, as_json: bool, quiet
 ) -> None:
-    """Compare the median throughput of every configuration that BASE and NEW share.
+    """Compare the throughput of every configuration that BASE and NEW share.
 
     A configuration is a run id without its -r<repeat> suffix. Each campaign is collected
-    first when its data is missing or stale. The 95 % confidence intervals (Student t, of the
-    mean over repeats) are shown with whether they overlap.
+    first when its data is missing or stale. Regressed: the drop is significant (one-sided
+    Welch test over repeats, alpha 0.05) and at least the threshold; unchanged: the change
+    lies within the threshold with confidence; otherwise inconclusive, with the number of
+    repeats that would decide (docs/metrics.md).
     """
     from ddlbench.analyse.compare import parse_threshold
     from ddlbench.errors import InputError
@@ -74,7 +77,7 @@ def command(
         b = ensure_collected(base_dir, run_states=store_states, progress=say)
         n = ensure_collected(new_dir, run_states=store_states, progress=say)
     df = compare(b, n, thr)
-    both = df[df["verdict"].isin(["regressed", "improved", "unchanged"])]
+    both = df[df["verdict"].isin(["regressed", "improved", "unchanged", "inconclusive"])]
     if not len(both):
         raise InputError(
             f"campaigns {b.name} and {n.name} have no configuration with complete runs in common"
@@ -97,6 +100,12 @@ def command(
     ctx.exit(1 if regressed else 0)
 
 
+def _p(v) -> str:
+    if _num(v) is None:
+        return "-"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
 def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -> None:
     from rich.table import Table
 
@@ -110,8 +119,9 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
         header_style="bold",
         pad_edge=False,
     )
-    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "CIs OVERLAP", "VERDICT"):
-        t.add_column(col, justify="right" if col in ("N", "BASE", "NEW", "CHANGE") else "left")
+    right = ("N", "BASE", "NEW", "CHANGE", "P")
+    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "CIs OVERLAP", "P", "VERDICT"):
+        t.add_column(col, justify="right" if col in right else "left")
     for _, r in df.iterrows():
         ch = r["change"]
         ov = r["ci_overlap"]
@@ -123,11 +133,14 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
             "-" if math.isnan(r["new_median"]) else f"{r['new_median']:,.1f}",
             "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
             "-" if ov is None else ("yes" if ov else "no"),
-            f"[{st}]{r['verdict']}[/]" if st else r["verdict"],
+            _p(r["p_value"]),
+            (f"[{st}]{r['verdict']}[/]" if st else r["verdict"])
+            + (f" ({r['reason']})" if r["verdict"] == "inconclusive" and r["reason"] else ""),
         )
     console = stdout_console()
     console.print(t)
     console.print(
-        f"{compared} configuration(s) compared, {regressed} regressed beyond {100 * thr:g} %",
+        f"{compared} configuration(s) compared, {regressed} regressed significantly by "
+        f"{100 * thr:g} % or more",
         highlight=False,
     )

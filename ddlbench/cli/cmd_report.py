@@ -30,6 +30,7 @@ Examples:
   ddlbench report resnet50-scaling --format html
   ddlbench report resnet50-scaling --report-dir /tmp/paper-figures
   ddlbench report quickstart --results /scratch/me/results
+  ddlbench report resnet50-scaling --calibration allreduce-sweep   # + scaling model
   DDLBENCH_RESULTS=/scratch/me/results ddlbench report quickstart
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
@@ -67,6 +68,19 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
     show_default=True,
     help="A configuration is noisy when its coefficient of variation is above this.",
 )
+@click.option(
+    "--min-gain",
+    default="5%",
+    show_default=True,
+    help="More devices help only when the throughput gain is significant and at least this.",
+)
+@click.option(
+    "--calibration",
+    default=None,
+    metavar="CAMPAIGN",
+    help="A campaign with an allreduce sweep on the same cluster: feeds the predictive "
+    "scaling model (docs/scaling-model.md).",
+)
 @click.option("--recollect", is_flag=True, help="Collect again even when data/ is up to date.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 def command(
@@ -77,6 +91,8 @@ def command(
     old_out: Optional[Path],
     efficiency_threshold: str,
     noise_threshold: str,
+    min_gain: str,
+    calibration: Optional[str],
     recollect: bool,
     quiet: bool,
 ) -> None:
@@ -94,14 +110,16 @@ def command(
         raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
+    gain = _fraction(min_gain, "min-gain")
     root = campaign_dir(results, campaign)
+    cal_root = campaign_dir(results, calibration) if calibration else None
 
     from ddlbench.analyse.analysis import Settings
     from ddlbench.collect.progress import progress
     from ddlbench.collect.states import store_states
     from ddlbench.report.render import build_report
 
-    settings = Settings(efficiency_threshold=eff, noise_threshold=noise)
+    settings = Settings(efficiency_threshold=eff, noise_threshold=noise, min_gain=gain)
     with progress("ddlbench report", quiet=quiet) as say:
         res = build_report(
             root,
@@ -111,6 +129,7 @@ def command(
             run_states=store_states,
             progress=say,
             force_collect=recollect,
+            calibration=cal_root,
         )
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")

@@ -216,20 +216,17 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
             markersize=5,
             label=f"{s['label']} (base N={int(s['base_devices'])})",
         )
-        knee = s.get("knee_devices")
-        if knee is not None and not (isinstance(knee, float) and math.isnan(knee)):
-            kp = p[p["devices"] == knee]
-            if len(kp):
-                ax.plot(
-                    kp["devices"],
-                    100 * kp["efficiency"],
-                    marker="*",
-                    markersize=16,
-                    color=st["color"],
-                    markeredgecolor="black",
-                    linestyle="none",
-                    zorder=5,
-                )
+        if "efficiency_ci95_low" in p:
+            ci = p[p["efficiency_ci95_low"].notna() & (p["devices"] != s["base_devices"])]
+            ax.vlines(
+                ci["devices"],
+                100 * ci["efficiency_ci95_low"],
+                100 * ci["efficiency_ci95_high"],
+                color=st["color"],
+                linewidth=1.2,
+                alpha=0.7,
+            )
+        _mark_knee(ax, s, p, threshold, st["color"])
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -250,15 +247,58 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     ax.set_ylim(ymin, ymax)
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_title("Scaling efficiency vs devices (star: knee, last scale at or above threshold)")
+    ax.set_title(
+        "Scaling efficiency vs devices (95 % CI; star: knee; bar on the threshold: knee range)",
+        fontsize=10,
+    )
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         handles.append(
             Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
         )
         labels.append("knee")
+        if "knee_low" in series and (series["knee_low"] != series["knee_high"]).any():
+            handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
+            labels.append("knee range (the data cannot tell)")
         ax.legend(handles, labels, loc="lower left", frameon=True)
     return fig
+
+
+def _missing_value(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _mark_knee(ax, s, p, threshold: float, color) -> None:
+    """A star at the knee when the data place it; a bar along the threshold from the
+    confident lower end to the upper end when they only bound it."""
+    lo, hi = s.get("knee_low"), s.get("knee_high")
+    if _missing_value(lo):
+        lo = hi = s.get("knee_devices")
+    if _missing_value(lo):
+        return
+    if lo == hi:
+        kp = p[p["devices"] == lo]
+        if len(kp):
+            ax.plot(
+                kp["devices"],
+                100 * kp["efficiency"],
+                marker="*",
+                markersize=16,
+                color=color,
+                markeredgecolor="black",
+                linestyle="none",
+                zorder=5,
+            )
+        return
+    ax.plot(
+        [lo, hi],
+        [100 * threshold] * 2,
+        color=color,
+        linewidth=5,
+        alpha=0.45,
+        solid_capstyle="butt",
+        zorder=4,
+    )
 
 
 @styled
@@ -330,9 +370,16 @@ def accuracy_batch_figure(conv: pd.DataFrame):
         if not len(g):
             continue
         warmup = warm != "no warmup"
-        ax.plot(
-            g["global_batch_size"],
+        yerr = None
+        if "final_accuracy_ci95_low" in g:
+            lo = (g["final_accuracy"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
+            hi = (g["final_accuracy_ci95_high"] - g["final_accuracy"]).clip(lower=0).fillna(0)
+            yerr = [100 * lo, 100 * hi]
+        ax.errorbar(
+            g["global_batch_size"] * (1.03 if warmup else 1 / 1.03),  # bars side by side
             100 * g["final_accuracy"],
+            yerr=yerr,
+            capsize=3,
             color=colors[fw],
             marker="o" if warmup else "s",
             linestyle="-" if warmup else "--",
@@ -356,7 +403,7 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("global batch size (samples)")
     ax.set_ylabel("final validation accuracy (%)")
-    ax.set_title("Accuracy vs global batch (linear LR scaling; with/without gradual warmup)")
+    ax.set_title("Accuracy vs global batch (linear LR scaling, warmup vs none, 95 % CI)")
     ax.legend(loc="lower left")
     return fig
 
@@ -428,6 +475,45 @@ def busbw_figure(ar: pd.DataFrame):
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title("Allreduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
     ax.legend(loc="upper left")
+    return fig
+
+
+@styled
+def model_figure(pred: pd.DataFrame):
+    """Predicted (line) against measured (markers) throughput and efficiency per series."""
+    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.09)
+    for i, (_sid, g) in enumerate(pred.groupby("series", sort=True)):
+        g = g.sort_values("devices")
+        color = PALETTE[i % len(PALETTE)]
+        label = str(g["label"].iloc[0])
+        m = g[g["measured"]]
+        ax.plot(g["devices"], g["predicted_throughput"], color=color, linestyle="--")
+        ax.plot(
+            m["devices"],
+            m["throughput_median"],
+            color=color,
+            marker="o",
+            linestyle="none",
+            label=f"{label} measured",
+        )
+        ax2.plot(g["devices"], 100 * g["predicted_efficiency"], color=color, linestyle="--")
+        ax2.plot(m["devices"], 100 * m["efficiency"], color=color, marker="o", linestyle="none")
+    for a in (ax, ax2):
+        _log2_devices(a, pred["devices"].tolist())
+        a.set_xlabel("devices (workers)")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("global throughput (samples/s)")
+    ax2.set_ylabel("scaling efficiency (%)")
+    ax2.set_ylim(0, 110)
+    ax.set_title("Throughput: model (dashed) vs measured", fontsize=10)
+    ax2.set_title("Efficiency: model (dashed) vs measured", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="grey", linestyle="--"))
+    labels.append("alpha-beta model")
+    ax.legend(handles, labels, loc="upper left", fontsize=8)
     return fig
 
 

@@ -159,23 +159,11 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
                 (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
             ]
             tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
-            knee = r["knee_devices"]
-            knee_txt = (
-                f"efficiency stays at or above {fpct(a.settings.efficiency_threshold, 0)} up to "
-                f"{fdevices(knee)}"
-                if not _missing(knee)
-                else f"efficiency falls below {fpct(a.settings.efficiency_threshold, 0)} "
-                "right after the base"
-            )
-            sat = (
-                f"throughput peaks at {fdevices(r['peak_devices'])} and does not rise with more"
-                if r["saturates"]
-                else "throughput still rises at the largest scale"
-            )
             out.append(
                 f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
-                f"({fsig(r.get('speedup_at_max'))}x the {fint(r['base_devices'])}-device base, "
-                f"efficiency {fpct(r['efficiency_at_max'])}); {knee_txt}; {sat}."
+                f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
+                f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
+                f"{help_sentence(r)}."
             )
     if len(a.configs):
         noisy = a.configs[a.configs["noisy"]]
@@ -211,6 +199,7 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
                 f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
                 f"({best['group']}, global batch {fint(best['global_batch_size'])})."
             )
+        out.extend(_large_batch_sentences(a))
     if len(a.allreduce) and a.allreduce["busbw_gbps"].notna().any():
         top = a.allreduce.loc[a.allreduce["busbw_gbps"].idxmax()]
         out.append(
@@ -224,6 +213,87 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
         if "run(s)" not in w:  # run counts are in the first line already
             out.append(f"Data: {w}.")
     return out
+
+
+def knee_sentence(r, settings: Settings) -> str:
+    """What the knee range lets us say, and nothing more (``docs/metrics.md``, Knee)."""
+    thr = fpct(settings.efficiency_threshold, 0)
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    conf = fpct(settings.confidence, 0)
+    if _missing(lo):
+        return "no efficiency without a complete run"
+    if int(r["max_devices"]) == int(r["base_devices"]):
+        return "one device count, no scaling verdict"
+    lo, hi = int(lo), int(hi)
+    if lo == hi == int(r["max_devices"]):
+        return f"efficiency is at or above {thr} at every scale up to {lo} ({conf} confidence)"
+    if lo == hi and lo == int(r["base_devices"]):
+        return f"efficiency is below {thr} right after the base ({conf} confidence)"
+    if lo == hi:
+        return (
+            f"knee at {lo} devices: efficiency is at or above {thr} up to {lo} and below it "
+            f"at the next scale ({conf} confidence)"
+        )
+    if lo == int(r["base_devices"]):
+        return (
+            f"the data cannot tell whether efficiency stays at or above {thr} anywhere "
+            f"beyond the base: the knee is between {lo} and {hi} devices"
+        )
+    return (
+        f"efficiency is at or above {thr} up to {lo} devices ({conf} confidence); "
+        f"the knee is between {lo} and {hi} devices"
+    )
+
+
+def help_sentence(r) -> str:
+    v = r.get("more_devices_help")
+    why = ftext(r.get("more_devices_reason"))
+    if _missing(v) or not v:
+        return f"more devices help? no verdict ({why or 'no data'})"
+    return f"more devices help? {v} ({why})"
+
+
+def _help_cell(r) -> str:
+    v = r.get("more_devices_help")
+    if _missing(v) or not v:
+        return "- (one N)" if ftext(r.get("more_devices_reason")).startswith("one") else "-"
+    return f"{v}: {ftext(r.get('more_devices_reason'))}"
+
+
+def _knee_cell(r) -> str:
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    if _missing(lo):
+        return "-"
+    return fint(lo) if int(lo) == int(hi) else f"{int(lo)} - {int(hi)}"
+
+
+def _step_cell(r) -> str:
+    v = r.get("step_verdict")
+    if _missing(v) or not v:
+        return ""
+    gain = "-" if _missing(r["gain"]) else f"{100 * float(r['gain']):+.1f} %"
+    return f"{v} ({fint(r['step_from'])} -> {fint(r['devices'])}: {gain})"
+
+
+def _eff_ci(r) -> str:
+    lo = r.get("efficiency_ci95_low")
+    if not _missing(r.get("base_devices")) and r["devices"] == r["base_devices"]:
+        return "(base)"
+    return "-" if _missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
+
+
+def _large_batch_sentences(a: Analysis) -> List[str]:
+    from ..analyse.large_batch import margin_table, sentences
+
+    st = a.settings
+    return sentences(
+        margin_table(a.convergence, st.accuracy_margin, st.alpha), st.accuracy_margin, 1 - st.alpha
+    )
+
+
+def _acc_ci(r) -> str:
+    lo = r.get("final_accuracy_ci95_low")
+    return "-" if _missing(lo) else f"{fpct(lo, 2)} - {fpct(r['final_accuracy_ci95_high'], 2)}"
 
 
 def _mismatch_lines(runs) -> List[str]:
@@ -274,23 +344,20 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
                     ("max N", lambda r: fint(r["max_devices"]), True),
                     ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
-                    ("knee N", lambda r: fint(r["knee_devices"]), True),
+                    ("knee N", _knee_cell, True),
                     ("peak N", lambda r: fint(r["peak_devices"]), True),
-                    (
-                        "more devices help?",
-                        lambda r: (
-                            "-"
-                            if _missing(r["saturates"])
-                            else ("no, beyond peak" if r["saturates"] else "yes")
-                        ),
-                        False,
-                    ),
+                    ("more devices help? (last step)", _help_cell, False),
                 ],
                 a.series.sort_values("label"),
                 note=(
-                    "Base: the smallest device count of each series. Knee: the largest device "
-                    f"count with efficiency >= {fpct(a.settings.efficiency_threshold, 0)}. "
-                    "Peak: the device count with the highest median throughput."
+                    "Base: the smallest device count of each series. Knee: the largest N up to "
+                    "which efficiency is at or above "
+                    f"{fpct(a.settings.efficiency_threshold, 0)} with "
+                    f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
+                    "cannot tell. Peak: the device count with the highest median throughput. "
+                    "More devices help: the gain from the previous N is significant (one-sided "
+                    f"Welch test, alpha {a.settings.alpha:g}) and at least "
+                    f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
                 ),
             ),
             _table(
@@ -317,6 +384,8 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("per device", lambda r: fnum(r["per_device"]), True),
                     ("speedup", lambda r: fsig(r["speedup"]), True),
                     ("efficiency", lambda r: fpct(r["efficiency"]), True),
+                    ("efficiency 95 % CI", _eff_ci, True),
+                    ("more than previous N?", _step_cell, False),
                 ],
                 pts,
                 flag=lambda r: bool(r["noisy"]),
@@ -406,6 +475,7 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     ("warmup", lambda r: r["warmup"], False),
                     ("repeats", lambda r: fint(r["repeats"]), True),
                     ("final accuracy", lambda r: fpct(r["final_accuracy"], 2), True),
+                    ("95 % CI (mean)", _acc_ci, True),
                     ("best accuracy", lambda r: fpct(r["best_accuracy"], 2), True),
                     (
                         "time to target s",
@@ -481,6 +551,54 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
     return t
 
 
+def _model_tables(model) -> List[Table]:
+    fits = pd.DataFrame([f.__dict__ for f in model.fits])
+    t1 = _table(
+        "Allreduce alpha-beta fits (ring: time = alpha + 2(n-1)/n x bytes / busbw)",
+        [
+            ("ranks", lambda r: fint(r["world_size"]), True),
+            ("nodes", lambda r: fint(r["nodes"]), True),
+            ("alpha (us)", lambda r: fnum(1e6 * r["alpha_s"], 1), True),
+            ("busbw (GB/s)", lambda r: fsig(r["busbw_gbps"]), True),
+            ("sizes", lambda r: fint(r["points"]), True),
+            ("fit rms error", lambda r: fpct(r["rms_rel_error"]), True),
+        ],
+        fits,
+    )
+    t2 = _table(
+        "Predicted vs measured",
+        [
+            ("series", lambda r: r["label"], False),
+            ("N", lambda r: fint(r["devices"]), True),
+            ("nodes", lambda r: fint(r["nodes"]), True),
+            ("predicted step ms", lambda r: fms(r["predicted_step_s"]), True),
+            ("allreduce ms", lambda r: fms(r["predicted_allreduce_s"]), True),
+            ("predicted samples/s", lambda r: fnum(r["predicted_throughput"]), True),
+            ("measured samples/s", lambda r: fnum(r["throughput_median"]), True),
+            ("error", lambda r: fpct(r["throughput_error"]), True),
+            ("predicted efficiency", lambda r: fpct(r["predicted_efficiency"]), True),
+            ("measured efficiency", lambda r: fpct(r["efficiency"]), True),
+        ],
+        model.predictions.sort_values(["label", "devices"]),
+        flag=lambda r: not r["measured"],
+    )
+    return [t1, t2]
+
+
+def _model_notes(model) -> List[str]:
+    if model is None:
+        return []
+    out = list(model.assumptions)
+    err = model.error_summary()
+    if err:
+        out.insert(
+            0,
+            f"Prediction error of the throughput on the {err['points']} measured points: mean "
+            f"|error| {fpct(err['mean_abs'])}, largest {fpct(err['max_abs'])}.",
+        )
+    return out
+
+
 def _provenance(a: Analysis) -> List[tuple]:
     p = a.provenance
     cl = p.get("cluster") or {}
@@ -552,7 +670,10 @@ FIGURE_TEXT = {
     ),
     "efficiency": (
         "Scaling efficiency vs devices",
-        "eff(N) = (throughput(N)/N) / (throughput(base)/base); the star marks the knee.",
+        "eff(N) = (throughput(N)/N) / (throughput(base)/base) from the medians; vertical "
+        "lines: its 95 % confidence interval (ratio of means, delta method); the star marks "
+        "the knee where the data place it, a thick bar on the threshold line the range of N "
+        "the knee lies in when they do not (docs/metrics.md, Verdicts).",
     ),
     "ranks": (
         "Per-rank step times of the largest run",
@@ -561,10 +682,16 @@ FIGURE_TEXT = {
     ),
     "accuracy": (
         "Accuracy vs global batch size",
-        "Final validation accuracy (median of repeats) with and without gradual warmup "
-        "(Goyal et al. 2017).",
+        "Final validation accuracy (median of repeats; bars: 95 % t confidence interval of the "
+        "mean) with and without gradual warmup (Goyal et al. 2017).",
     ),
     "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
+    "model": (
+        "Scaling model: predicted vs measured",
+        "Dashed: the alpha-beta model's prediction from the allreduce sweep, the gradient "
+        "bytes, the compute time per step at the smallest scale and the measured overlap "
+        "(docs/scaling-model.md); markers: measured medians.",
+    ),
     "busbw": (
         "Allreduce bus bandwidth vs message size",
         "busbw = algbw x 2(n-1)/n with algbw = bytes / time (nccl-tests definitions).",
@@ -578,10 +705,11 @@ def render(
     out_dir: Path,
     figures: Dict[str, Dict[str, Path]],
     formats: Sequence[str],
+    model=None,
 ) -> Dict[str, Path]:
     env = _env()
     figs = []
-    for key in ("throughput", "efficiency", "ranks", "accuracy", "curves", "busbw"):
+    for key in ("throughput", "efficiency", "model", "ranks", "accuracy", "curves", "busbw"):
         if key not in figures:
             continue
         title, caption = FIGURE_TEXT[key]
@@ -600,6 +728,8 @@ def render(
         )
     fig_by_key = {f["key"]: f for f in figs}
     tables = _tables(a)
+    if model is not None:
+        tables["model"] = _model_tables(model)
     problems_tail = []
     if len(a.problem_runs):
         for _, r in a.problem_runs.iterrows():
@@ -625,6 +755,7 @@ def render(
         "base_note": base_note,
         "largest_run": a.largest_run,
         "provenance": _provenance(a),
+        "model_notes": _model_notes(model),
         "stderr_tails": problems_tail,
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": _md_cell,
@@ -650,10 +781,13 @@ def build_report(
     progress: Optional[Callable[[str], None]] = None,
     data: Optional[CampaignData] = None,
     force_collect: bool = False,
+    calibration: Union[str, Path, None] = None,
 ) -> ReportResult:
     """Collect if needed, analyse, plot and write the report; returns the paths.
 
     ``out_dir`` defaults to ``<campaign>/report``. ``formats``: any of "html", "md".
+    ``calibration``: another campaign whose allreduce sweep feeds the scaling model
+    (default: this campaign's own allreduce runs, if any).
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
@@ -701,11 +835,26 @@ def build_report(
             from .plots import make_figures
 
             figures = make_figures(fig_input, out / "plots")
+        model = _scaling_model(a, data, calibration, run_states, say)
+        if model is not None:
+            from .plots import model_figure, save
+
+            figures["model"] = save(model_figure(model.predictions), out / "plots", "scaling_model")
         say("writing report")
-        files = render(a, data, out, figures, formats)
+        files = render(a, data, out, figures, formats, model)
     finally:
         if worker is not None:
             worker.close()
         if data is not None:
             finish_write(data)  # also when the report failed: keep what was collected
     return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)
+
+
+def _scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say):
+    from ..analyse.scaling_model import build
+
+    cal = None
+    if calibration is not None:
+        say("collecting the calibration campaign")
+        cal = ensure_collected(Path(calibration), run_states=run_states, progress=say)
+    return build(a, data, cal)

@@ -42,10 +42,12 @@ def test_report_files_and_sections(demo_report):
     ):
         assert f">{section}</h2>" in html
         assert f"## {section}" in md
-    for key in ("throughput", "efficiency", "ranks", "accuracy", "curves", "busbw"):
+    # the demo campaign has its own allreduce sweep: the scaling model is the 7th figure
+    for key in ("throughput", "efficiency", "ranks", "accuracy", "curves", "busbw", "model"):
         assert res.figures[key]["png"].stat().st_size > 10_000
         assert res.figures[key]["svg"].read_text().lstrip().startswith("<?xml")
-    assert html.count('src="data:image/png;base64,') == 6
+    assert html.count('src="data:image/png;base64,') == 7
+    assert ">Scaling model</h2>" in html
     # the base, the failed run with its stderr, the straggler and noisy configurations
     assert "Efficiency base per series" in html
     assert "pytorch-resnet50-n4x4-b64-r3" in html and "NCCL error" in html

@@ -1,0 +1,275 @@
+"""Predictive data-parallel scaling model (definitions: ``docs/scaling-model.md``).
+
+From measured inputs only:
+
+1. an allreduce sweep (``mode: allreduce`` runs of this campaign or of a calibration
+   campaign on the same cluster) fitted per layout to the alpha-beta model of a ring
+   allreduce, ``t(M) = alpha + (2 (n - 1) / n) M / busbw`` (least squares on relative error);
+   ``alpha`` is scaled by the ``2 (n - 1)`` ring steps to reach other device counts, and
+   ``busbw`` of the largest measured layout of the same kind (one node / several nodes) is
+   used for other device counts of that kind;
+2. the gradient bytes, ``param_count`` (rank ``meta`` record) x 4 bytes (fp32 gradients,
+   which DDP also keeps under amp);
+3. the compute time per step ``C`` of the series' smallest scale: its median step time when
+   that scale is 1 device (nothing to communicate), else the median of the logged
+   ``compute_s`` (else the step time); weak scaling keeps ``C`` at every ``N``, strong
+   scaling scales it by the per-device batch;
+4. the overlapped fraction ``f`` of the gradient allreduce: ``f = 1 - comm_s / t_ar(N)``
+   (median over the measured ``N > 1`` that log the exposed ``comm_s``), else ``f = 0``
+   (nothing overlaps, the conservative assumption).
+
+Predicted step time ``T(N) = C + (1 - f) t_ar(N, grad bytes)`` (``t_ar = 0`` for ``N = 1``),
+throughput ``N b / T(N)``, efficiency ``T(base) / T(N)`` (weak scaling; strong: with the
+global batch fixed, ``(T(base) base) / (T(N) N)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+GRAD_BYTES_PER_PARAM = 4
+
+
+@dataclass
+class AlphaBeta:
+    """Ring allreduce time for one layout: ``alpha + factor(n) * bytes / busbw``."""
+
+    world_size: int
+    nodes: int
+    alpha_s: float
+    busbw_gbps: float
+    points: int
+    rms_rel_error: float
+
+    def time(self, nbytes: float) -> float:
+        n = self.world_size
+        return self.alpha_s + 2 * (n - 1) / n * nbytes / (self.busbw_gbps * 1e9)
+
+
+@dataclass
+class ScalingModel:
+    fits: List[AlphaBeta]
+    predictions: pd.DataFrame  # one row per (series, N): measured and predicted
+    assumptions: List[str] = field(default_factory=list)
+    max_devices: Optional[int] = None
+
+    def error_summary(self) -> Dict[str, float]:
+        p = self.predictions
+        e = p["throughput_error"].dropna() if len(p) else pd.Series(dtype=float)
+        if not len(e):
+            return {}
+        return {
+            "points": int(len(e)),
+            "mean_abs": float(e.abs().mean()),
+            "max_abs": float(e.abs().max()),
+        }
+
+
+def fit_alpha_beta(allreduce: pd.DataFrame) -> List[AlphaBeta]:
+    """One fit per (world size, nodes) with more than one rank and at least 3 sizes.
+
+    ``allreduce``: the analysis' per-(configuration, size) table (``time_s`` median).
+    Weighted least squares of ``t_i = a + b x_i`` with weights ``1 / t_i`` (relative
+    errors: sizes span decades); ``alpha = a`` (clipped at 0), ``busbw = factor / b``.
+    """
+    out = []
+    if not len(allreduce):
+        return out
+    ar = allreduce[allreduce["world_size"] > 1]
+    for (n, nodes), g in ar.groupby(["world_size", "nodes"], sort=True):
+        g = g.groupby("bytes", as_index=False)["time_s"].median()
+        if len(g) < 3:
+            continue
+        x = g["bytes"].to_numpy(dtype=float)
+        t = g["time_s"].to_numpy(dtype=float)
+        w = 1.0 / t
+        A = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+        (a, b), *_ = np.linalg.lstsq(A, t * w, rcond=None)
+        if b <= 0:
+            continue
+        a = max(float(a), 0.0)
+        n = int(n)
+        busbw = 2 * (n - 1) / n / float(b) / 1e9
+        fit = AlphaBeta(n, int(nodes), a, busbw, len(g), math.nan)
+        pred = np.array([fit.time(v) for v in x])
+        fit.rms_rel_error = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
+        out.append(fit)
+    return out
+
+
+def allreduce_time(fits: List[AlphaBeta], n: int, nodes: int, nbytes: float) -> float:
+    """Predicted allreduce time of ``nbytes`` on ``n`` ranks over ``nodes`` nodes."""
+    if n <= 1:
+        return 0.0
+    exact = [f for f in fits if f.world_size == n and f.nodes == nodes]
+    if exact:
+        return exact[0].time(nbytes)
+    kind = [f for f in fits if (f.nodes > 1) == (nodes > 1)] or fits
+    ref = max(kind, key=lambda f: (f.world_size, f.nodes))
+    alpha = ref.alpha_s * (n - 1) / (ref.world_size - 1)  # per ring step
+    return alpha + 2 * (n - 1) / n * nbytes / (ref.busbw_gbps * 1e9)
+
+
+def _run_inputs(runs: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
+    """Per complete run: params, median compute_s and comm_s over ranks."""
+    done = runs[runs["complete"]]
+    if not len(done) or not len(ranks):
+        return pd.DataFrame()
+    cols = [c for c in ("param_count", "compute_median_s", "comm_median_s") if c in ranks]
+    r = ranks[ranks["run_id"].isin(set(done["run_id"]))]
+    per = r.groupby("run_id")[cols].median()
+    return done.set_index("run_id")[["group", "step_time_median_s"]].join(per)
+
+
+def predict(
+    analysis, data, fits: List[AlphaBeta], max_devices: Optional[int], gpus_per_node: int
+) -> ScalingModel:
+    """Predictions for every throughput scaling series of the analysis."""
+    rows = []
+    assumptions = [
+        "ring allreduce: time = alpha + 2(n-1)/n x bytes / busbw, alpha scaled by the ring's "
+        "2(n-1) steps to other device counts",
+        f"gradient bytes = parameter count x {GRAD_BYTES_PER_PARAM} (fp32 gradients)",
+        "one gradient allreduce per step of all the gradient bytes (buckets summed)",
+    ]
+    inputs = _run_inputs(analysis.runs, data.ranks)
+    pts, series = analysis.points, analysis.series
+    if not len(pts) or not fits or not len(inputs):
+        return ScalingModel(fits, pd.DataFrame(), assumptions, max_devices)
+    for _, s in series[series["mode"] == "throughput"].iterrows():
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        if not len(p):
+            continue
+        rows.extend(_series_rows(s, p, inputs, fits, max_devices, gpus_per_node, assumptions))
+    return ScalingModel(
+        fits, pd.DataFrame(rows), sorted(set(assumptions), key=assumptions.index), max_devices
+    )
+
+
+def _group_inputs(inputs: pd.DataFrame, group: str) -> pd.Series:
+    g = inputs[inputs["group"] == group]
+    return g.median(numeric_only=True) if len(g) else pd.Series(dtype=float)
+
+
+def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions) -> List[dict]:
+    p = p.sort_values("devices")
+    base = p.iloc[0]
+    bi = _group_inputs(inputs, base["group"])
+    params = bi.get("param_count", math.nan)
+    if not _ok(params):
+        return []
+    grad_bytes = float(params) * GRAD_BYTES_PER_PARAM
+    comp = bi.get("compute_median_s", math.nan)
+    if int(base["devices"]) == 1 or not _ok(comp):
+        c_base, c_src = float(bi["step_time_median_s"]), "step time"
+    else:
+        c_base, c_src = float(comp), "compute_s"
+    assumptions.append(
+        f"{s['label']}: compute per step C = {1e3 * c_base:.2f} ms (median {c_src} at "
+        f"N={int(base['devices'])}); gradients {grad_bytes / 1e6:.2f} MB"
+    )
+    f, f_src = _overlap(p, inputs, fits, grad_bytes)
+    assumptions.append(f"{s['label']}: overlapped fraction of the allreduce f = {f:.2f} ({f_src})")
+    strong = s["scaling"] == "strong"
+    b0 = int(base["devices"])
+    top = max_devices or 4 * int(p["devices"].max())
+    ns = sorted(
+        set(int(d) for d in p["devices"]) | {2**k for k in range(0, 20) if b0 <= 2**k <= top}
+    )
+    t_base = _step(c_base, f, fits, b0, gpn, grad_bytes, 1.0)
+    rows = []
+    for n in ns:
+        scale = (b0 / n) if strong else 1.0  # strong: per-device work shrinks with N
+        t = _step(c_base, f, fits, n, gpn, grad_bytes, scale)
+        meas = p[p["devices"] == n]
+        samples = float(s["global_batch_size"]) if strong else float(s["batch_size"]) * n
+        thr = samples / t
+        eff = (t_base * b0) / (t * n) if strong else t_base / t
+        row = {
+            "series": s["series"],
+            "label": s["label"],
+            "devices": n,
+            "nodes": math.ceil(n / gpn),
+            "measured": bool(len(meas)),
+            "predicted_step_s": t,
+            "predicted_allreduce_s": allreduce_time(fits, n, math.ceil(n / gpn), grad_bytes),
+            "predicted_throughput": thr,
+            "predicted_efficiency": eff,
+            "throughput_median": float(meas["throughput_median"].iloc[0])
+            if len(meas)
+            else math.nan,
+            "efficiency": float(meas["efficiency"].iloc[0]) if len(meas) else math.nan,
+        }
+        m = row["throughput_median"]
+        row["throughput_error"] = (thr - m) / m if _ok(m) and m else math.nan
+        rows.append(row)
+    return rows
+
+
+def _step(c_base, f, fits, n, gpn, grad_bytes, scale) -> float:
+    nodes = math.ceil(n / gpn)
+    return c_base * scale + (1 - f) * allreduce_time(fits, n, nodes, grad_bytes)
+
+
+def _overlap(p, inputs, fits, grad_bytes):
+    vals, ratios = [], []
+    for _, r in p[p["devices"] > 1].iterrows():
+        gi = _group_inputs(inputs, r["group"])
+        comm = gi.get("comm_median_s", math.nan)
+        if not _ok(comm):
+            continue
+        n = int(r["devices"])
+        nodes = int(r["nodes"]) if _ok(r["nodes"]) else 1
+        t_ar = allreduce_time(fits, n, nodes, grad_bytes)
+        if t_ar > 0:
+            vals.append(min(max(1 - float(comm) / t_ar, 0.0), 1.0))
+            ratios.append(float(comm) / t_ar)
+    if vals:
+        how = "1 - logged exposed comm_s / predicted allreduce time"
+        ratio = float(np.median(ratios))
+        if ratio > 1:
+            how += (
+                f"; the logged exposed communication is {ratio:.1f}x the allreduce model's "
+                "time: ranks wait for each other (imbalance, contention) beyond the allreduce"
+            )
+        return float(np.median(vals)), how
+    return 0.0, "no comm_s logged: no overlap assumed"
+
+
+def _ok(v) -> bool:
+    try:
+        return v is not None and not math.isnan(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def build(analysis, data, calibration=None) -> Optional[ScalingModel]:
+    """The model of a campaign: the allreduce sweep comes from ``calibration`` (collected
+    data of another campaign on the same cluster) when given, else from this campaign's
+    own allreduce runs. None when there is no sweep or no throughput series."""
+    from .analysis import allreduce_table
+
+    if calibration is not None:
+        sweep = allreduce_table(calibration.runs, calibration.allreduce)
+    else:
+        sweep = analysis.allreduce
+    if not len(sweep) or not len(analysis.series):
+        return None
+    fits = fit_alpha_beta(sweep)
+    if not fits:
+        return None
+    cluster = (data.manifest or {}).get("cluster") or {}
+    gpn = int(cluster.get("gpus_per_node") or 1)
+    max_nodes = cluster.get("max_nodes")
+    max_devices = int(max_nodes) * gpn if max_nodes else None
+    model = predict(analysis, data, fits, max_devices, gpn)
+    if max_devices is None:
+        model.assumptions.append(
+            "the cluster profile sets no max_nodes: predictions reach 4x the largest measured N"
+        )
+    return model if len(model.predictions) else None
