@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from analysis_fixtures import exact_run
 from click.testing import CliRunner
 
 from ddlbench.analyse.analysis import Settings, analyse
@@ -16,6 +15,7 @@ from ddlbench.analyse.scaling_model import build, fit_alpha_beta
 from ddlbench.cli import main
 from ddlbench.collect.collector import collect_campaign
 from ddlbench.report.render import build_report
+from tests.analysis.analysis_fixtures import exact_run
 from tests.support.synth import SynthRun, write_campaign
 
 
