@@ -61,6 +61,11 @@ class Launcher:
     imports: Callable[[Any], Tuple[str, ...]] = field(default=lambda opts: ())
     #: option sets that ``ddlbench doctor`` probes when no spec names the entries
     probe_options: Tuple[Dict[str, Any], ...] = ({},)
+    #: why the framework cannot run the knobs ``{precision, layout, compile}`` on ``device``
+    #: (``cpu``/``gpu``) with ``options``: a message for the spec's error, or None
+    knob_problem: Callable[[Dict[str, Any], str, Any], Optional[str]] = field(
+        default=lambda knobs, device, opts: None
+    )
 
     @property
     def template_name(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.frameworks.pytorch import CompileMode
 
 
 class HorovodOptions(FrameworkOptions):
@@ -15,6 +16,8 @@ class HorovodOptions(FrameworkOptions):
     controller: Literal["mpi", "gloo"] = "gloo"
     #: compress gradients to fp16 for the allreduce (hvd.Compression.fp16)
     fp16_allreduce: Optional[bool] = None
+    #: torch.compile mode when the spec's ``compile`` is on and Horovod wraps PyTorch
+    compile_mode: Optional[CompileMode] = None
 
     def id_suffix(self) -> str:
         return "tf" if self.wraps == "tensorflow" else "torch"

@@ -19,7 +19,14 @@ from ddlbench.errors import InputError, Problem
 from ddlbench.frameworks import get_launcher
 from ddlbench.names import check_safe_name
 from ddlbench.spec.cluster import ClusterProfile
-from ddlbench.spec.experiment import MODEL_SHAPES, ExperimentSpec, LRScaling, Optimizer, Variant
+from ddlbench.spec.experiment import (
+    KNOBS,
+    MODEL_SHAPES,
+    ExperimentSpec,
+    LRScaling,
+    Optimizer,
+    Variant,
+)
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
 
@@ -53,6 +60,10 @@ class Run:
     time_limit: str
     time_limit_min: float
     env: Dict[str, str] = field(default_factory=dict)
+    #: activation layout knob (``default`` or ``channels_last``)
+    layout: str = "default"
+    #: graph compilation knob
+    compile: bool = False
 
     @property
     def gpus(self) -> int:
@@ -174,6 +185,36 @@ def _zip_or_cross(
     return [dict(zip(names, values)) for values in product(*(axes[n] for n in names))]
 
 
+def run_knobs(spec: ExperimentSpec, variant: Optional[Variant]) -> Dict[str, Any]:
+    """The performance knobs of a run: the variant's where it sets them, else the spec's."""
+    out = {}
+    for name in KNOBS:
+        value = getattr(variant, name) if variant is not None else None
+        out[name] = getattr(spec, name) if value is None else value
+    return out
+
+
+def _knob_loc(
+    spec: ExperimentSpec,
+    variant: Optional[Variant],
+    index: int,
+    knobs: Dict[str, Any],
+    device: str,
+) -> Tuple[Any, ...]:
+    """Where a refused knob is written: the variant's key if it sets it, else the spec's."""
+    entry = spec.frameworks[index]
+    launcher = get_launcher(entry.name)
+    for name in KNOBS:
+        # the first knob that alone makes the framework refuse
+        alone = {k: (knobs[k] if k == name else None) for k in KNOBS}
+        if launcher.knob_problem(alone, device, entry.options):
+            if variant is not None and getattr(variant, name) is not None:
+                return ("variants", spec.variants.index(variant), name)
+            if name in spec.model_fields_set:
+                return (name,)
+    return ("frameworks", index)
+
+
 def plan_runs(
     spec: ExperimentSpec,
     profile: ClusterProfile,
@@ -256,6 +297,12 @@ def plan_runs(
                     global_batch = per_device * world
                     batch_word = f"b{per_device}"
                 optimizer, lr_scaling = merged[variant.label if variant else None]
+                knobs = run_knobs(spec, variant)
+                problem = launcher.knob_problem(knobs, profile.device, entry.options)
+                if problem:
+                    loc = _knob_loc(spec, variant, fi, knobs, profile.device)
+                    problems.append(_problem(source, loc, f"{entry.id_label}: {problem}"))
+                    continue
                 lr = scaled_lr(
                     optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"]
                 )
@@ -290,8 +337,9 @@ def plan_runs(
                         lr=lr,
                         optimizer=optimizer,
                         lr_scaling=lr_scaling,  # shared between runs: never mutate
-                        precision=(variant.precision if variant and variant.precision else None)
-                        or spec.precision,
+                        precision=knobs["precision"],
+                        layout=knobs["layout"],
+                        compile=knobs["compile"],
                         scaling=spec.scaling,
                         variant=variant.label if variant else None,
                         repeat=repeat,

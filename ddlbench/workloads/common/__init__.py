@@ -45,6 +45,7 @@ from .env import (
     port_base,
     rank_info,
 )
+from .knobs import MIN_COMPILE_WARMUP, Knobs, resolve_precision, training_flops, warmup_steps
 from .logger import FORMAT_VERSION, RankLogger, build_meta, warn
 from .loop import Measurement, run_training
 from .mllog import MLLog
@@ -53,6 +54,11 @@ from .schedule import LRSchedule
 
 __all__ = [
     "FORMAT_VERSION",
+    "MIN_COMPILE_WARMUP",
+    "Knobs",
+    "resolve_precision",
+    "training_flops",
+    "warmup_steps",
     "RUN_FORMAT",
     "ArraySplit",
     "Context",
