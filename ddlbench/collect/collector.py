@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from .errors import CollectError
+from .gpu_columns import add_gpu_columns
 from .paths import COLLECT_INFO, COLLECTOR_VERSION, DATA_DIR, fingerprint, read_collect_info
 from .reader import STEP_SCHEMA, RankFile, read_rank_files
 from .states import iso_time
@@ -460,6 +461,7 @@ def collect_campaign(
     allreduce = _records_frame(kept, "allreduce", ALLREDUCE_COLUMNS)
     states = _normalise_states(run_states, campaign_dir)
     runs = _runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files)
+    runs = add_gpu_columns(runs, kept, campaign_dir)
     files_df = _files_frame(files, campaign_dir, dup_count)
 
     warnings = _warnings(runs, files_df)

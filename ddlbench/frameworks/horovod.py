@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Dict, Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 from ddlbench.frameworks.pytorch import CompileMode
@@ -29,6 +29,17 @@ def _workload(mode: str, opts: HorovodOptions) -> str:
     return "horovod_tf" if opts.wraps == "tensorflow" else "horovod_torch"
 
 
+def knob_problem(
+    knobs: Dict[str, Any], device: str, opts: Optional[HorovodOptions]
+) -> Optional[str]:
+    if knobs.get("compile") and opts is not None and opts.wraps == "tensorflow":
+        return (
+            "Horovod's DistributedGradientTape is not compiled with XLA by ddlbench; "
+            "set compile: false for horovod wrapping tensorflow"
+        )
+    return None
+
+
 LAUNCHER = Launcher(
     name="horovod",
     options=HorovodOptions,
@@ -41,4 +52,5 @@ LAUNCHER = Launcher(
     imports=lambda opts: (
         ("horovod.tensorflow",) if opts.wraps == "tensorflow" else ("horovod.torch",)
     ),
+    knob_problem=knob_problem,
 )

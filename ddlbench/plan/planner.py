@@ -185,12 +185,16 @@ def _zip_or_cross(
     return [dict(zip(names, values)) for values in product(*(axes[n] for n in names))]
 
 
-def run_knobs(spec: ExperimentSpec, variant: Optional[Variant]) -> Dict[str, Any]:
-    """The performance knobs of a run: the variant's where it sets them, else the spec's."""
+def run_knobs(spec: ExperimentSpec, index: int, variant: Optional[Variant]) -> Dict[str, Any]:
+    """The performance knobs of a run: the variant's where it sets them, else the framework
+    entry's, else the spec's."""
+    entry = spec.frameworks[index].options.knob_overrides()
     out = {}
     for name in KNOBS:
         value = getattr(variant, name) if variant is not None else None
-        out[name] = getattr(spec, name) if value is None else value
+        if value is None:
+            value = entry.get(name, getattr(spec, name))
+        out[name] = value
     return out
 
 
@@ -210,6 +214,8 @@ def _knob_loc(
         if launcher.knob_problem(alone, device, entry.options):
             if variant is not None and getattr(variant, name) is not None:
                 return ("variants", spec.variants.index(variant), name)
+            if getattr(entry.options, name) is not None:
+                return ("frameworks", index, name)
             if name in spec.model_fields_set:
                 return (name,)
     return ("frameworks", index)
@@ -248,7 +254,11 @@ def plan_runs(
         LRScaling(**lr_scaling)
         merged[variant.label if variant else None] = (optimizer, lr_scaling)
     # unset options stay out of run.json, so the workload's documented default applies
-    options = {i: e.options.model_dump(exclude_none=True) for i, e in enumerate(spec.frameworks)}
+    # the knobs travel as run.json's own keys, not among the framework options
+    options = {
+        i: e.options.model_dump(exclude_none=True, exclude=set(KNOBS))
+        for i, e in enumerate(spec.frameworks)
+    }
     if spec.container:
         for entry in spec.frameworks:
             if profile.setup_for(entry.name, entry.id_label).container is None:
@@ -297,7 +307,7 @@ def plan_runs(
                     global_batch = per_device * world
                     batch_word = f"b{per_device}"
                 optimizer, lr_scaling = merged[variant.label if variant else None]
-                knobs = run_knobs(spec, variant)
+                knobs = run_knobs(spec, fi, variant)
                 problem = launcher.knob_problem(knobs, profile.device, entry.options)
                 if problem:
                     loc = _knob_loc(spec, variant, fi, knobs, profile.device)

@@ -126,6 +126,7 @@ def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
     channels_last = knobs.requested["layout"] == "channels_last"
     knobs.layout = "NHWC" if channels_last else "NCHW"
     mode = None
+    knobs.compile = "eager"
     if knobs.requested["compile"]:
         mode = str((cfg.get("framework_options") or {}).get("compile_mode") or "default")
         knobs.compile = f"torch.compile(mode={mode})"
