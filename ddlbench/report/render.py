@@ -21,6 +21,7 @@ import pandas as pd
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
+from .efficiency import efficiency_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = ("html", "md")
@@ -377,6 +378,10 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     else "",
                 )
             )
+    fmt = {"fnum": fnum, "fsig": fsig, "fpct": fpct, "ftext": ftext, "missing": _missing}
+    efficiency = efficiency_tables(a.runs, _table, fmt)
+    if efficiency:
+        t["efficiency"] = efficiency
     if len(a.problem_runs):
         t["problems"] = [
             _table(

@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional
 from .gpu_sampler import _call, _text, node_name, open_nvml, visible_indices
 
 FORMAT = "ddlbench-preflight/1"
+#: load average above this fraction of the node's CPUs makes the node busy (override:
+#: DDLBENCH_PREFLIGHT_LOAD_FRACTION)
 CPU_BUSY_FRACTION = 0.25
 GPU_UTIL_BUSY_PCT = 5
 GPU_MEM_BUSY_FRACTION = 0.03
@@ -45,12 +47,14 @@ def cpu_state(env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     except OSError:
         load1 = load5 = None
     job_cpus = _int(env.get("SLURM_CPUS_ON_NODE"))
-    busy = load1 is not None and load1 > CPU_BUSY_FRACTION * cpus
+    fraction = float(env.get("DDLBENCH_PREFLIGHT_LOAD_FRACTION") or CPU_BUSY_FRACTION)
+    busy = load1 is not None and load1 > fraction * cpus
     return {
         "load1": load1,
         "load5": load5,
         "node_cpus": cpus,
         "job_cpus": job_cpus,
+        "load_fraction": fraction,
         "cpu_busy": bool(busy),
     }
 
@@ -124,7 +128,7 @@ def busy_reasons(report: Dict[str, Any]) -> List[str]:
     if cpu["cpu_busy"]:
         reasons.append(
             f"CPU load {cpu['load1']:.2f} on {cpu['node_cpus']} CPUs "
-            f"(over {CPU_BUSY_FRACTION:.0%} of them)"
+            f"(over {cpu['load_fraction']:.0%} of them)"
         )
     if report.get("node_shared"):
         jobs = report.get("other_jobs")

@@ -105,7 +105,7 @@ def warmup_steps(cfg: Dict[str, Any], knobs: Knobs) -> None:
 
 def training_flops(cfg: Dict[str, Any]) -> Optional[int]:
     """Training FLOPs per sample of the run's model (3 x forward, analytic; docs/mfu.md)."""
-    from ddlbench.analyse.flops import training_flops_per_sample
+    from ..flops import training_flops_per_sample
 
     try:
         return training_flops_per_sample(
