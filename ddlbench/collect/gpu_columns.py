@@ -97,8 +97,9 @@ def preflight_fields(run_dir: Path) -> Dict[str, Any]:
 
 
 def add_gpu_columns(runs: pd.DataFrame, kept: Sequence[Any], campaign_dir: Path) -> pd.DataFrame:
-    """``runs`` with :data:`GPU_RUN_COLUMNS`; a run that started on a busy or shared node
-    also gets the note in ``problems``, so that it never passes as a clean measurement."""
+    """``runs`` with :data:`GPU_RUN_COLUMNS`; a run that started on a busy or shared node, or
+    whose GPU clocks were throttled, also gets a note in ``problems``, so that it never passes
+    as a clean measurement."""
     metas: Dict[str, List[dict]] = {}
     summaries: Dict[str, List[dict]] = {}
     for f in sorted(kept, key=lambda f: (f.run_key, f.rank if f.rank is not None else 0)):
@@ -119,13 +120,23 @@ def add_gpu_columns(runs: pd.DataFrame, kept: Sequence[Any], campaign_dir: Path)
     extra_df = pd.DataFrame(rows, columns=GPU_RUN_COLUMNS, index=runs.index)
     for c in GPU_RUN_COLUMNS:
         out[c] = extra_df[c]
-    notes = out["interference"]
-    if len(out) and notes.notna().any():
-        merged = [
-            p
-            if n is None or (isinstance(n, float) and math.isnan(n))
-            else (f"{p}; {n}" if p else n)
-            for p, n in zip(out["problems"].where(out["problems"].notna(), None), notes)
-        ]
-        out["problems"] = merged
+    cols = ["interference", "gpu_throttled", "throttle_reasons"]
+    notes = [_notes(r) for r in out[cols].to_dict("records")]
+    if any(notes):
+        out["problems"] = [_joined(p, n) for p, n in zip(out["problems"].tolist(), notes)]
     return out
+
+
+def _notes(r: Dict[str, Any]) -> Optional[str]:
+    """Why a run is not a clean measurement: interference at the start, throttled clocks."""
+    parts = []
+    if isinstance(r["interference"], str) and r["interference"]:
+        parts.append(r["interference"])
+    if r["gpu_throttled"] is True:
+        parts.append(f"GPU clocks throttled in the measured window ({r['throttle_reasons']})")
+    return "; ".join(parts) or None
+
+
+def _joined(problems: Any, note: Any) -> Optional[str]:
+    parts = [str(x) for x in (problems, note) if isinstance(x, str) and x]
+    return "; ".join(parts) or None

@@ -159,3 +159,28 @@ def test_busy_reasons_for_gpus_and_shared_nodes():
     ]
     assert preflight.node_shared({"job_cpus": 8, "node_cpus": 64}, None) is True
     assert preflight.node_shared({"job_cpus": None, "node_cpus": 64}, None) is None
+
+
+def test_throttled_and_busy_runs_are_never_clean(tmp_path):
+    import pandas as pd
+
+    from ddlbench.collect.gpu_columns import add_gpu_columns
+
+    run_dir = tmp_path / "runs" / "r0"
+    tel = run_dir / "telemetry"
+    tel.mkdir(parents=True)
+    lines = [{"type": "meta", "node": "n1", "t": 0.0, "hz": 10, "gpus": [{"name": "NVIDIA A100"}]}]
+    for i in range(21):
+        lines.append(
+            {"type": "sample", "t": i / 2, "power_w": [400.0], "energy_j": [None],
+             "util_pct": [99], "throttle": [0x40 if i == 10 else 0]}
+        )  # fmt: skip
+    (tel / "n1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    runs = pd.DataFrame(
+        [{"run_id": "r0", "run_dir": "runs/r0", "problems": None, "window_start": 1.0,
+          "window_end": 9.0, "samples_measured": 800, "throughput_per_device": 100.0}]
+    )  # fmt: skip
+    out = add_gpu_columns(runs, [], tmp_path).iloc[0]
+    assert out["gpu_throttled"] == True and out["throttle_reasons"] == "hw_thermal"  # noqa: E712
+    assert out["energy_j"] == pytest.approx(3200.0) and out["joules_per_sample"] == 4.0
+    assert out["problems"] == "GPU clocks throttled in the measured window (hw_thermal)"
