@@ -98,6 +98,28 @@ def test_torch_compiled_run_records_knobs_and_compile_time(launch_ranks, run_con
     assert summary["compile_s"] > 0 and first > 5 * summary["step_time_median_s"]
 
 
+def test_torch_ddp_two_ranks_compiled_bf16_channels_last(
+    launch_ranks, run_config, check_data_parallel
+):
+    """torch.compile of the DDP module with ddlbench's comm hook: ranks stay in step."""
+    cfg = run_config(
+        "pytorch",
+        framework_options={"backend": "gloo"},
+        precision="bf16",
+        layout="channels_last",
+        compile=True,
+        steps={"warmup": 5, "measure": 3},
+    )
+    result = launch_ranks("pytorch", cfg, world_size=2, timeout=1200)
+    check_data_parallel(result)
+    for records in result.logs:
+        meta = records[0]
+        assert meta["ddp"] is True and meta["compile"] == "torch.compile(mode=default)"
+        assert meta["precision"] == "bf16" and meta["layout"] == "NHWC"
+    steps = result.records(0, "step")
+    assert all(s["comm_s"] is not None for s in steps if s["phase"] == "measure")
+
+
 @pytest.mark.parametrize("workload", ["tensorflow", "keras"])
 def test_tf_and_keras_xla_and_bf16_policy(workload, launch_ranks, run_config, validate_log):
     cfg = run_config(
