@@ -84,15 +84,15 @@ def test_mxnet_refuses_tf32_in_a_variant():
     assert "variants[0].precision" in str(problem) and "TF32" in str(problem)
 
 
-def test_mxnet_channels_last_needs_a_gpu():
+def test_mxnet_channels_last_plans_on_gpu_and_cpu_profiles():
+    # NHWC needs cuDNN: on a CPU profile the workload falls back to NCHW and records it
+    # (tests/workloads/test_knobs.py), so the shipped GPU specs still run on a laptop
     text = SPEC.replace("precision: bf16", "precision: fp32")
     text = text.replace("gpus_per_node: 4", "gpus_per_node: 2")
     loaded = load(text)
-    plan_runs(loaded.value, GPU4, loaded.source)  # fine on a GPU profile
-    with pytest.raises(InputError) as info:
-        plan_runs(loaded.value, CPU, loaded.source)
-    (problem,) = info.value.problems
-    assert str(problem).startswith("k.yaml:6:") and "cuDNN" in str(problem)
+    for profile in (GPU4, CPU):
+        runs = plan_runs(loaded.value, profile, loaded.source).runs
+        assert {r.layout for r in runs if r.framework == "mxnet"} == {"channels_last"}
 
 
 def test_torch_compile_mode_option():
