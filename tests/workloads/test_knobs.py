@@ -169,3 +169,23 @@ def test_mxnet_nhwc_blocks_and_cpu_fallbacks():
     assert meta["layout"] == "NCHW" and meta["precision"] == "fp32"  # the CPU cannot
     assert len(meta["fallbacks"]) == 2 and "cuDNN" in meta["fallbacks"][1]
     assert meta["compile"] == "hybridize(static_alloc=True, static_shape=True)"
+
+
+def test_horovod_torch_bf16_channels_last(launch_ranks, run_config, check_data_parallel):
+    """Horovod-PyTorch applies the same knobs as the pytorch workload (shared helpers)."""
+    cfg = run_config(
+        "horovod_torch",
+        framework="horovod",
+        framework_options={"wraps": "pytorch", "controller": "gloo"},
+        precision="bf16",
+        layout="channels_last",
+        steps={"warmup": 2, "measure": 4},
+    )
+    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
+    result = launch_ranks("horovod_torch", cfg, env="horovod", background=server, timeout=300)
+    check_data_parallel(result)
+    for records in result.logs:
+        meta = records[0]
+        assert meta["precision"] == "bf16" and meta["autocast_dtype"] == "bfloat16"
+        assert meta["layout"] == "NHWC" and meta["compile"] == "eager"
+        assert meta["flops_per_sample"] == LENET_TRAINING_FLOPS
