@@ -50,7 +50,7 @@ def body(ctx: Context) -> None:
         model = build_model(
             cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
         )
-        model = knobs.prepare_model(model.to(device))
+        model = knobs.prepare_model(model.to(device), weights=False)
         backend = "nccl" if device.type == "cuda" and hvd.nccl_built() else controller
         ctx.write_meta(
             f"horovod {horovod.__version__}, torch {torch.__version__}",

@@ -76,11 +76,23 @@ class TorchKnobs:
     #: torch.compile mode, or None for eager
     compile_mode: Optional[str]
 
-    def prepare_model(self, model: nn.Module) -> nn.Module:
-        """Move the weights to channels-last when asked (before DDP wraps the model)."""
-        if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        return model
+    def prepare_model(self, model: nn.Module, weights: bool = True) -> nn.Module:
+        """Move the weights to channels-last when asked (before DDP wraps the model).
+
+        ``weights=False`` (Horovod, whose collectives need contiguous tensors) keeps the
+        weights in the default layout: the channels-last inputs still make the convolutions
+        run NHWC, and the gradients keep their weights' layout (PyTorch's gradient layout
+        contract). Recorded as a fallback and as ``channels_last_weights`` in meta."""
+        if not self.channels_last:
+            return model
+        self.knobs.extra["channels_last_weights"] = weights
+        if not weights:
+            self.knobs.fallback(
+                "layout channels_last: Horovod needs contiguous tensors, so the weights stay "
+                "in the default layout; inputs and activations are channels-last"
+            )
+            return model
+        return model.to(memory_format=torch.channels_last)
 
     def compiled(self, model: nn.Module) -> nn.Module:
         """``torch.compile(model, mode=...)`` when compilation is on (lazy: compiles in step 0)."""

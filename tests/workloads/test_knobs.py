@@ -189,3 +189,6 @@ def test_horovod_torch_bf16_channels_last(launch_ranks, run_config, check_data_p
         assert meta["precision"] == "bf16" and meta["autocast_dtype"] == "bfloat16"
         assert meta["layout"] == "NHWC" and meta["compile"] == "eager"
         assert meta["flops_per_sample"] == LENET_TRAINING_FLOPS
+        # Horovod's collectives need contiguous tensors: a labelled partial fallback
+        assert meta["channels_last_weights"] is False
+        assert meta["fallbacks"] and "Horovod needs contiguous" in meta["fallbacks"][0]
