@@ -86,3 +86,26 @@ def test_busy_node_is_marked_under_warn(tmp_path):
     (md,) = (results / camp / "report").glob("*.md")
     text = md.read_text()
     assert "## Precision, MFU and energy" in text and "started on a busy node" in text
+
+
+@pytest.mark.slurm
+def test_preflight_on_real_slurm_one_report_per_node(tmp_path, slurm_cluster):
+    """On the two-node Slurm cluster: an srun step per node, one report per node name."""
+    require_envs("pytorch")
+    text = (ROOT / "configs" / "clusters" / "localslurm.yaml").read_text()
+    prof = tmp_path / "localslurm-pf.yaml"
+    prof.write_text(text.replace("name: localslurm", "name: localslurmpf") + "preflight: warn\n")
+    spec = tmp_path / "pf.yaml"
+    spec.write_text(SPEC.replace("points: [1x1]", "points: [2x1]"))
+    results = tmp_path / "results"
+    sub = ddlbench("submit", str(spec), "--cluster", str(prof), "--campaign", "pfs",
+                   results=results)  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    waited = ddlbench("wait", "pfs", "--timeout", "600", results=results)
+    assert waited.returncode == 0, waited.stdout
+    (run_dir,) = (results / "pfs" / "runs").iterdir()
+    reports = sorted(p.name for p in (run_dir / "provenance" / "preflight").glob("*.json"))
+    assert reports == ["n1.json", "n2.json"]
+    rep = json.loads((run_dir / "provenance" / "preflight" / "n1.json").read_text())
+    assert rep["busy"] is True  # load fraction 0: any load is busy
+    assert rep["other_jobs"] is not None  # squeue answered on the node
