@@ -8,13 +8,15 @@ import os
 from pathlib import Path
 from typing import Iterator, List, Optional, Union
 
+from ddlbench.campaign.paths import RunPaths
+
 from .errors import CampaignNotFound, CollectError
 
 ENV_RESULTS = "DDLBENCH_RESULTS"
 DEFAULT_RESULTS = "results"
 DATA_DIR = "data"
 COLLECT_INFO = "collect.json"
-COLLECTOR_VERSION = 2  # bump when the data files change meaning or columns
+COLLECTOR_VERSION = 3  # bump when the data files change meaning or columns
 
 
 def results_root(option: Union[str, Path, None] = None) -> Path:
@@ -88,6 +90,10 @@ def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
         logs = run_dir / "logs"
         if logs.is_dir():
             yield from sorted(logs.rglob("rank-*.jsonl"))
+        # GPU telemetry and pre-flight reports feed run columns (collect/gpu_columns.py)
+        paths = RunPaths(run_dir)
+        yield from paths.telemetry_logs()
+        yield from paths.preflight_reports()
 
 
 def fingerprint(campaign_dir: Path) -> str:

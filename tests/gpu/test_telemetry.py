@@ -184,3 +184,17 @@ def test_throttled_and_busy_runs_are_never_clean(tmp_path):
     assert out["gpu_throttled"] == True and out["throttle_reasons"] == "hw_thermal"  # noqa: E712
     assert out["energy_j"] == pytest.approx(3200.0) and out["joules_per_sample"] == 4.0
     assert out["problems"] == "GPU clocks throttled in the measured window (hw_thermal)"
+
+
+def test_telemetry_and_preflight_files_make_collected_data_stale(tmp_path):
+    from ddlbench.collect.paths import fingerprint
+
+    run_dir = tmp_path / "runs" / "r0"
+    (run_dir / "logs").mkdir(parents=True)
+    before = fingerprint(tmp_path)
+    (run_dir / "telemetry").mkdir()
+    (run_dir / "telemetry" / "n1.jsonl").write_text('{"type": "unavailable"}\n')
+    middle = fingerprint(tmp_path)
+    (run_dir / "provenance" / "preflight").mkdir(parents=True)
+    (run_dir / "provenance" / "preflight" / "n1.json").write_text("{}")
+    assert len({before, middle, fingerprint(tmp_path)}) == 3
