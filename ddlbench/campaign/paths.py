@@ -48,6 +48,10 @@ SLURM_OUTPUT_PATTERN = "slurm-%j.out"
 SLURM_ERROR_PATTERN = "slurm-%j.err"
 ATTEMPT_PREFIX = "attempt-"
 ATTEMPT_JOB = "job.txt"
+#: per-node GPU telemetry logs (``telemetry/<node>.jsonl``) and pre-flight reports
+#: (``provenance/preflight/<node>.json``); docs/telemetry.md
+TELEMETRY_DIR = "telemetry"
+PREFLIGHT_DIR = "preflight"
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,22 @@ class RunPaths:
     @property
     def exit_code(self) -> Path:
         return self.dir / EXIT_CODE
+
+    @property
+    def telemetry(self) -> Path:
+        return self.dir / TELEMETRY_DIR
+
+    def telemetry_logs(self) -> Iterator[Path]:
+        if self.telemetry.is_dir():
+            yield from sorted(self.telemetry.glob("*.jsonl"))
+
+    @property
+    def preflight(self) -> Path:
+        return self.provenance / PREFLIGHT_DIR
+
+    def preflight_reports(self) -> Iterator[Path]:
+        if self.preflight.is_dir():
+            yield from sorted(self.preflight.glob("*.json"))
 
     def slurm_output(self, job_id: Union[str, int], stream: str = "out") -> Path:
         """``slurm-<jobid>.out`` or ``.err``."""

@@ -32,6 +32,7 @@ from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from .. import __version__
 from . import data_files as files_io
 from .freshness import COLLECTOR_VERSION, fingerprint, is_stale, read_collect_info
+from .gpu_columns import add_gpu_columns
 from .planned import load_manifest, planned_runs
 from .rank_stats import rank_stats
 from .rank_tables import allreduce_frame, evals_frame, files_frame, ranks_frame
@@ -251,6 +252,7 @@ def collect_campaign(
     ranks = ranks_frame(kept, rank_stats(steps, bounds), dup_count, campaign_dir)
     states = normalise_states(run_states, campaign_dir)
     runs = runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files)
+    runs = add_gpu_columns(runs, kept, campaign_dir)
     files_df = files_frame(files, campaign_dir)
     data = CampaignData(
         campaign_dir=campaign_dir,

@@ -27,6 +27,9 @@ def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
             yield rp.config
         yield from rp.scheduler_outputs()
         yield from rp.all_rank_logs()
+        # GPU telemetry and pre-flight reports feed run columns (collect/gpu_columns.py)
+        yield from rp.telemetry_logs()
+        yield from rp.preflight_reports()
 
 
 def fingerprint(campaign_dir: Path) -> str:

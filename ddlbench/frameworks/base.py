@@ -10,9 +10,12 @@ the renderer picks the template by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field
+
+#: the performance knobs; an entry, the spec and a variant may set them (docs/spec.md)
+KNOB_NAMES = ("precision", "layout", "compile")
 
 
 class FrameworkOptions(BaseModel):
@@ -30,6 +33,14 @@ class FrameworkOptions(BaseModel):
     data_workers: Optional[int] = Field(default=None, ge=0)
     #: seconds to wait for all ranks to join the process group or rendezvous
     timeout_s: Optional[int] = Field(default=None, ge=1)
+    #: performance knobs for this framework only, overriding the spec's (a variant's win)
+    precision: Optional[Literal["fp32", "tf32", "amp", "bf16"]] = None
+    layout: Optional[Literal["default", "channels_last"]] = None
+    compile: Optional[bool] = None
+
+    def knob_overrides(self) -> Dict[str, Any]:
+        """The knobs this entry sets (``precision``, ``layout``, ``compile``)."""
+        return {k: getattr(self, k) for k in KNOB_NAMES if getattr(self, k) is not None}
 
     def id_suffix(self) -> str:
         """Extra words for run ids when two entries use the same framework (default none)."""
@@ -61,6 +72,11 @@ class Launcher:
     imports: Callable[[Any], Tuple[str, ...]] = field(default=lambda opts: ())
     #: option sets that ``ddlbench doctor`` probes when no spec names the entries
     probe_options: Tuple[Dict[str, Any], ...] = ({},)
+    #: why the framework cannot run the knobs ``{precision, layout, compile}`` on ``device``
+    #: (``cpu``/``gpu``) with ``options``: a message for the spec's error, or None
+    knob_problem: Callable[[Dict[str, Any], str, Any], Optional[str]] = field(
+        default=lambda knobs, device, opts: None
+    )
 
     @property
     def template_name(self) -> str:

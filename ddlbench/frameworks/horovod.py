@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Dict, Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.frameworks.pytorch import CompileMode
 
 
 class HorovodOptions(FrameworkOptions):
@@ -15,6 +16,8 @@ class HorovodOptions(FrameworkOptions):
     controller: Literal["mpi", "gloo"] = "gloo"
     #: compress gradients to fp16 for the allreduce (hvd.Compression.fp16)
     fp16_allreduce: Optional[bool] = None
+    #: torch.compile mode when the spec's ``compile`` is on and Horovod wraps PyTorch
+    compile_mode: Optional[CompileMode] = None
 
     def id_suffix(self) -> str:
         return "tf" if self.wraps == "tensorflow" else "torch"
@@ -24,6 +27,17 @@ def _workload(mode: str, opts: HorovodOptions) -> str:
     if mode == "allreduce":
         return "allreduce_horovod"
     return "horovod_tf" if opts.wraps == "tensorflow" else "horovod_torch"
+
+
+def knob_problem(
+    knobs: Dict[str, Any], device: str, opts: Optional[HorovodOptions]
+) -> Optional[str]:
+    if knobs.get("compile") and opts is not None and opts.wraps == "tensorflow":
+        return (
+            "Horovod's DistributedGradientTape is not compiled with XLA by ddlbench; "
+            "set compile: false for horovod wrapping tensorflow"
+        )
+    return None
 
 
 LAUNCHER = Launcher(
@@ -38,4 +52,5 @@ LAUNCHER = Launcher(
     imports=lambda opts: (
         ("horovod.tensorflow",) if opts.wraps == "tensorflow" else ("horovod.torch",)
     ),
+    knob_problem=knob_problem,
 )

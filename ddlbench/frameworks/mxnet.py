@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Dict, Literal, Optional
 
 from pydantic import Field
 
@@ -21,6 +21,25 @@ def _template_vars(opts: MXNetOptions, run) -> dict:
     return {"servers": servers, "server_nodes": min(servers, run.nodes)}
 
 
+def knob_problem(knobs: Dict[str, Any], device: str, opts: MXNetOptions) -> Optional[str]:
+    """What MXNet 1.9 Gluon cannot do (docs/spec.md#performance-knobs)."""
+    precision = knobs.get("precision")
+    if precision == "tf32":
+        return (
+            "MXNet 1.9 has no TF32 setting of its own (ddlbench keeps its fp32 runs in fp32 with "
+            "NVIDIA_TF32_OVERRIDE=0); use precision fp32 or amp for mxnet"
+        )
+    if precision == "bf16":
+        return (
+            "MXNet's AMP casts to float16 on the GPU only (its bfloat16 path is oneDNN-CPU "
+            "inference); use precision amp (or fp32) for mxnet"
+        )
+    # layout channels_last on a CPU profile is not refused: MXNet runs NHWC through cuDNN only,
+    # so the workload falls back to NCHW there and records the fallback (the shipped GPU specs
+    # stay usable on a laptop)
+    return None
+
+
 LAUNCHER = Launcher(
     name="mxnet",
     options=MXNetOptions,
@@ -29,4 +48,5 @@ LAUNCHER = Launcher(
     template_vars=_template_vars,
     backend=lambda opts, device: opts.kvstore,
     imports=lambda opts: ("mxnet",),
+    knob_problem=knob_problem,
 )

@@ -8,6 +8,8 @@ from pydantic import Field
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
 
 class PyTorchOptions(FrameworkOptions):
     #: process-group backend; default nccl on GPU, gloo on CPU
@@ -18,6 +20,8 @@ class PyTorchOptions(FrameworkOptions):
     comm_timing: Optional[bool] = None
     #: wrap the model in DDP even with one rank, to measure DDP's own overhead
     ddp_single_rank: Optional[bool] = None
+    #: torch.compile mode when the spec's ``compile`` is on (default: ``default``)
+    compile_mode: Optional[CompileMode] = None
 
 
 def _backend(opts: PyTorchOptions, device: str) -> str:

@@ -19,7 +19,14 @@ from ddlbench.errors import InputError, Problem
 from ddlbench.frameworks import get_launcher
 from ddlbench.names import check_safe_name
 from ddlbench.spec.cluster import ClusterProfile
-from ddlbench.spec.experiment import MODEL_SHAPES, ExperimentSpec, LRScaling, Optimizer, Variant
+from ddlbench.spec.experiment import (
+    KNOBS,
+    MODEL_SHAPES,
+    ExperimentSpec,
+    LRScaling,
+    Optimizer,
+    Variant,
+)
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
 
@@ -53,6 +60,10 @@ class Run:
     time_limit: str
     time_limit_min: float
     env: Dict[str, str] = field(default_factory=dict)
+    #: activation layout knob (``default`` or ``channels_last``)
+    layout: str = "default"
+    #: graph compilation knob
+    compile: bool = False
 
     @property
     def gpus(self) -> int:
@@ -174,6 +185,42 @@ def _zip_or_cross(
     return [dict(zip(names, values)) for values in product(*(axes[n] for n in names))]
 
 
+def run_knobs(spec: ExperimentSpec, index: int, variant: Optional[Variant]) -> Dict[str, Any]:
+    """The performance knobs of a run: the variant's where it sets them, else the framework
+    entry's, else the spec's."""
+    entry = spec.frameworks[index].options.knob_overrides()
+    out = {}
+    for name in KNOBS:
+        value = getattr(variant, name) if variant is not None else None
+        if value is None:
+            value = entry.get(name, getattr(spec, name))
+        out[name] = value
+    return out
+
+
+def _knob_loc(
+    spec: ExperimentSpec,
+    variant: Optional[Variant],
+    index: int,
+    knobs: Dict[str, Any],
+    device: str,
+) -> Tuple[Any, ...]:
+    """Where a refused knob is written: the variant's key if it sets it, else the spec's."""
+    entry = spec.frameworks[index]
+    launcher = get_launcher(entry.name)
+    for name in KNOBS:
+        # the first knob that alone makes the framework refuse
+        alone = {k: (knobs[k] if k == name else None) for k in KNOBS}
+        if launcher.knob_problem(alone, device, entry.options):
+            if variant is not None and getattr(variant, name) is not None:
+                return ("variants", spec.variants.index(variant), name)
+            if getattr(entry.options, name) is not None:
+                return ("frameworks", index, name)
+            if name in spec.model_fields_set:
+                return (name,)
+    return ("frameworks", index)
+
+
 def plan_runs(
     spec: ExperimentSpec,
     profile: ClusterProfile,
@@ -207,7 +254,11 @@ def plan_runs(
         LRScaling(**lr_scaling)
         merged[variant.label if variant else None] = (optimizer, lr_scaling)
     # unset options stay out of run.json, so the workload's documented default applies
-    options = {i: e.options.model_dump(exclude_none=True) for i, e in enumerate(spec.frameworks)}
+    # the knobs travel as run.json's own keys, not among the framework options
+    options = {
+        i: e.options.model_dump(exclude_none=True, exclude=set(KNOBS))
+        for i, e in enumerate(spec.frameworks)
+    }
     if spec.container:
         for entry in spec.frameworks:
             if profile.setup_for(entry.name, entry.id_label).container is None:
@@ -256,6 +307,12 @@ def plan_runs(
                     global_batch = per_device * world
                     batch_word = f"b{per_device}"
                 optimizer, lr_scaling = merged[variant.label if variant else None]
+                knobs = run_knobs(spec, fi, variant)
+                problem = launcher.knob_problem(knobs, profile.device, entry.options)
+                if problem:
+                    loc = _knob_loc(spec, variant, fi, knobs, profile.device)
+                    problems.append(_problem(source, loc, f"{entry.id_label}: {problem}"))
+                    continue
                 lr = scaled_lr(
                     optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"]
                 )
@@ -290,8 +347,9 @@ def plan_runs(
                         lr=lr,
                         optimizer=optimizer,
                         lr_scaling=lr_scaling,  # shared between runs: never mutate
-                        precision=(variant.precision if variant and variant.precision else None)
-                        or spec.precision,
+                        precision=knobs["precision"],
+                        layout=knobs["layout"],
+                        compile=knobs["compile"],
                         scaling=spec.scaling,
                         variant=variant.label if variant else None,
                         repeat=repeat,

@@ -159,6 +159,8 @@ def run_config(
         "num_classes": num_classes,
         "device": run.device,
         "precision": run.precision,
+        "layout": run.layout,
+        "compile": run.compile,
         "nodes": run.nodes,
         "tasks_per_node": run.tasks_per_node,
         "world_size": run.world_size,

@@ -181,6 +181,8 @@ def run_context(
         "profile": profile,
         "device": profile.device,
         "ddlbench_version": ddlbench_version,
+        "preflight": profile.preflight_policy,
+        "telemetry": profile.telemetry and profile.device == "gpu",
     }
     ctx.update(fragments)
     launcher = get_launcher(run.framework)

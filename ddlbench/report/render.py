@@ -24,6 +24,7 @@ from ..campaign.paths import CampaignPaths
 from ..campaign.restarts import restarts_sentence
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 from ..diskfull import atomic_path
+from .efficiency import efficiency_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = ("html", "md")
@@ -523,6 +524,10 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
                     else "",
                 )
             )
+    fmt = {"fnum": fnum, "fsig": fsig, "fpct": fpct, "ftext": ftext, "missing": _missing}
+    efficiency = efficiency_tables(a.runs, _table, fmt)
+    if efficiency:
+        t["efficiency"] = efficiency
     if len(a.problem_runs):
         t["problems"] = [
             _table(

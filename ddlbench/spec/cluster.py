@@ -183,6 +183,17 @@ class ClusterProfile(Strict):
     env: Dict[str, str] = Field(default_factory=dict)
     #: a directory of site templates searched before ddlbench's slurm_templates/
     templates: Optional[str] = None
+    #: interference pre-flight before the measured steps (docs/telemetry.md): warn, fail or
+    #: off; default warn on GPU profiles, off on CPU profiles
+    preflight: Optional[Literal["warn", "fail", "off"]] = None
+    #: per-node GPU telemetry sampler (NVML, about 10 Hz) beside the ranks; GPU profiles only
+    telemetry: bool = True
+
+    @property
+    def preflight_policy(self) -> str:
+        if self.preflight is not None:
+            return self.preflight
+        return "warn" if self.device == "gpu" else "off"
 
     @field_validator("name")
     @classmethod

@@ -19,6 +19,15 @@ MODEL_SHAPES = {
     "lenet": (28, 10),
 }
 SWEEP_AXES = ("scale", "batch_size", "variants")
+#: numeric precision: fp32 (TF32 off), tf32 (TF32 matmul/conv on), amp (fp16 autocast + loss
+#: scaling), bf16 (bf16 autocast, no scaling); docs/spec.md#performance-knobs
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+#: memory layout of activations: the framework's own (NCHW, TF: NHWC) or channels-last (NHWC)
+LAYOUTS = ("default", "channels_last")
+#: the knobs a variant may override, with the spec's defaults
+KNOBS = ("precision", "layout", "compile")
+Precision = Literal["fp32", "tf32", "amp", "bf16"]
+Layout = Literal["default", "channels_last"]
 
 
 class Strict(BaseModel):
@@ -183,7 +192,9 @@ class Variant(Strict):
     label: str
     lr_scaling: Optional[LRScaling] = None
     optimizer: Optional[Optimizer] = None
-    precision: Optional[Literal["fp32", "amp"]] = None
+    precision: Optional[Precision] = None
+    layout: Optional[Layout] = None
+    compile: Optional[bool] = None
     env: Dict[str, str] = Field(default_factory=dict)
 
     @field_validator("label")
@@ -203,7 +214,11 @@ class ExperimentSpec(Strict):
     batch_size: Union[int, List[int]] = 32
     global_batch_size: Optional[int] = Field(default=None, ge=1)
     scaling: Literal["weak", "strong"] = "weak"
-    precision: Literal["fp32", "amp"] = "fp32"
+    precision: Precision = "fp32"
+    #: activation layout: the framework's default or channels_last (NHWC)
+    layout: Layout = "default"
+    #: graph compilation: torch.compile, XLA jit_compile, MXNet static hybridize
+    compile: bool = False
     steps: Steps = Field(default_factory=Steps)
     epochs: Optional[int] = Field(default=None, ge=1)
     target_accuracy: Optional[float] = Field(default=None, gt=0, le=1)

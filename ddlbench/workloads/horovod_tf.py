@@ -16,7 +16,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from . import models_tf
-from .common import Context, LRSchedule, run_training, workload_main
+from .common import Context, LRSchedule, run_training, training_flops, workload_main
 from .horovod_rendezvous import setup_horovod_env
 
 
@@ -140,9 +140,9 @@ def body(ctx: Context) -> None:
     import tensorflow as tf
 
     from .tensorflow import (
+        apply_knobs,
         make_data,
         model_checksum,
-        resolve_precision,
         setup_device,
         tf_variable,
     )
@@ -156,7 +156,8 @@ def body(ctx: Context) -> None:
             )
         keras = tf.keras
         device, device_name = setup_device(tf, cfg, info)
-        use_amp, precision_meta = resolve_precision(tf, cfg, keras)
+        knobs = apply_knobs(tf, cfg, keras, xla=False)
+        use_amp = knobs.loss_scaling
         model = models_tf.build_model(
             keras, cfg["model"], int(cfg["image_size"]), int(cfg["num_classes"]), seed=cfg["seed"]
         )
@@ -168,7 +169,8 @@ def body(ctx: Context) -> None:
             backend,
             controller=controller,
             threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
-            **precision_meta,
+            flops_per_sample=training_flops(cfg),
+            **knobs.knobs.meta(),
         )
         data = make_data(tf, cfg, info, device)
         compression = hvd.Compression.fp16 if opts.get("fp16_allreduce") else hvd.Compression.none

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from .common import Context, LRSchedule, run_training, workload_main
+from .common import Context, LRSchedule, run_training, training_flops, workload_main
 from .horovod_rendezvous import setup_horovod_env
 
 
@@ -29,12 +29,12 @@ def body(ctx: Context) -> None:
 
     from .models_torch import build_model, param_count
     from .pytorch import (
+        apply_knobs,
         evaluate,
         make_data,
         make_optimizer,
         make_step_fn,
         model_checksum,
-        resolve_precision,
         setup_device,
     )
 
@@ -46,10 +46,11 @@ def body(ctx: Context) -> None:
                 f"{info.rank}/{info.world_size}"
             )
         device, device_name = setup_device(cfg, info)
-        use_amp, precision_meta = resolve_precision(cfg, device)
+        knobs = apply_knobs(cfg, device)
         model = build_model(
             cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
-        ).to(device)
+        )
+        model = knobs.prepare_model(model.to(device), weights=False)
         backend = "nccl" if device.type == "cuda" and hvd.nccl_built() else controller
         ctx.write_meta(
             f"horovod {horovod.__version__}, torch {torch.__version__}",
@@ -58,7 +59,8 @@ def body(ctx: Context) -> None:
             backend,
             controller=controller,
             threads=torch.get_num_threads(),
-            **precision_meta,
+            flops_per_sample=training_flops(cfg),
+            **knobs.knobs.meta(),
         )
         data = make_data(cfg, info, device)
         optimizer = make_optimizer(cfg, model)
@@ -72,7 +74,13 @@ def body(ctx: Context) -> None:
             op=hvd.Average,
         )
         step_fn = make_step_fn(
-            model, optimizer, device, use_amp, data.fixed, horovod_optimizer=True
+            knobs.compiled(model),
+            optimizer,
+            device,
+            knobs.precision,
+            data.fixed,
+            horovod_optimizer=True,
+            channels_last=knobs.channels_last,
         )
         schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
 

@@ -40,15 +40,15 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 import numpy as np
 
 from . import models_tf
-from .common import Context, LRSchedule, run_training, workload_main
+from .common import Context, LRSchedule, run_training, training_flops, workload_main
 from .tensorflow import (
     after,
+    apply_knobs,
     communication_meta,
     make_data,
     make_strategy,
     model_checksum,
     prepare_environment,
-    resolve_precision,
     setup_device,
 )
 
@@ -91,6 +91,7 @@ def make_step_fn(
     cfg: Dict[str, Any],
     use_amp: bool,
     fixed: Optional[Tuple[Any, Any]] = None,
+    jit: bool = False,
 ) -> Callable[[Optional[Any], float], float]:
     ops = keras.ops
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
@@ -100,7 +101,7 @@ def make_step_fn(
     variables = model.trainable_variables
     lr_var = optimizer.learning_rate  # a Keras variable; assigned from the host when it changes
 
-    def replica_step(x: Any, y: Any) -> Any:
+    def local_grads(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
             loss = loss_fn(y, ops.cast(logits, "float32")) / global_batch
@@ -108,7 +109,13 @@ def make_step_fn(
             if l2:
                 total = total + l2 * ops.sum(ops.stack([ops.sum(ops.square(v)) for v in variables]))
             scaled = optimizer.scale_loss(total)
-        grads = tape.gradient(scaled, variables)
+        return loss, tape.gradient(scaled, variables)
+
+    if jit:  # XLA (Keras' jit_compile) for the replica's forward and backward
+        local_grads = tf.function(local_grads, jit_compile=True)
+
+    def replica_step(x: Any, y: Any) -> Any:
+        loss, grads = local_grads(x, y)
         if use_amp:
             ctx = tf.distribute.get_replica_context()
             local_bad = ops.sum(
@@ -181,7 +188,8 @@ def body(ctx: Context) -> None:
     tf_config = prepare_environment(cfg, info)
     tf, keras = import_keras()
     device, device_name = setup_device(tf, cfg, info)
-    use_amp, precision_meta = resolve_precision(tf, cfg, keras)
+    knobs = apply_knobs(tf, cfg, keras)
+    use_amp = knobs.loss_scaling
     strategy, _options, comm_name = make_strategy(tf, cfg, info)
     with strategy.scope():
         model = models_tf.build_model(
@@ -199,10 +207,13 @@ def body(ctx: Context) -> None:
         keras_backend=keras.backend.backend(),
         threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
         **communication_meta(cfg, comm_name, tf_config),
-        **precision_meta,
+        flops_per_sample=training_flops(cfg),
+        **knobs.knobs.meta(),
     )
     data = make_data(tf, cfg, info, device)
-    step_fn = make_step_fn(tf, keras, strategy, model, optimizer, cfg, use_amp, data.fixed)
+    step_fn = make_step_fn(
+        tf, keras, strategy, model, optimizer, cfg, use_amp, data.fixed, knobs.jit
+    )
     schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
     evaluate_fn = None
     if cfg["mode"] == "convergence":

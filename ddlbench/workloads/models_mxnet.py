@@ -49,7 +49,9 @@ def default_channels(model: str) -> int:
     return 1 if model == "lenet" else 3
 
 
-def _blocks() -> Any:
+def _blocks(layout: str = "NCHW") -> Any:
+    """The block classes, with convolutions, pooling and batch norm in ``layout`` (NCHW, or
+    NHWC, which MXNet runs through cuDNN only)."""
     import mxnet as mx
     from mxnet import gluon
     from mxnet.gluon import nn
@@ -61,6 +63,9 @@ def _blocks() -> Any:
             "weight_initializer": mx.init.Uniform(bound),
             "bias_initializer": mx.init.Uniform(bound),
         }
+
+    spatial = {"layout": layout}
+    channel_axis = 3 if layout == "NHWC" else 1
 
     def kaiming_out() -> Any:
         # kaiming_normal_(mode="fan_out", nonlinearity="relu"): normal, std sqrt(2 / fan_out)
@@ -77,11 +82,11 @@ def _blocks() -> Any:
             flat = 16 * (((image_size // 2) - 4) // 2) ** 2
             with self.name_scope():
                 self.conv1 = nn.Conv2D(
-                    6, 5, padding=2, activation="relu", **torch_default(25 * channels)
+                    6, 5, padding=2, activation="relu", **spatial, **torch_default(25 * channels)
                 )
-                self.pool1 = nn.MaxPool2D(2)
-                self.conv2 = nn.Conv2D(16, 5, activation="relu", **torch_default(25 * 6))
-                self.pool2 = nn.MaxPool2D(2)
+                self.pool1 = nn.MaxPool2D(2, **spatial)
+                self.conv2 = nn.Conv2D(16, 5, activation="relu", **spatial, **torch_default(25 * 6))
+                self.pool2 = nn.MaxPool2D(2, **spatial)
                 self.fc1 = nn.Dense(120, activation="relu", **torch_default(flat))
                 self.fc2 = nn.Dense(84, activation="relu", **torch_default(120))
                 self.fc3 = nn.Dense(num_classes, **torch_default(84))
@@ -94,7 +99,7 @@ def _blocks() -> Any:
 
     def bn() -> Any:
         # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Gluon: 0.9).
-        return nn.BatchNorm(axis=1, epsilon=1e-5, momentum=0.9)
+        return nn.BatchNorm(axis=channel_axis, epsilon=1e-5, momentum=0.9)
 
     class Bottleneck(gluon.HybridBlock):
         """torchvision's Bottleneck (v1.5): the stride sits on the 3x3 convolution."""
@@ -104,7 +109,9 @@ def _blocks() -> Any:
             with self.name_scope():
                 self.body = nn.HybridSequential(prefix="")
                 self.body.add(
-                    nn.Conv2D(planes, 1, use_bias=False, weight_initializer=kaiming_out()),
+                    nn.Conv2D(
+                        planes, 1, use_bias=False, weight_initializer=kaiming_out(), **spatial
+                    ),
                     bn(),
                     nn.Activation("relu"),
                 )
@@ -116,12 +123,16 @@ def _blocks() -> Any:
                         padding=1,
                         use_bias=False,
                         weight_initializer=kaiming_out(),
+                        **spatial,
                     ),
                     bn(),
                     nn.Activation("relu"),
                 )
                 self.body.add(
-                    nn.Conv2D(planes * 4, 1, use_bias=False, weight_initializer=kaiming_out()), bn()
+                    nn.Conv2D(
+                        planes * 4, 1, use_bias=False, weight_initializer=kaiming_out(), **spatial
+                    ),
+                    bn(),
                 )
                 if downsample:
                     self.downsample = nn.HybridSequential(prefix="")
@@ -132,6 +143,7 @@ def _blocks() -> Any:
                             strides=stride,
                             use_bias=False,
                             weight_initializer=kaiming_out(),
+                            **spatial,
                         ),
                         bn(),
                     )
@@ -155,13 +167,14 @@ def _blocks() -> Any:
                         padding=3,
                         use_bias=False,
                         weight_initializer=kaiming_out(),
+                        **spatial,
                     )
                 )
-                self.features.add(bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
+                self.features.add(bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1, **spatial))
                 for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
                     for b in range(blocks):
                         self.features.add(Bottleneck(planes, stride if b == 0 else 1, b == 0))
-                self.features.add(nn.GlobalAvgPool2D())
+                self.features.add(nn.GlobalAvgPool2D(**spatial))
                 self.fc = nn.Dense(num_classes, **torch_default(2048))
 
         def hybrid_forward(self, F: Any, x: Any) -> Any:
@@ -174,7 +187,7 @@ def _blocks() -> Any:
                 self.features = nn.HybridSequential(prefix="")
                 for v in config:
                     if v == "M":
-                        self.features.add(nn.MaxPool2D(2, 2))
+                        self.features.add(nn.MaxPool2D(2, 2, **spatial))
                     else:
                         self.features.add(
                             nn.Conv2D(
@@ -183,6 +196,7 @@ def _blocks() -> Any:
                                 padding=1,
                                 activation="relu",
                                 weight_initializer=kaiming_out(),
+                                **spatial,
                                 bias_initializer="zeros",
                             )
                         )
@@ -198,14 +212,14 @@ def _blocks() -> Any:
     return LeNet, ResNet50, VGG
 
 
-def build_model(name: str, num_classes: int, image_size: int = 224) -> Any:
-    """An uninitialised Gluon block for ``name``.
+def build_model(name: str, num_classes: int, image_size: int = 224, layout: str = "NCHW") -> Any:
+    """An uninitialised Gluon block for ``name`` with activations in ``layout``.
 
     Initialise with :func:`initialize` so all ranks start from the same weights.
     """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
-    lenet_cls, resnet_cls, vgg_cls = _blocks()
+    lenet_cls, resnet_cls, vgg_cls = _blocks(layout)
     if name == "lenet":
         return lenet_cls(num_classes, image_size, default_channels(name), prefix="lenet_")
     if name == "resnet50":
@@ -213,14 +227,18 @@ def build_model(name: str, num_classes: int, image_size: int = 224) -> Any:
     return vgg_cls(_VGG_CFG[name], num_classes=num_classes, prefix=name + "_")
 
 
-def initialize(net: Any, ctx: Any, image_size: int, channels: int, seed: int) -> None:
+def initialize(
+    net: Any, ctx: Any, image_size: int, channels: int, seed: int, layout: str = "NCHW"
+) -> None:
     """Seeded initialisation (each layer carries its initialiser; batch norm is ones/zeros),
     shapes resolved by a dry run."""
     import mxnet as mx
 
     mx.random.seed(seed)
     net.initialize(mx.init.Uniform(0.07), ctx=ctx)
-    net(mx.nd.zeros((1, channels, image_size, image_size), ctx=ctx))
+    side = (image_size, image_size)
+    shape = (1,) + side + (channels,) if layout == "NHWC" else (1, channels) + side
+    net(mx.nd.zeros(shape, ctx=ctx))
 
 
 def trainable_params(net: Any) -> List[Any]:

@@ -43,6 +43,7 @@ import numpy as np
 from . import models_mxnet
 from .common import (
     Context,
+    Knobs,
     LRSchedule,
     RankInfo,
     TrainData,
@@ -58,9 +59,11 @@ from .common import (
     shard_indices,
     steps_per_epoch,
     synthetic_batch,
-    warn,
+    training_flops,
+    warmup_steps,
     workload_main,
 )
+from .common.knobs import AMP_CPU_MESSAGE
 
 KVSTORES = ("dist_sync", "dist_device_sync")
 PS_ROLES = ("scheduler", "server")
@@ -128,8 +131,10 @@ def kvstore_type(cfg: Dict[str, Any]) -> str:
 DECODABLE = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
 
 
-def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainData:
-    """This rank's data, NCHW (common/data.py for the kinds)."""
+def make_data(
+    mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any, layout: str = "NCHW"
+) -> TrainData:
+    """This rank's data in ``layout`` (NCHW or NHWC; common/data.py for the kinds)."""
     kind = cfg["data"]["kind"]
     batch = int(cfg["batch_size"])
     seed = data_seed(cfg["seed"], info.rank)
@@ -143,7 +148,7 @@ def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainDa
             int(cfg["image_size"]),
             int(cfg["num_classes"]),
             input_channels(cfg["model"]),
-            "NCHW",
+            layout,
             seed,
         )
         samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
@@ -151,7 +156,7 @@ def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainDa
         mx.nd.waitall()
         return TrainData(samples / cfg["global_batch_size"], fixed=fixed)
     if kind in ("digits", "mnist"):
-        data = load_rank_data(cfg, info, "NCHW")
+        data = load_rank_data(cfg, info, layout)
 
         def batches(epoch: int) -> Iterator[Any]:
             for bx, by in data.epoch_batches(epoch, batch, seed):
@@ -163,8 +168,62 @@ def make_data(mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any) -> TrainDa
 
         return TrainData(data.steps_per_epoch, batches=batches, val=val)
     if kind == "imagefolder":
-        return _imagefolder_data(mx, cfg, info, ctx, seed)
+        folder = _imagefolder_data(mx, cfg, info, ctx, seed)
+        return folder if layout == "NCHW" else _to_nhwc(folder)
     raise ValueError(f"unknown data kind {kind!r}")
+
+
+def _to_nhwc(data: TrainData) -> TrainData:
+    """The image-folder batches (decoded NCHW) transposed to NHWC on the device."""
+
+    def nhwc(it: Iterator[Any]) -> Iterator[Any]:
+        for x, y in it:
+            yield x.transpose((0, 2, 3, 1)), y
+
+    batches, val = data.batches, data.val
+    assert batches is not None
+    return TrainData(
+        data.steps_per_epoch,
+        batches=lambda epoch: nhwc(iter(batches(epoch))),
+        val=None if val is None else (lambda: nhwc(iter(val()))),
+    )
+
+
+def apply_knobs(cfg: Dict[str, Any]) -> Knobs:
+    """Precision, layout and hybridisation for MXNet; call before ``import mxnet``.
+
+    MXNet 1.9 has no TF32 or bfloat16 training path (the spec refuses them; a hand-written
+    run.json asking for them gets a recorded fallback). fp32 on a GPU sets
+    ``NVIDIA_TF32_OVERRIDE=0`` so that cuBLAS/cuDNN cannot use TF32 on Ampere and newer.
+    NHWC needs cuDNN: on the CPU the run falls back to NCHW.
+    """
+    knobs = Knobs.from_config(cfg)
+    gpu = cfg["device"] == "gpu"
+    asked = knobs.requested["precision"]
+    if asked in ("tf32", "bf16"):
+        got = "amp" if asked == "bf16" and gpu else "fp32"
+        knobs.fallback(f"mxnet has no {asked} training; running {got}")
+        knobs.precision = got
+    elif asked == "amp" and not gpu:
+        knobs.fallback(AMP_CPU_MESSAGE)
+        knobs.precision = "fp32"
+    if gpu and knobs.precision == "fp32":
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+    knobs.extra.update(
+        tf32_matmul=False if gpu and knobs.precision == "fp32" else None,
+        tf32_conv=False if gpu and knobs.precision == "fp32" else None,
+        loss_scaling=knobs.precision == "amp",
+    )
+    knobs.layout = "NCHW"
+    if knobs.requested["layout"] == "channels_last":
+        if gpu:
+            knobs.layout = "NHWC"
+        else:
+            knobs.fallback("layout channels_last: MXNet runs NHWC through cuDNN only; using NCHW")
+    static = knobs.requested["compile"]
+    knobs.compile = "hybridize(static_alloc=True, static_shape=True)" if static else "hybridize"
+    warmup_steps(cfg, knobs)
+    return knobs
 
 
 def _imagefolder_data(
@@ -375,6 +434,7 @@ def body(ctx: Context) -> None:
     prepare_ps_environment()
     if cfg["device"] == "cpu":
         os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads(cfg, info)))
+    knobs = apply_knobs(cfg)
     import mxnet as mx
 
     if cfg["device"] == "gpu":
@@ -397,16 +457,11 @@ def body(ctx: Context) -> None:
             pass
     else:
         dev, device_name = mx.cpu(), cpu_name()
-    use_amp, precision_meta = False, {}
-    if cfg["precision"] == "amp":
-        if cfg["device"] == "gpu":
-            from mxnet.contrib import amp
+    use_amp = knobs.precision == "amp"
+    if use_amp:
+        from mxnet.contrib import amp
 
-            amp.init()
-            use_amp = True
-        else:
-            warn("precision amp is not supported on the CPU; running fp32")
-            precision_meta = {"precision": "fp32", "precision_requested": "amp"}
+        amp.init()
 
     kv = mx.kv.create(kv_name)
     if kv.num_workers != info.world_size:
@@ -419,9 +474,11 @@ def body(ctx: Context) -> None:
 
     channels = models_mxnet.default_channels(cfg["model"])
     image_size = int(cfg["image_size"])
-    net = models_mxnet.build_model(cfg["model"], int(cfg["num_classes"]), image_size)
-    models_mxnet.initialize(net, dev, image_size, channels, int(cfg["seed"]))
-    net.hybridize(static_alloc=True, static_shape=True)
+    layout = knobs.layout
+    net = models_mxnet.build_model(cfg["model"], int(cfg["num_classes"]), image_size, layout)
+    models_mxnet.initialize(net, dev, image_size, channels, int(cfg["seed"]), layout)
+    static = bool(knobs.requested["compile"])
+    net.hybridize(static_alloc=static, static_shape=static)
     ctx.write_meta(
         mx.__version__,
         device_name,
@@ -431,9 +488,10 @@ def body(ctx: Context) -> None:
         num_servers=int(os.environ.get("DMLC_NUM_SERVER") or 0) or None,
         update_on_kvstore=False,
         threads=int(os.environ["OMP_NUM_THREADS"]) if cfg["device"] == "cpu" else None,
-        **precision_meta,
+        flops_per_sample=training_flops(cfg),
+        **knobs.meta(),
     )
-    data = make_data(mx, cfg, info, dev)
+    data = make_data(mx, cfg, info, dev, layout)
     trainer = make_trainer(mx, cfg, net, kv, use_amp)
     step_fn = make_step_fn(mx, net, trainer, cfg, use_amp, data.fixed)
     schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)

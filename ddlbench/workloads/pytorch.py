@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from torch import nn
 
 from .common import (
     Context,
+    Knobs,
     LRSchedule,
     RankInfo,
     TrainData,
@@ -33,11 +35,13 @@ from .common import (
     load_rank_data,
     master_addr_port,
     param_checksum,
+    resolve_precision,
     run_training,
     shard_indices,
     steps_per_epoch,
     synthetic_batch,
-    warn,
+    training_flops,
+    warmup_steps,
     workload_main,
 )
 from .models_torch import build_model, param_count
@@ -61,15 +65,85 @@ def setup_device(cfg: Dict[str, Any], info: RankInfo) -> Tuple[torch.device, str
     return torch.device("cpu"), cpu_name()
 
 
-def resolve_precision(cfg: Dict[str, Any], device: torch.device) -> Tuple[bool, Dict[str, Any]]:
-    """``(use_amp, meta extras)``. AMP (fp16 autocast + GradScaler) runs on GPU only; on the
-    CPU an ``amp`` request runs fp32, with a warning and ``precision_requested`` in meta."""
-    if cfg["precision"] != "amp":
-        return False, {}
-    if device.type == "cuda":
-        return True, {}
-    warn("precision amp is not supported on the CPU; running fp32")
-    return False, {"precision": "fp32", "precision_requested": "amp"}
+@dataclass
+class TorchKnobs:
+    """The knobs as applied by PyTorch (see :func:`apply_knobs`)."""
+
+    knobs: Knobs
+    #: fp32 / tf32 / amp / bf16, after fallbacks
+    precision: str
+    channels_last: bool
+    #: torch.compile mode, or None for eager
+    compile_mode: Optional[str]
+
+    def prepare_model(self, model: nn.Module, weights: bool = True) -> nn.Module:
+        """Move the weights to channels-last when asked (before DDP wraps the model).
+
+        ``weights=False`` (Horovod, whose collectives need contiguous tensors) keeps the
+        weights in the default layout: the channels-last inputs still make the convolutions
+        run NHWC, and the gradients keep their weights' layout (PyTorch's gradient layout
+        contract). Recorded as a fallback and as ``channels_last_weights`` in meta."""
+        if not self.channels_last:
+            return model
+        self.knobs.extra["channels_last_weights"] = weights
+        if not weights:
+            self.knobs.fallback(
+                "layout channels_last: Horovod needs contiguous tensors, so the weights stay "
+                "in the default layout; inputs and activations are channels-last"
+            )
+            return model
+        return model.to(memory_format=torch.channels_last)
+
+    def compiled(self, model: nn.Module) -> nn.Module:
+        """``torch.compile(model, mode=...)`` when compilation is on (lazy: compiles in step 0)."""
+        if self.compile_mode is None:
+            return model
+        return torch.compile(model, mode=self.compile_mode)
+
+    def prepare_batch(self, batch: Optional[Batch]) -> Optional[Batch]:
+        if batch is None or not self.channels_last:
+            return batch
+        x, y = batch
+        return x.contiguous(memory_format=torch.channels_last), y
+
+
+AUTOCAST_DTYPES = {"amp": torch.float16, "bf16": torch.bfloat16}
+
+
+def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
+    """Apply precision, layout and compilation settings for this rank and record them.
+
+    TF32: PyTorch's defaults are ``torch.backends.cuda.matmul.allow_tf32 = False`` and
+    ``torch.backends.cudnn.allow_tf32 = True`` (convolutions in TF32 on Ampere and newer), so
+    an untouched "fp32" run is not fp32. Both flags are set here explicitly: off for fp32, on
+    for tf32, amp and bf16 (the ops autocast leaves in float32 then use tensor cores too).
+    """
+    knobs = Knobs.from_config(cfg)
+    cuda = device.type == "cuda"
+    tf32_ok = cuda and torch.cuda.get_device_capability(device)[0] >= 8
+    bf16_ok = cuda and torch.cuda.is_bf16_supported()
+    precision = resolve_precision(knobs, cuda, tf32_ok, bf16_ok)
+    tf32: Optional[bool] = None
+    if cuda:
+        tf32 = precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    dtype = AUTOCAST_DTYPES.get(precision)
+    knobs.extra.update(
+        tf32_matmul=tf32,
+        tf32_conv=tf32,
+        autocast_dtype=None if dtype is None else str(dtype).replace("torch.", ""),
+        loss_scaling=precision == "amp",
+    )
+    channels_last = knobs.requested["layout"] == "channels_last"
+    knobs.layout = "NHWC" if channels_last else "NCHW"
+    mode = None
+    knobs.compile = "eager"
+    if knobs.requested["compile"]:
+        mode = str((cfg.get("framework_options") or {}).get("compile_mode") or "default")
+        knobs.compile = f"torch.compile(mode={mode})"
+    warmup_steps(cfg, knobs)
+    return TorchKnobs(knobs, precision, channels_last, mode)
 
 
 def make_optimizer(cfg: Dict[str, Any], model: nn.Module) -> torch.optim.Optimizer:
@@ -323,20 +397,37 @@ def make_step_fn(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     device: torch.device,
-    use_amp: bool,
+    precision: Union[str, bool] = "fp32",
     fixed: Optional[Batch] = None,
     comm_timer: Optional[CommTimer] = None,
     horovod_optimizer: bool = False,
+    channels_last: bool = False,
 ) -> Callable[[Optional[Batch], float], Any]:
     """One training step: forward, backward (gradient averaging happens in DDP's backward
     hooks or in Horovod's optimizer), optimizer step; returns the loss read back from the
-    device (and, with ``comm_timer``, the compute/comm split)."""
+    device (and, with ``comm_timer``, the compute/comm split).
+
+    ``precision`` is the applied one: ``amp`` runs the forward pass under fp16 autocast with
+    a GradScaler, ``bf16`` under bf16 autocast without scaling (``True`` means ``amp``)."""
+    if isinstance(precision, bool):
+        precision = "amp" if precision else "fp32"
     crit = nn.CrossEntropyLoss()
     cuda = device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda") if use_amp else None
+    scaler = torch.amp.GradScaler(device.type) if precision == "amp" else None
+    dtype = AUTOCAST_DTYPES.get(precision)
+    if channels_last and fixed is not None:
+        fixed = (fixed[0].contiguous(memory_format=torch.channels_last), fixed[1])
+
+    def forward_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if dtype is None:
+            return crit(model(x), y)
+        with torch.autocast(device.type, dtype=dtype):
+            return crit(model(x), y)
 
     def step_fn(batch: Optional[Batch], lr: float) -> Any:
         x, y = fixed if batch is None else batch
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         t0 = time.perf_counter()
         hvd_comm: Optional[float] = None
         if comm_timer is not None:
@@ -344,8 +435,7 @@ def make_step_fn(
         set_lr(optimizer, lr)
         model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
         if scaler is not None:
-            with torch.autocast("cuda", dtype=torch.float16):
-                loss = crit(model(x), y)
+            loss = forward_loss(x, y)
             scaler.scale(loss).backward()
             if horovod_optimizer:
                 torch.cuda.synchronize()
@@ -359,7 +449,7 @@ def make_step_fn(
                 scaler.step(optimizer)
             scaler.update()
         elif horovod_optimizer:
-            loss = crit(model(x), y)
+            loss = forward_loss(x, y)
             loss.backward()  # Horovod starts each gradient's allreduce as soon as it is ready
             if cuda:
                 torch.cuda.synchronize()  # so that the wait below is communication only
@@ -369,7 +459,7 @@ def make_step_fn(
             with optimizer.skip_synchronize():  # type: ignore[attr-defined]
                 optimizer.step()
         else:
-            loss = crit(model(x), y)
+            loss = forward_loss(x, y)
             loss.backward()
             optimizer.step()
         if cuda:
@@ -422,7 +512,7 @@ def body(ctx: Context) -> None:
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is run by the allreduce_torch workload")
     device, device_name = setup_device(cfg, info)
-    use_amp, precision_meta = resolve_precision(cfg, device)
+    knobs = apply_knobs(cfg, device)
     distributed = info.world_size > 1 or bool(opts.get("ddp_single_rank"))
     backend = opts.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
     if distributed:
@@ -431,7 +521,7 @@ def body(ctx: Context) -> None:
         model = build_model(
             cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
         )
-        model = model.to(device)
+        model = knobs.prepare_model(model.to(device))
         n_params = param_count(model)
         ctx.write_meta(
             torch.__version__,
@@ -440,7 +530,8 @@ def body(ctx: Context) -> None:
             backend,
             ddp=distributed,
             threads=torch.get_num_threads(),
-            **precision_meta,
+            flops_per_sample=training_flops(cfg),
+            **knobs.knobs.meta(),
         )
         data = make_data(cfg, info, device)
         comm_timer = None
@@ -456,7 +547,15 @@ def body(ctx: Context) -> None:
                 ddp.register_comm_hook(None, comm_timer.hook)
             train_model = ddp
         optimizer = make_optimizer(cfg, model)
-        step_fn = make_step_fn(train_model, optimizer, device, use_amp, data.fixed, comm_timer)
+        step_fn = make_step_fn(
+            knobs.compiled(train_model),
+            optimizer,
+            device,
+            knobs.precision,
+            data.fixed,
+            comm_timer,
+            channels_last=knobs.channels_last,
+        )
         schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
 
         def allreduce_sum(t: torch.Tensor) -> torch.Tensor:

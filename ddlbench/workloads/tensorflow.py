@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from . import models_tf
 from .common import (
     Context,
+    Knobs,
     LRSchedule,
     RankInfo,
     TrainData,
@@ -42,11 +44,13 @@ from .common import (
     input_channels,
     load_rank_data,
     param_checksum,
+    resolve_precision,
     run_training,
     shard_indices,
     steps_per_epoch,
     synthetic_batch,
-    warn,
+    training_flops,
+    warmup_steps,
     workload_main,
 )
 from .tfconfig import ensure_tf_config, tf_config_rank, tf_config_world_size
@@ -103,17 +107,55 @@ def setup_device(tf: Any, cfg: Dict[str, Any], info: RankInfo) -> Tuple[str, str
     return "/CPU:0", cpu_name()
 
 
-def resolve_precision(tf: Any, cfg: Dict[str, Any], keras: Any) -> Tuple[bool, Dict[str, Any]]:
-    """``(use_amp, meta extras)``. AMP is Keras' ``mixed_float16`` policy (float16 compute,
-    float32 variables) and runs on GPU only; on the CPU an ``amp`` request runs fp32, with a
-    warning and ``precision_requested`` in meta. Call before the model is built."""
-    if cfg["precision"] != "amp":
-        return False, {}
-    if cfg["device"] == "gpu":
-        keras.mixed_precision.set_global_policy("mixed_float16")
-        return True, {}
-    warn("precision amp is not supported on the CPU; running fp32")
-    return False, {"precision": "fp32", "precision_requested": "amp"}
+@dataclass
+class TFKnobs:
+    """The knobs as applied by TensorFlow/Keras (see :func:`apply_knobs`)."""
+
+    knobs: Knobs
+    precision: str
+    #: fp16 with dynamic loss scaling (precision amp)
+    loss_scaling: bool
+    #: compile the per-replica forward/backward with XLA (``tf.function(jit_compile=True)``)
+    jit: bool
+
+
+def _compute_capability(tf: Any) -> Tuple[int, int]:
+    gpus = tf.config.get_visible_devices("GPU")
+    details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
+    return tuple(details.get("compute_capability") or (0, 0))  # type: ignore[return-value]
+
+
+def apply_knobs(tf: Any, cfg: Dict[str, Any], keras: Any, xla: bool = True) -> TFKnobs:
+    """Apply precision, layout and XLA settings and record them. Call before the model is built.
+
+    Precision: Keras' ``mixed_float16`` policy (with loss scaling) for amp, ``mixed_bfloat16``
+    (no scaling) for bf16. TF32: TensorFlow enables it by default on Ampere and newer
+    (``tf.config.experimental.enable_tensor_float_32_execution``), so an untouched "fp32" run
+    is TF32; it is set here explicitly: off for fp32, on for tf32, amp and bf16. The models
+    are NHWC already: ``layout: channels_last`` changes nothing and is recorded as NHWC.
+    ``xla=False``: the workload cannot compile its step with XLA (a fallback if asked).
+    """
+    knobs = Knobs.from_config(cfg)
+    gpu = cfg["device"] == "gpu"
+    major = _compute_capability(tf)[0] if gpu else 0
+    precision = resolve_precision(knobs, gpu, major >= 8, major >= 8)
+    tf32: Optional[bool] = None
+    if gpu:
+        tf32 = precision != "fp32"
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    policy = {"amp": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision, "float32")
+    keras.mixed_precision.set_global_policy(policy)
+    knobs.extra.update(
+        tf32_matmul=tf32, tf32_conv=tf32, dtype_policy=policy, loss_scaling=precision == "amp"
+    )
+    knobs.layout = "NHWC"
+    jit = bool(knobs.requested["compile"])
+    if jit and not xla:
+        knobs.fallback("compile: this workload cannot compile its step with XLA; running without")
+        jit = False
+    knobs.compile = "tf.function(jit_compile=True)" if jit else "tf.function"
+    warmup_steps(cfg, knobs)
+    return TFKnobs(knobs, precision, precision == "amp", jit)
 
 
 def communication(cfg: Dict[str, Any]) -> str:
@@ -318,6 +360,7 @@ def make_step_fn(
     comm_options: Any,
     use_amp: bool,
     fixed: Optional[Tuple[Any, Any]] = None,
+    jit: bool = False,
 ) -> Callable[[Optional[Any], float], float]:
     """SGD (momentum, Nesterov, L2 weight decay added to the gradient, as ``torch.optim.SGD``)
     on gradients all-reduced across workers; with AMP, dynamic loss scaling (initial scale
@@ -372,13 +415,19 @@ def make_step_fn(
             group=False,
         )
 
-    def replica_step(x: Any, y: Any, lr: Any) -> Any:
+    def local_grads(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             logits = tf.cast(model(x, training=True), tf.float32)
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
             loss = tf.reduce_sum(per_example) / global_batch
             scaled = loss * loss_scale if use_amp else loss
-        grads = tape.gradient(scaled, variables)
+        return loss, tape.gradient(scaled, variables)
+
+    if jit:  # XLA compiles the replica's forward and backward; the all-reduce stays outside
+        local_grads = tf.function(local_grads, jit_compile=True)
+
+    def replica_step(x: Any, y: Any, lr: Any) -> Any:
+        loss, grads = local_grads(x, y)
         ctx = tf.distribute.get_replica_context()
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads, options=comm_options)
         finite = tf.constant(True)
@@ -415,7 +464,7 @@ def body(ctx: Context) -> None:
 
     keras = tf.keras
     device, device_name = setup_device(tf, cfg, info)
-    use_amp, precision_meta = resolve_precision(tf, cfg, keras)
+    knobs = apply_knobs(tf, cfg, keras)
     strategy, comm_options, comm_name = make_strategy(tf, cfg, info)
     with strategy.scope():
         model = models_tf.build_model(
@@ -429,10 +478,13 @@ def body(ctx: Context) -> None:
         strategy="MultiWorkerMirroredStrategy",
         threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
         **communication_meta(cfg, comm_name, tf_config),
-        **precision_meta,
+        flops_per_sample=training_flops(cfg),
+        **knobs.knobs.meta(),
     )
     data = make_data(tf, cfg, info, device)
-    step_fn = make_step_fn(tf, strategy, model, cfg, comm_options, use_amp, data.fixed)
+    step_fn = make_step_fn(
+        tf, strategy, model, cfg, comm_options, knobs.loss_scaling, data.fixed, knobs.jit
+    )
     schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
     evaluate_fn = None
     if cfg["mode"] == "convergence":

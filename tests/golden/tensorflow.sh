@@ -29,9 +29,9 @@ export DDLBENCH_RUN_DIR=<RESULTS>/golden/runs/tensorflow-resnet50-n2x4-b64-r0
 DDLBENCH_BG_PIDS=()
 
 ddlbench_cleanup() {
-  # stop background steps (servers, rendezvous) that outlive the workers
+  # stop background steps (servers, rendezvous, the telemetry sampler) that outlive the workers
   local pid
-  for pid in "${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}"; do
+  for pid in "${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}" ${DDLBENCH_SAMPLER_PID:-}; do
     kill "$pid" 2>/dev/null || true
   done
 }
@@ -67,6 +67,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "backend": "nccl",
  "batch_size": 64,
  "campaign": "golden",
+ "compile": false,
  "data": {"kind": "synthetic",
  "path": null,
  "samples": 1281167},
@@ -77,6 +78,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "framework_options": {"communication": "nccl"},
  "global_batch_size": 512,
  "image_size": 224,
+ "layout": "default",
  "log_dir": "<RESULTS>/golden/runs/tensorflow-resnet50-n2x4-b64-r0/logs",
  "lr_schedule": {"base_batch_size": 256,
  "decay_epochs": [],
@@ -172,6 +174,14 @@ fi
 # packages.txt is written by rank 0 of the workload: the packages of the environment the ranks
 # run in (venv, Apptainer image or Pyxis container alike)
 lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
+
+# --- interference pre-flight, one task per node (docs/telemetry.md) -------------------------
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 \
+  python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
+# --- GPU telemetry: one sampler per node beside the ranks, stopped at exit ------------------
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 \
+  python -m ddlbench.workloads.gpu_sampler --out "${DDLBENCH_RUN_DIR}/telemetry" --hz 10 &
+DDLBENCH_SAMPLER_PID=$!
 
 # --- launch ----------------------------------------------------------------------------------
 echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"

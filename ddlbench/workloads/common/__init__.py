@@ -46,6 +46,7 @@ from .env import (
     port_base,
     rank_info,
 )
+from .knobs import MIN_COMPILE_WARMUP, Knobs, resolve_precision, training_flops, warmup_steps
 from .logger import FORMAT_VERSION, RankLogger, build_meta, warn
 from .loop import Measurement, run_training
 from .mllog import MLLog
@@ -54,6 +55,11 @@ from .schedule import LRSchedule
 
 __all__ = [
     "FORMAT_VERSION",
+    "MIN_COMPILE_WARMUP",
+    "Knobs",
+    "resolve_precision",
+    "training_flops",
+    "warmup_steps",
     "RUN_FORMAT",
     "ArraySplit",
     "Context",

@@ -8,6 +8,9 @@ from typing import Any, Dict
 
 RUN_FORMAT = "ddlbench-run/1"
 
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+LAYOUTS = ("default", "channels_last")
+
 _REQUIRED = ("run_id", "workload", "mode", "log_dir")
 
 _DEFAULTS: Dict[str, Any] = {
@@ -20,6 +23,8 @@ _DEFAULTS: Dict[str, Any] = {
     "num_classes": None,
     "device": "cpu",
     "precision": "fp32",
+    "layout": "default",
+    "compile": False,
     "nodes": 1,
     "tasks_per_node": 1,
     "world_size": 1,
@@ -113,8 +118,12 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
         raise RunConfigError("convergence mode needs 'epochs'")
     if cfg["device"] not in ("cpu", "gpu"):
         raise RunConfigError(f"unknown device {cfg['device']!r}")
-    if cfg["precision"] not in ("fp32", "amp"):
+    if cfg["precision"] not in PRECISIONS:
         raise RunConfigError(f"unknown precision {cfg['precision']!r}")
+    if cfg["layout"] not in LAYOUTS:
+        raise RunConfigError(f"unknown layout {cfg['layout']!r}")
+    if not isinstance(cfg["compile"], bool):
+        raise RunConfigError(f"compile must be true or false, not {cfg['compile']!r}")
     return cfg
 
 

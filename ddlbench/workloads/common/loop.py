@@ -34,8 +34,12 @@ class Measurement:
         mode: str = "throughput",
         target_accuracy: Optional[float] = None,
         mllog: Optional[MLLog] = None,
+        compiled: bool = False,
     ) -> None:
         self.logger = logger
+        #: whether the step is compiled (its first step then includes the compilation)
+        self.compiled = compiled
+        self.first_step_s: Optional[float] = None
         self.mode = mode
         self.target_accuracy = target_accuracy
         self.mllog = mllog or MLLog(False)
@@ -70,6 +74,7 @@ class Measurement:
         self.logger.step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
         if self.first_t_start is None:
             self.first_t_start = t_start
+            self.first_step_s = t_end - t_start
         if loss is not None:
             self.final_loss = float(loss)
         if phase == "measure":
@@ -152,7 +157,17 @@ class Measurement:
             "compute_time_median_s": _median(self.compute_times),
             "comm_time_median_s": _median(self.comm_times),
             "eval_time_s": self.eval_time_s if self.mode == "convergence" else None,
+            "first_step_s": self.first_step_s,
+            "compile_s": self.compile_seconds(),
         }
+
+    def compile_seconds(self) -> Optional[float]:
+        """Compilation time of a compiled step, estimated as the first step's excess over the
+        median measured step (``None`` when the step is not compiled)."""
+        if not self.compiled or self.first_step_s is None:
+            return None
+        median = statistics.median(self.step_times) if self.step_times else 0.0
+        return max(0.0, self.first_step_s - median)
 
 
 def _median(values: List[float]) -> Optional[float]:

@@ -68,6 +68,7 @@ class Context:
             mode=self.cfg["mode"],
             target_accuracy=self.cfg.get("target_accuracy"),
             mllog=self.mllog,
+            compiled=bool(self.cfg.get("compile")),
         )
 
     def finish(
