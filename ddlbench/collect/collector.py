@@ -31,6 +31,7 @@ from ddlbench.campaign.paths import CampaignPaths, RunPaths
 
 from .. import __version__
 from . import data_files as files_io
+from .columns import RUNS
 from .freshness import COLLECTOR_VERSION, fingerprint, is_stale, read_collect_info
 from .gpu_columns import add_gpu_columns
 from .planned import load_manifest, planned_runs
@@ -39,6 +40,7 @@ from .rank_tables import allreduce_frame, evals_frame, files_frame, ranks_frame
 from .reader import STEP_SCHEMA, RankFile, read_rank_files
 from .run_states import RunStates, normalise_states
 from .run_table import runs_frame
+from .tables import typed
 
 __all__ = [
     "CampaignData",
@@ -252,7 +254,7 @@ def collect_campaign(
     ranks = ranks_frame(kept, rank_stats(steps, bounds), dup_count, campaign_dir)
     states = normalise_states(run_states, campaign_dir)
     runs = runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files)
-    runs = add_gpu_columns(runs, kept, campaign_dir)
+    runs = typed(add_gpu_columns(runs, kept, campaign_dir), RUNS)
     files_df = files_frame(files, campaign_dir)
     data = CampaignData(
         campaign_dir=campaign_dir,

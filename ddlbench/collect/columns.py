@@ -42,6 +42,8 @@ SOURCES = {
     "store": "the campaign store: the run's newest attempt",
     "collector": "derived by the collector from the above",
     "run metric": "per-run figure over the run's ranks (ddlbench/analyse/run_metrics.py)",
+    "telemetry": "the run's per-node GPU telemetry logs (`telemetry/<node>.jsonl`)",
+    "preflight": "the run's per-node pre-flight reports (`provenance/preflight/<node>.json`)",
 }
 
 
@@ -220,7 +222,30 @@ _RUN_TAIL = [
     ("problems", "text", "collector", "everything suspicious about the run, in words"),
     ("stderr_tail", "text", "log files", "last lines of the newest stderr file (runs not ok)"),
 ]
-RUNS = _table(_PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL)
+#: what the performance knobs, the FLOP count, the GPU sampler and the pre-flight add
+#: (ddlbench/collect/gpu_columns.py; docs/mfu.md, docs/telemetry.md)
+_GPU = [
+    ("precision_ran", "text", "meta", "the precision that ran (rank 0), after any fallback"),
+    ("layout", "text", "meta", "the memory layout that ran: default or channels_last"),
+    ("compile", "flag", "meta", "whether the model ran compiled (torch.compile, XLA, hybridize)"),
+    ("fallbacks", "text", "meta", "every knob fallback any rank logged, once each"),
+    ("compile_s", "float", "summary", "compile time outside the measured window (largest rank)"),
+    ("flops_per_sample", "float", "meta", "training FLOPs per sample (forward x 3, analytic)"),
+    ("tflops_per_device", "float", "collector", "achieved TFLOP/s per device"),
+    ("peak_tflops", "float", "collector", "the device's peak TFLOP/s for the precision that ran"),
+    ("mfu", "float", "collector", "model FLOP utilisation: tflops_per_device / peak_tflops"),
+    ("telemetry", "text", "telemetry", "what the GPU sampler said (null: no sampler ran)"),
+    ("gpu_power_w", "float", "telemetry", "mean GPU power in the measured window, W"),
+    ("energy_j", "float", "telemetry", "GPU energy in the measured window, J"),
+    ("joules_per_sample", "float", "telemetry", "energy_j / samples_measured"),
+    ("gpu_util_pct", "float", "telemetry", "mean GPU utilisation in the measured window, %"),
+    ("gpu_throttled", "flag", "telemetry", "clocks were throttled in the measured window"),
+    ("throttle_reasons", "text", "telemetry", "NVML's throttle reasons seen in the window"),
+    ("preflight_busy", "flag", "preflight", "a node's GPUs were busy at the pre-flight"),
+    ("node_shared", "flag", "preflight", "a node was shared with other jobs at the pre-flight"),
+    ("interference", "text", "preflight", "what the pre-flight found, in words"),
+]
+RUNS = _table(_PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL + _GPU)
 RUN_METRICS = _table(_RUN_METRICS)
 
 # ------------------------------------------------------------------ ranks.parquet
