@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_env
+
+from tests.workloads.conftest import require_env
 
 pytestmark = pytest.mark.frameworks
 
