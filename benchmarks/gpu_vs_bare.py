@@ -101,7 +101,9 @@ def ddlbench_run(args: argparse.Namespace, combo: Tuple[str, str, bool], tmp: st
     from ddlbench.workloads.models_torch import build_model
     from ddlbench.workloads.pytorch import apply_knobs, make_optimizer, make_step_fn
 
-    cfg = normalize_run_config(run_config(args, combo, os.path.join(tmp, "logs")))
+    # a fresh log folder per measurement: ddlbench never reopens a rank log
+    log_dir = tempfile.mkdtemp(prefix="logs-", dir=tmp)
+    cfg = normalize_run_config(run_config(args, combo, log_dir))
     device = torch.device(args.device)
     knobs = apply_knobs(cfg, device)
     model = build_model(cfg["model"], cfg["num_classes"], cfg["image_size"], seed=0)

@@ -226,8 +226,13 @@ _RUN_TAIL = [
 #: (ddlbench/collect/gpu_columns.py; docs/mfu.md, docs/telemetry.md)
 _GPU = [
     ("precision_ran", "text", "meta", "the precision that ran (rank 0), after any fallback"),
-    ("layout", "text", "meta", "the memory layout that ran: default or channels_last"),
-    ("compile", "flag", "meta", "whether the model ran compiled (torch.compile, XLA, hybridize)"),
+    ("layout", "text", "meta", "the activation layout that ran: NCHW or NHWC"),
+    (
+        "compile",
+        "text",
+        "meta",
+        "what compiled the step, e.g. `torch.compile(mode=default)`, `xla`; `off` if nothing",
+    ),
     ("fallbacks", "text", "meta", "every knob fallback any rank logged, once each"),
     ("compile_s", "float", "summary", "compile time outside the measured window (largest rank)"),
     ("flops_per_sample", "float", "meta", "training FLOPs per sample (forward x 3, analytic)"),

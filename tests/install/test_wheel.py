@@ -171,5 +171,8 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert "2 runs (all ended): 2 COMPLETED" in waited, waited
     ok([ddlbench, "report", "quickstart"], here, env, timeout=600)
     assert (campaign / "report" / "report.html").is_file()
-    logs = sorted(p.name for p in campaign.glob("runs/*/logs/rank-*.jsonl"))
+    from ddlbench.campaign.paths import CampaignPaths
+
+    runs = CampaignPaths.of(campaign).run_folders()
+    logs = sorted(p.name for run in runs for p in run.rank_logs())
     assert logs == ["rank-0.jsonl", "rank-0.jsonl", "rank-1.jsonl"]
