@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from ddlbench.cli import main
 from ddlbench.report.render import build_report
 from tests.analysis.analysis_fixtures import exact_run, small_sweep
+from tests.support.cli import invoke
 from tests.support.synth import demo_campaign, write_campaign
 
 
@@ -128,24 +129,23 @@ def test_figures_in_process_and_in_the_worker_are_identical(results, monkeypatch
 def test_cli_collect_report_and_paths(results):
     write_campaign(results, "older", small_sweep(repeats=1))
     write_campaign(results, "newer", small_sweep(repeats=1))
-    runner = CliRunner()
-    r = runner.invoke(main, ["collect", "--results", str(results), "older", "-q"])
+    r = invoke(["collect", "--results", str(results), "older", "-q"])
     assert r.exit_code == 0, r.output
     assert "older: 6 runs (6 ok)" in r.output
-    r = runner.invoke(main, ["collect", "--results", str(results), "older", "--json"])
+    r = invoke(["collect", "--results", str(results), "older", "--json"])
     assert json.loads(r.output)["counts"]["runs"] == 6
     # no campaign named: the most recent one
-    r = runner.invoke(main, ["report", "--results", str(results), "--format", "md", "-q"])
+    r = invoke(["report", "--results", str(results), "--format", "md", "-q"])
     assert r.exit_code == 0, r.output
     assert r.output.strip() == f"report: {results / 'newer' / 'report' / 'report.md'}"
     out = results.parent / "elsewhere"
-    r = runner.invoke(main, ["report", "--results", str(results), "older", "--out", str(out), "-q"])
+    r = invoke(["report", "--results", str(results), "older", "--out", str(out), "-q"])
     assert r.exit_code == 0, r.output
     assert (out / "report.html").is_file() and (out / "data" / "steps.parquet").is_file()
     assert "--out is deprecated; use --report-dir DIR" in r.stderr  # old spelling, still works
     out = results.parent / "figures"
     args = ["report", "--results", str(results), "older", "--report-dir", str(out), "-q"]
-    r = runner.invoke(main, args)
+    r = invoke(args)
     assert r.exit_code == 0, r.output
     assert r.stderr == "" and (out / "report.md").is_file()
 

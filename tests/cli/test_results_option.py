@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from ddlbench.cli import main
+from tests.support.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
@@ -32,7 +31,7 @@ COMMANDS = ("submit", "status", "wait", "cancel", "retry", "collect", "report", 
 
 
 def ddlbench(*args, code: int = 0):
-    res = CliRunner().invoke(main, [str(a) for a in args])
+    res = invoke(args)
     assert res.exit_code == code, res.output
     return res
 

@@ -1,0 +1,35 @@
+"""Running the ``ddlbench`` command in-process with stdout and stderr apart, on every click
+version ddlbench supports (8.1 mixes them unless asked; 8.2 dropped the ``mix_stderr`` switch
+and keeps both apart, with ``output`` holding both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from click.testing import CliRunner
+
+from ddlbench.cli import main
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    output: str  # stdout and stderr together
+    exception: Optional[BaseException]
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # click 8.1
+    except TypeError:
+        return CliRunner()  # click 8.2 and later: always apart
+
+
+def invoke(args: Sequence[Any], **kwargs: Any) -> CliResult:
+    res = _runner().invoke(main, [str(a) for a in args], **kwargs)
+    stdout, stderr = res.stdout, res.stderr
+    output = res.output if stderr and stderr in res.output else stdout + stderr
+    return CliResult(res.exit_code, stdout, stderr, output, res.exception)
