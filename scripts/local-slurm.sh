@@ -76,7 +76,7 @@ resolve_dir() {
     ACCT_MARK="$DIR/accounting"
     # Ports: fixed for the default dir; for any other dir derived from its path
     # so that clusters in different dirs (parallel test runs) do not collide. All below
-    # 12000, where the port blocks of ddlbench's jobs (DDLBENCH_PORT_BASE) start.
+    # 12000, far from the kernel's ephemeral range from which ddlbench's jobs get their ports.
     local base
     if [[ $DIR == /tmp/ddlbench-slurm ]]; then
         CTLD_PORT=${DDLBENCH_SLURM_CTLD_PORT:-10817}
