@@ -331,229 +331,263 @@ def profile_text(cluster: dict) -> str:
 
 
 def _tables(a: Analysis) -> Dict[str, List[Table]]:
+    """Every table of the report, by section."""
     t: Dict[str, List[Table]] = {}
-    if len(a.points):
-        pts = a.points.sort_values(["label", "devices"])
-        t["scaling"] = [
-            _table(
-                "Scaling series",
-                [
-                    ("series", lambda r: r["label"], False),
-                    ("mode", lambda r: ftext(r["mode"]), False),
-                    ("scaling", lambda r: ftext(r["scaling"]), False),
-                    ("base N", lambda r: fint(r["base_devices"]), True),
-                    ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
-                    ("max N", lambda r: fint(r["max_devices"]), True),
-                    ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
-                    ("knee N", _knee_cell, True),
-                    ("peak N", lambda r: fint(r["peak_devices"]), True),
-                    ("more devices help? (last step)", _help_cell, False),
-                ],
-                a.series.sort_values("label"),
-                note=(
-                    "Base: the smallest device count of each series. Knee: the largest N up to "
-                    "which efficiency is at or above "
-                    f"{fpct(a.settings.efficiency_threshold, 0)} with "
-                    f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
-                    "cannot tell. Peak: the device count with the highest median throughput. "
-                    "More devices help: the gain from the previous N is significant (one-sided "
-                    f"Welch test, alpha {a.settings.alpha:g}) and at least "
-                    f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
-                ),
-            ),
-            _table(
-                "Throughput by scale",
-                [
-                    ("series", lambda r: r["label"], False),
-                    ("N", lambda r: fint(r["devices"]), True),
-                    (
-                        "nodes x tasks",
-                        lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}",
-                        True,
-                    ),
-                    ("repeats", lambda r: fint(r["repeats"]), True),
-                    ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
-                    (
-                        "95 % CI (mean)",
-                        lambda r: (
-                            "-"
-                            if _missing(r["ci95_low"])
-                            else f"{fnum(r['ci95_low'])} - {fnum(r['ci95_high'])}"
-                        ),
-                        True,
-                    ),
-                    ("per device", lambda r: fnum(r["per_device"]), True),
-                    ("speedup", lambda r: fsig(r["speedup"]), True),
-                    ("efficiency", lambda r: fpct(r["efficiency"]), True),
-                    ("efficiency 95 % CI", _eff_ci, True),
-                    ("more than previous N?", _step_cell, False),
-                ],
-                pts,
-                flag=lambda r: bool(r["noisy"]),
-            ),
-        ]
-    if len(a.configs):
-        c = a.configs[a.configs["mode"] != "allreduce"].sort_values("group")
-        t["stats"] = [
-            _table(
-                "Repeat statistics per configuration",
-                [
-                    ("configuration", lambda r: r["group"], False),
-                    ("N", lambda r: fint(r["world_size"]), True),
-                    ("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}", True),
-                    ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
-                    ("mean", lambda r: fnum(r["throughput_mean"]), True),
-                    (
-                        "95 % CI of mean",
-                        lambda r: (
-                            "-"
-                            if _missing(r["throughput_ci95_low"])
-                            else _range(r["throughput_ci95_low"], r["throughput_ci95_high"])
-                        ),
-                        True,
-                    ),
-                    (
-                        "95 % CI of median",
-                        lambda r: (
-                            "-"
-                            if _missing(r["throughput_median_ci95_low"])
-                            else _range(
-                                r["throughput_median_ci95_low"], r["throughput_median_ci95_high"]
-                            )
-                        ),
-                        True,
-                    ),
-                    ("CV", lambda r: fpct(r["throughput_cv"], 2), True),
-                    ("noisy", lambda r: "NOISY" if r["noisy"] else "", False),
-                    ("step time ms", lambda r: fms(r["step_time_median_s"]), True),
-                    ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
-                ],
-                c,
-                note="Step time and jitter: medians over the complete repeats of each run's "
-                "figure (itself the median over ranks). The CI of the median needs 6 repeats.",
-                flag=lambda r: bool(r["noisy"]),
-            )
-        ]
-    if len(a.stragglers):
-        comp = (
-            [("step-time index", lambda r: fsig(r["step_straggler_index"], 4), True)]
-            if (a.stragglers["straggler_metric"] == "compute").any()
-            else []
-        )
-        t["stragglers"] = [
-            _table(
-                "Straggler index per run (worst first)",
-                [
-                    ("run", lambda r: r["run_id"], False),
-                    ("N", lambda r: fint(r["world_size"]), True),
-                    ("status", lambda r: ftext(r["status"]), False),
-                    ("straggler index", lambda r: fsig(r["straggler_index"], 4), True),
-                    ("by", lambda r: ftext(r["straggler_metric"]), False),
-                    *comp,
-                    ("median step ms", lambda r: fms(r["step_time_median_s"]), True),
-                    ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
-                    (
-                        "slowest ranks (rank@host median)",
-                        lambda r: ftext(r["slowest_ranks"]),
-                        False,
-                    ),
-                ],
-                a.stragglers.head(15),
-                note="The index is max/median over ranks of the per-rank median compute time "
-                "where the workload logs it (by: compute; synchronous training evens out step "
-                "times), else of the step time (by: step). Ranks tied at the top are not named.",
-                flag=lambda r: bool(r["straggler"]),
-            )
-        ]
-    if len(a.convergence):
-        t["convergence"] = [
-            _table(
-                "Large-batch study (median over complete repeats)",
-                [
-                    ("configuration", lambda r: r["group"], False),
-                    ("global batch", lambda r: fint(r["global_batch_size"]), True),
-                    ("peak LR", lambda r: fsig(r["lr"]), True),
-                    ("warmup", lambda r: r["warmup"], False),
-                    ("repeats", lambda r: fint(r["repeats"]), True),
-                    ("final accuracy", lambda r: fpct(r["final_accuracy"], 2), True),
-                    ("95 % CI (mean)", _acc_ci, True),
-                    ("best accuracy", lambda r: fpct(r["best_accuracy"], 2), True),
-                    (
-                        "time to target s",
-                        lambda r: (
-                            fsig(r["time_to_accuracy_s"], 4)
-                            if not _missing(r["time_to_accuracy_s"])
-                            else "not reached"
-                        ),
-                        True,
-                    ),
-                    ("target", lambda r: fpct(r["target_accuracy"], 1), True),
-                ],
-                a.convergence,
-            )
-        ]
-    if len(a.allreduce):
-        ar = a.allreduce
-        t["allreduce"] = []
-        for value, what in (("busbw_gbps", "bus"), ("algbw_gbps", "algorithm")):
-            piv = ar.pivot_table(index="bytes", columns="group", values=value, dropna=False)
-            short = {}
-            for g, r in ar.groupby("group").first().iterrows():
-                nodes = int(r["nodes"]) if not _missing(r["nodes"]) else 1
-                per = int(r["world_size"]) // max(nodes, 1)
-                short[g] = f"{r['framework']} {nodes}x{per}"
-            if len(set(short.values())) < len(short):
-                short = {g: g for g in short}
-            single = set(ar.loc[ar["world_size"] <= 1, "group"])
-            spec = [("message size", lambda r: fbytes(r.name), True)]
-            for g in piv.columns:
-                if g in single:
-                    spec.append((short.get(g, g), lambda r: "no communication with 1 rank", False))
-                else:
-                    spec.append((short.get(g, g), lambda r, g=g: fsig(r[g]), True))
-            rows = [[f(r) for _, f, _ in spec] for _, r in piv.iterrows()]
-            t["allreduce"].append(
-                Table(
-                    f"Allreduce {what} bandwidth (GB/s, median over repeats)",
-                    [h for h, _, _ in spec],
-                    rows,
-                    [n for _, _, n in spec],
-                    note="Columns: framework nodes x ranks per node. Time per size: the "
-                    "slowest rank's median; algbw = bytes/time; busbw = algbw x 2(n-1)/n."
-                    if what == "algorithm"
-                    else "",
-                )
-            )
+    for section in (
+        _scaling_section,
+        _stats_section,
+        _straggler_section,
+        _convergence_section,
+        _allreduce_section,
+    ):
+        section(a, t)
     fmt = {"fnum": fnum, "fsig": fsig, "fpct": fpct, "ftext": ftext, "missing": _missing}
     efficiency = efficiency_tables(a.runs, _table, fmt)
     if efficiency:
         t["efficiency"] = efficiency
-    if len(a.problem_runs):
-        t["problems"] = [
-            _table(
-                "Failed, incomplete and flagged runs",
-                [
-                    ("run", lambda r: r["run_id"], False),
-                    ("status", lambda r: ftext(r["status"]), False),
-                    ("Slurm state", lambda r: ftext(r["slurm_state"]), False),
-                    ("exit", lambda r: fint(r["exit_code"]), True),
-                    ("attempts", lambda r: fint(r["attempts"]), True),
-                    ("job", lambda r: ftext(r["job_id"]), False),
-                    (
-                        "ranks summary/N",
-                        lambda r: f"{fint(r['ranks_with_summary'])}/{fint(r['world_size'])}",
-                        True,
-                    ),
-                    ("missing ranks", lambda r: ftext(r["missing_ranks"]), False),
-                    ("no summary", lambda r: ftext(r["ranks_without_summary"]), False),
-                    ("error", lambda r: ftext(r["error_message"]), False),
-                    ("notes", lambda r: ftext(r["problems"]), False),
-                ],
-                a.problem_runs,
-                flag=lambda r: r["status"] != "ok",
-            )
-        ]
+    _problems_section(a, t)
     return t
+
+
+def _scaling_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.points):
+        return
+    pts = a.points.sort_values(["label", "devices"])
+    t["scaling"] = [
+        _table(
+            "Scaling series",
+            [
+                ("series", lambda r: r["label"], False),
+                ("mode", lambda r: ftext(r["mode"]), False),
+                ("scaling", lambda r: ftext(r["scaling"]), False),
+                ("base N", lambda r: fint(r["base_devices"]), True),
+                ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
+                ("max N", lambda r: fint(r["max_devices"]), True),
+                ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
+                ("knee N", _knee_cell, True),
+                ("peak N", lambda r: fint(r["peak_devices"]), True),
+                ("more devices help? (last step)", _help_cell, False),
+            ],
+            a.series.sort_values("label"),
+            note=(
+                "Base: the smallest device count of each series. Knee: the largest N up to "
+                "which efficiency is at or above "
+                f"{fpct(a.settings.efficiency_threshold, 0)} with "
+                f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
+                "cannot tell. Peak: the device count with the highest median throughput. "
+                "More devices help: the gain from the previous N is significant (one-sided "
+                f"Welch test, alpha {a.settings.alpha:g}) and at least "
+                f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
+            ),
+        ),
+        _table(
+            "Throughput by scale",
+            [
+                ("series", lambda r: r["label"], False),
+                ("N", lambda r: fint(r["devices"]), True),
+                (
+                    "nodes x tasks",
+                    lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}",
+                    True,
+                ),
+                ("repeats", lambda r: fint(r["repeats"]), True),
+                ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
+                (
+                    "95 % CI (mean)",
+                    lambda r: (
+                        "-"
+                        if _missing(r["ci95_low"])
+                        else f"{fnum(r['ci95_low'])} - {fnum(r['ci95_high'])}"
+                    ),
+                    True,
+                ),
+                ("per device", lambda r: fnum(r["per_device"]), True),
+                ("speedup", lambda r: fsig(r["speedup"]), True),
+                ("efficiency", lambda r: fpct(r["efficiency"]), True),
+                ("efficiency 95 % CI", _eff_ci, True),
+                ("more than previous N?", _step_cell, False),
+            ],
+            pts,
+            flag=lambda r: bool(r["noisy"]),
+        ),
+    ]
+
+
+def _stats_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.configs):
+        return
+    c = a.configs[a.configs["mode"] != "allreduce"].sort_values("group")
+    t["stats"] = [
+        _table(
+            "Repeat statistics per configuration",
+            [
+                ("configuration", lambda r: r["group"], False),
+                ("N", lambda r: fint(r["world_size"]), True),
+                ("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}", True),
+                ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
+                ("mean", lambda r: fnum(r["throughput_mean"]), True),
+                (
+                    "95 % CI of mean",
+                    lambda r: (
+                        "-"
+                        if _missing(r["throughput_ci95_low"])
+                        else _range(r["throughput_ci95_low"], r["throughput_ci95_high"])
+                    ),
+                    True,
+                ),
+                (
+                    "95 % CI of median",
+                    lambda r: (
+                        "-"
+                        if _missing(r["throughput_median_ci95_low"])
+                        else _range(
+                            r["throughput_median_ci95_low"], r["throughput_median_ci95_high"]
+                        )
+                    ),
+                    True,
+                ),
+                ("CV", lambda r: fpct(r["throughput_cv"], 2), True),
+                ("noisy", lambda r: "NOISY" if r["noisy"] else "", False),
+                ("step time ms", lambda r: fms(r["step_time_median_s"]), True),
+                ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
+            ],
+            c,
+            note="Step time and jitter: medians over the complete repeats of each run's "
+            "figure (itself the median over ranks). The CI of the median needs 6 repeats.",
+            flag=lambda r: bool(r["noisy"]),
+        )
+    ]
+
+
+def _straggler_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.stragglers):
+        return
+    comp = (
+        [("step-time index", lambda r: fsig(r["step_straggler_index"], 4), True)]
+        if (a.stragglers["straggler_metric"] == "compute").any()
+        else []
+    )
+    t["stragglers"] = [
+        _table(
+            "Straggler index per run (worst first)",
+            [
+                ("run", lambda r: r["run_id"], False),
+                ("N", lambda r: fint(r["world_size"]), True),
+                ("status", lambda r: ftext(r["status"]), False),
+                ("straggler index", lambda r: fsig(r["straggler_index"], 4), True),
+                ("by", lambda r: ftext(r["straggler_metric"]), False),
+                *comp,
+                ("median step ms", lambda r: fms(r["step_time_median_s"]), True),
+                ("jitter ms", lambda r: fms(r["step_time_jitter_s"]), True),
+                (
+                    "slowest ranks (rank@host median)",
+                    lambda r: ftext(r["slowest_ranks"]),
+                    False,
+                ),
+            ],
+            a.stragglers.head(15),
+            note="The index is max/median over ranks of the per-rank median compute time "
+            "where the workload logs it (by: compute; synchronous training evens out step "
+            "times), else of the step time (by: step). Ranks tied at the top are not named.",
+            flag=lambda r: bool(r["straggler"]),
+        )
+    ]
+
+
+def _convergence_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.convergence):
+        return
+    t["convergence"] = [
+        _table(
+            "Large-batch study (median over complete repeats)",
+            [
+                ("configuration", lambda r: r["group"], False),
+                ("global batch", lambda r: fint(r["global_batch_size"]), True),
+                ("peak LR", lambda r: fsig(r["lr"]), True),
+                ("warmup", lambda r: r["warmup"], False),
+                ("repeats", lambda r: fint(r["repeats"]), True),
+                ("final accuracy", lambda r: fpct(r["final_accuracy"], 2), True),
+                ("95 % CI (mean)", _acc_ci, True),
+                ("best accuracy", lambda r: fpct(r["best_accuracy"], 2), True),
+                (
+                    "time to target s",
+                    lambda r: (
+                        fsig(r["time_to_accuracy_s"], 4)
+                        if not _missing(r["time_to_accuracy_s"])
+                        else "not reached"
+                    ),
+                    True,
+                ),
+                ("target", lambda r: fpct(r["target_accuracy"], 1), True),
+            ],
+            a.convergence,
+        )
+    ]
+
+
+def _allreduce_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.allreduce):
+        return
+    ar = a.allreduce
+    t["allreduce"] = []
+    for value, what in (("busbw_gbps", "bus"), ("algbw_gbps", "algorithm")):
+        piv = ar.pivot_table(index="bytes", columns="group", values=value, dropna=False)
+        short = {}
+        for g, r in ar.groupby("group").first().iterrows():
+            nodes = int(r["nodes"]) if not _missing(r["nodes"]) else 1
+            per = int(r["world_size"]) // max(nodes, 1)
+            short[g] = f"{r['framework']} {nodes}x{per}"
+        if len(set(short.values())) < len(short):
+            short = {g: g for g in short}
+        single = set(ar.loc[ar["world_size"] <= 1, "group"])
+        spec = [("message size", lambda r: fbytes(r.name), True)]
+        for g in piv.columns:
+            if g in single:
+                spec.append((short.get(g, g), lambda r: "no communication with 1 rank", False))
+            else:
+                spec.append((short.get(g, g), lambda r, g=g: fsig(r[g]), True))
+        rows = [[f(r) for _, f, _ in spec] for _, r in piv.iterrows()]
+        t["allreduce"].append(
+            Table(
+                f"Allreduce {what} bandwidth (GB/s, median over repeats)",
+                [h for h, _, _ in spec],
+                rows,
+                [n for _, _, n in spec],
+                note="Columns: framework nodes x ranks per node. Time per size: the "
+                "slowest rank's median; algbw = bytes/time; busbw = algbw x 2(n-1)/n."
+                if what == "algorithm"
+                else "",
+            )
+        )
+
+
+def _problems_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
+    if not len(a.problem_runs):
+        return
+    t["problems"] = [
+        _table(
+            "Failed, incomplete and flagged runs",
+            [
+                ("run", lambda r: r["run_id"], False),
+                ("status", lambda r: ftext(r["status"]), False),
+                ("Slurm state", lambda r: ftext(r["slurm_state"]), False),
+                ("exit", lambda r: fint(r["exit_code"]), True),
+                ("attempts", lambda r: fint(r["attempts"]), True),
+                ("job", lambda r: ftext(r["job_id"]), False),
+                (
+                    "ranks summary/N",
+                    lambda r: f"{fint(r['ranks_with_summary'])}/{fint(r['world_size'])}",
+                    True,
+                ),
+                ("missing ranks", lambda r: ftext(r["missing_ranks"]), False),
+                ("no summary", lambda r: ftext(r["ranks_without_summary"]), False),
+                ("error", lambda r: ftext(r["error_message"]), False),
+                ("notes", lambda r: ftext(r["problems"]), False),
+            ],
+            a.problem_runs,
+            flag=lambda r: r["status"] != "ok",
+        )
+    ]
 
 
 def _model_tables(model) -> List[Table]:
