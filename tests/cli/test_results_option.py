@@ -11,22 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
 from tests.support.cli import invoke
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-# the local executor with a workload "interpreter" that does nothing: the rendered job
-# scripts run end to end without the framework environments
-TRIVIAL_LOCAL = """\
-name: triv-local
-scheduler: local
-device: cpu
-gpus_per_node: 2
-slurm: {time_limit: "00:05:00", mpi: none}
-local: {max_parallel: 2}
-environments:
-  default: {python: "true"}
-"""
 COMMANDS = ("submit", "status", "wait", "cancel", "retry", "collect", "report", "compare")
 
 

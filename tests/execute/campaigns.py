@@ -86,3 +86,30 @@ def make_campaign(
     }
     (cdir / "campaign.json").write_text(json.dumps(manifest, indent=1))
     return cdir
+
+
+# The quickstart spec, and profiles like configs/clusters/local.yaml and localslurm.yaml with
+# a workload "interpreter" that does nothing, so the rendered job scripts run end to end
+# without the framework environments.
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
+TRIVIAL_LOCAL = """\
+name: triv-local
+scheduler: local
+device: cpu
+gpus_per_node: 2
+slurm: {time_limit: "00:05:00", mpi: none}
+local: {max_parallel: 2}
+environments:
+  default: {python: "true"}
+"""
+TRIVIAL_SLURM = """\
+name: triv-slurm
+scheduler: slurm
+device: cpu
+gpus_per_node: 1
+max_nodes: 2
+slurm: {time_limit: "00:05:00", mpi: none, partition: debug, gpu_request: none, sacct: "no"}
+environments:
+  default: {python: "true"}
+"""

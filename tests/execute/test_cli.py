@@ -11,32 +11,7 @@ from click.testing import CliRunner
 
 from ddlbench.cli import main
 from ddlbench.execute.store import CampaignStore
-from tests.execute.campaigns import make_campaign
-from tests.execute.conftest import ROOT
-
-QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-# like configs/clusters/local.yaml and localslurm.yaml, with a workload "interpreter" that
-# does nothing, so the rendered job.sh runs end to end without the framework environments
-TRIVIAL_LOCAL = """\
-name: triv-local
-scheduler: local
-device: cpu
-gpus_per_node: 2
-slurm: {time_limit: "00:05:00", mpi: none}
-local: {max_parallel: 2}
-environments:
-  default: {python: "true"}
-"""
-TRIVIAL_SLURM = """\
-name: triv-slurm
-scheduler: slurm
-device: cpu
-gpus_per_node: 1
-max_nodes: 2
-slurm: {time_limit: "00:05:00", mpi: none, partition: debug, gpu_request: none, sacct: "no"}
-environments:
-  default: {python: "true"}
-"""
+from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL, TRIVIAL_SLURM, make_campaign
 
 
 def ddlbench(*args: str, ok: bool = True):
