@@ -31,6 +31,26 @@ def test_sampler_without_gpu_says_so_once_and_exits_0(tmp_path, monkeypatch):
     assert rec["type"] == "unavailable" and rec["reason"]
 
 
+def test_sampler_and_preflight_with_nvml_installed_but_no_driver(tmp_path, monkeypatch):
+    """The real ``nvidia-ml-py`` (a dev dependency) on a machine without the NVIDIA driver:
+    NVML itself refuses to start, and both tools name NVML's own error and go on."""
+    import pynvml
+
+    with pytest.raises(pynvml.NVMLError):
+        pynvml.nvmlInit()  # this test means something only where NVML cannot start
+    monkeypatch.setenv("SLURMD_NODENAME", "n8")
+    proc = run_module("ddlbench.workloads.gpu_sampler", "--out", str(tmp_path), "--duration", "5")
+    assert proc.returncode == 0, proc.stderr
+    (rec,) = [json.loads(x) for x in (tmp_path / "n8.jsonl").read_text().splitlines()]
+    assert rec["type"] == "unavailable" and rec["reason"].startswith("NVML is not usable: ")
+    assert proc.stderr.count("no GPU telemetry on n8") == 1
+    out = tmp_path / "preflight"
+    proc = run_module("ddlbench.workloads.preflight", "--policy", "warn", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    gpu = json.loads((out / "n8.json").read_text())["gpu"]
+    assert gpu["available"] is False and gpu["reason"].startswith("NVML is not usable: ")
+
+
 def test_run_without_gpu_gets_a_status_and_no_numbers(tmp_path):
     (tmp_path / "telemetry").mkdir()
     (tmp_path / "telemetry" / "n1.jsonl").write_text(
