@@ -44,6 +44,7 @@ SIDES = {"resnet50": 224, "vgg16": 224, "vgg19": 224, "lenet": 28}
 TARGET_EACH = 0.97
 TARGET_SHIPPED = 0.95
 EXIT_NO_GPU = 2
+EXIT_INCOMPLETE = 3
 
 
 def _reexec_in_torch_env() -> None:
@@ -218,53 +219,132 @@ def label(combo: Tuple[str, str, bool]) -> str:
     return f"{precision} {layout}{' compile' if compiled else ''}"
 
 
-def measure(args: argparse.Namespace) -> Dict[Tuple[str, str, bool], Dict[str, Any]]:
-    results: Dict[Tuple[str, str, bool], Dict[str, Any]] = {}
-    all_combos = combos(args)
+Combo = Tuple[str, str, bool]
+
+
+def setting(args: argparse.Namespace, device_name: str, torch_version: str) -> Dict[str, Any]:
+    """What makes two measurements comparable: a results file only resumes the same setting."""
+    return {"device": device_name, "torch": torch_version, "model": args.model,
+            "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
+            "compile_mode": args.compile_mode}  # fmt: skip
+
+
+def load_results(path: Optional[Path], same: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The measurements already in ``path`` (JSON Lines) made with the same setting."""
+    if path is None or not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed run
+        if all(rec.get(k) == v for k, v in same.items()):
+            records.append(rec)
+    return records
+
+
+def applied_precision(args: argparse.Namespace, combo: Combo, tmp: str) -> Tuple[str, List[str]]:
+    """The precision the workload runs for ``combo`` on this device, and its fallbacks, so
+    that the bare loop runs the same even when it goes first."""
+    import torch
+
+    from ddlbench.workloads.common import normalize_run_config
+    from ddlbench.workloads.pytorch import apply_knobs
+
+    knobs = apply_knobs(
+        normalize_run_config(run_config(args, combo, tmp)), torch.device(args.device)
+    )
+    return knobs.precision, list(knobs.knobs.fallbacks)
+
+
+def measure_one(args: argparse.Namespace, combo: Combo, side: str, tmp: str) -> Dict[str, Any]:
+    """One measurement of one side; compiled code starts from a clean slate each time, so no
+    side reuses the other's graphs and dynamo's recompile limit is never reached (past it,
+    torch.compile silently runs eager)."""
+    import torch
+
+    if combo[2]:
+        torch._dynamo.reset()
+    if side == "ddlbench":
+        out = ddlbench_run(args, combo, tmp)
+        return {"throughput": out["throughput"], "compile_s": out["compile_s"],
+                "applied": out["applied"], "fallbacks": out["fallbacks"]}  # fmt: skip
+    from ddlbench.workloads.common.knobs import MIN_COMPILE_WARMUP
+
+    precision, fallbacks = applied_precision(args, combo, tmp)
+    warmup = max(args.warmup, MIN_COMPILE_WARMUP) if combo[2] else args.warmup
+    return {"throughput": bare_run(args, combo, precision, warmup), "applied": precision,
+            "fallbacks": fallbacks}  # fmt: skip
+
+
+def schedule(args: argparse.Namespace) -> List[Tuple[int, Combo, str]]:
+    """Every measurement, round by round, alternating which side of a combination goes first."""
+    out = []
+    for r in range(args.rounds):
+        for i, combo in enumerate(combos(args)):
+            sides = ("ddlbench", "bare") if (r + i) % 2 == 0 else ("bare", "ddlbench")
+            out.extend((r, combo, side) for side in sides)
+    return out
+
+
+def measure(args: argparse.Namespace, same: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Run what the results file does not hold yet, appending each measurement as it ends;
+    stop starting new ones once ``--budget-s`` has passed."""
+    path = Path(args.results) if args.results else None
+    records = load_results(path, same)
+    done = {(r["round"], tuple(r["combo"]), r["side"]) for r in records}
+    todo = [m for m in schedule(args) if m not in done]
+    print(f"{len(done)} measurements resumed from {path}, {len(todo)} to run", file=sys.stderr)
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu-vs-bare-") as tmp:
-        for r in range(args.rounds):
-            for i, combo in enumerate(all_combos):
-                res = results.setdefault(combo, {"ddlbench": [], "bare": []})
-                first_ddlbench = (r + i) % 2 == 0  # alternate which side goes first
-                for side in ("ddlbench", "bare") if first_ddlbench else ("bare", "ddlbench"):
-                    if side == "ddlbench":
-                        out = ddlbench_run(args, combo, tmp)
-                        res["ddlbench"].append(out["throughput"])
-                        res.update(applied=out["applied"], fallbacks=out["fallbacks"])
-                        res["warmup"], res["compile_s"] = out["warmup"], out["compile_s"]
-                    else:
-                        applied = res.get("applied") or combo[0]
-                        warm = res.get("warmup") or args.warmup
-                        res["bare"].append(bare_run(args, combo, applied, warm))
-                print(f"round {r + 1}/{args.rounds} {label(combo)}: done", file=sys.stderr)
+        for n, (r, combo, side) in enumerate(todo):
+            if args.budget_s and time.monotonic() - t0 > args.budget_s:
+                print(f"budget of {args.budget_s} s spent: {len(todo) - n} measurements left "
+                      f"(run again with --results {path} to go on)", file=sys.stderr)  # fmt: skip
+                break
+            rec = dict(same, round=r, combo=list(combo), side=side, t=time.time())
+            rec.update(measure_one(args, combo, side, tmp))
+            records.append(rec)
+            if path is not None:
+                with path.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            print(f"round {r + 1}/{args.rounds} {label(combo)} {side}: "
+                  f"{rec['throughput']:.1f}/s", file=sys.stderr)  # fmt: skip
+    return records
+
+
+def summarise(records: List[Dict[str, Any]]) -> Dict[Combo, Dict[str, Any]]:
+    """Per combination: the throughputs of each side and what ran."""
+    results: Dict[Combo, Dict[str, Any]] = {}
+    for rec in records:
+        res = results.setdefault(tuple(rec["combo"]), {"ddlbench": [], "bare": [],
+                                                       "compile_s": None})  # fmt: skip
+        res[rec["side"]].append(rec["throughput"])
+        res["applied"], res["fallbacks"] = rec["applied"], rec["fallbacks"]
+        if rec["side"] == "ddlbench":
+            res["compile_s"] = rec["compile_s"]
     return results
 
 
-def report(args: argparse.Namespace, results: Dict) -> int:
+def report(args: argparse.Namespace, results: Dict[Combo, Dict[str, Any]]) -> int:
     rows, failed = [], []
-    print(f"{'configuration':34} {'applied':8} {'ddlbench':>10} {'bare':>10} {'ratio':>7}")
+    print(f"{'configuration':34} {'applied':8} {'n':>3} {'ddlbench':>10} {'bare':>10} {'ratio':>7}")
     for combo, res in results.items():
+        if not (res["ddlbench"] and res["bare"]):
+            print(f"{label(combo):34} incomplete: one side not measured yet")
+            continue
         d, b = statistics.median(res["ddlbench"]), statistics.median(res["bare"])
+        n = min(len(res["ddlbench"]), len(res["bare"]))
         ratio = d / b if b else float("nan")
-        rows.append({"combo": label(combo), "applied": res["applied"], "ddlbench": d,
-                     "bare": b, "ratio": ratio, "fallbacks": res["fallbacks"],
+        rows.append({"combo": label(combo), "applied": res["applied"], "rounds": n,
+                     "ddlbench": d, "bare": b, "ratio": ratio, "fallbacks": res["fallbacks"],
                      "compile_s": res["compile_s"]})  # fmt: skip
-        mark = "" if ratio >= TARGET_EACH else "  < target"
         if ratio < TARGET_EACH:
             failed.append(label(combo))
-        print(f"{label(combo):34} {res['applied']:8} {d:10.1f} {b:10.1f} {ratio:7.3f}{mark}")
-    best_combo = max(results, key=lambda c: statistics.median(results[c]["bare"]))
-    best = statistics.median(results[best_combo]["bare"])
-    shipped = shipped_combo()
-    shipped_ratio = None
-    if shipped in results:
-        shipped_ratio = statistics.median(results[shipped]["ddlbench"]) / best
-        print(
-            f"shipped ResNet-50 settings ({label(shipped)}) / fastest bare "
-            f"({label(best_combo)}): {shipped_ratio:.3f} (target {TARGET_SHIPPED})"
-        )
-    else:
-        print(f"shipped settings {shipped} not among the combinations measured")
+        mark = "" if ratio >= TARGET_EACH else "  < target"
+        print(f"{label(combo):34} {res['applied']:8} {n:3d} {d:10.1f} {b:10.1f} {ratio:7.3f}{mark}")
+    shipped_ratio = shipped_vs_fastest(results)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"rows": rows, "shipped_vs_fastest_bare": shipped_ratio}, indent=1)
@@ -272,8 +352,27 @@ def report(args: argparse.Namespace, results: Dict) -> int:
     if args.device == "cpu":
         print("CPU smoke mode: every combination ran; ratios are not checked on the CPU")
         return 0
+    if len(rows) < len(combos(args)):
+        print("incomplete: not every combination has both sides measured", file=sys.stderr)
+        return EXIT_INCOMPLETE
     missed = bool(failed) or (shipped_ratio is not None and shipped_ratio < TARGET_SHIPPED)
     return 1 if missed else 0
+
+
+def shipped_vs_fastest(results: Dict[Combo, Dict[str, Any]]) -> Optional[float]:
+    """The shipped ResNet-50 settings' ddlbench median over the fastest bare median."""
+    bare = {c: statistics.median(r["bare"]) for c, r in results.items() if r["bare"]}
+    shipped = shipped_combo()
+    if not bare or not results.get(shipped, {}).get("ddlbench"):
+        print(f"shipped settings {label(shipped)} not measured (or no bare figure yet)")
+        return None
+    best_combo = max(bare, key=bare.__getitem__)
+    ratio = statistics.median(results[shipped]["ddlbench"]) / bare[best_combo]
+    print(
+        f"shipped ResNet-50 settings ({label(shipped)}) / fastest bare "
+        f"({label(best_combo)}): {ratio:.3f} (target {TARGET_SHIPPED})"
+    )
+    return ratio
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -289,6 +388,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--compile", default="off,on", help="off, on, or off,on")
     parser.add_argument("--compile-mode", default="default")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--results",
+        help="JSON Lines file of single measurements: appended to as each one ends, and "
+        "measurements already in it (same device, model and steps) are not run again",
+    )
+    parser.add_argument(
+        "--budget-s", type=float, default=0.0,
+        help="start no new measurement after this many seconds (0: no limit)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--report-only", action="store_true", help="print the figures of --results, run nothing"
+    )
     args = parser.parse_args(argv)
     _reexec_in_torch_env()
     import torch
@@ -299,9 +410,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             "benchmark needs one GPU. CPU smoke mode: --device cpu --model lenet --steps 3\n"
         )
         return EXIT_NO_GPU
-    if args.device == "cuda":
-        print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
-    return report(args, measure(args))
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"device: {name}, torch {torch.__version__}")
+    same = setting(args, name, torch.__version__)
+    if args.report_only:
+        records = load_results(Path(args.results) if args.results else None, same)
+    else:
+        records = measure(args, same)
+    return report(args, summarise(records))
 
 
 if __name__ == "__main__":

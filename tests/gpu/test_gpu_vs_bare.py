@@ -47,3 +47,33 @@ def test_cpu_smoke_mode_runs_every_combination(tmp_path):
     amp = next(r for r in rows if r["combo"] == "amp default")
     assert amp["applied"] == "fp32" and amp["fallbacks"]  # the CPU fallback is labelled
     assert "CPU smoke mode" in proc.stdout
+
+
+def test_results_file_resumes_and_budget_stops_early(tmp_path):
+    """A GPU session is cut into calls of a few minutes: each measurement is appended as it
+    ends, a second call runs only what is missing, and --budget-s stops starting new ones."""
+    require_envs("pytorch")
+    results = tmp_path / "measurements.jsonl"
+    common = (
+        "--device", "cpu", "--model", "lenet", "--batch", "8", "--warmup", "1", "--steps", "2",
+        "--precisions", "fp32", "--compile", "off", "--results", str(results),
+    )  # fmt: skip
+    first = run(*common, "--rounds", "1", "--budget-s", "0.001")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "budget of 0.001 s spent: 3 measurements left" in first.stderr
+    assert len(results.read_text().splitlines()) == 1  # the budget is checked between runs
+    second = run(*common, "--rounds", "2", "--json", str(tmp_path / "f.json"))
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "1 measurements resumed" in second.stderr and "7 to run" in second.stderr
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    assert sorted((r["round"], r["combo"][1], r["side"]) for r in lines) == sorted(
+        (r, layout, side)
+        for r in (0, 1)
+        for layout in ("default", "channels_last")
+        for side in ("ddlbench", "bare")
+    )
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert [r["rounds"] for r in rows] == [2, 2]
+    again = run(*common, "--rounds", "2", "--report-only")
+    assert again.returncode == 0 and "to run" not in again.stderr
+    assert "fp32 channels_last" in again.stdout

@@ -219,3 +219,27 @@ def test_parallel_rendering_writes_the_same_files(tmp_path, fixed_home, monkeypa
         parallel.manifest["runs"]
         == json.loads((parallel.root / "campaign.json").read_text())["runs"]
     )
+
+
+def test_one_gpu_benchmark_campaign_renders(tmp_path, fixed_home, monkeypatch):
+    """benchmarks/gpu/: the one-GPU profile and spec render valid shell with the sampler,
+    the pre-flight and the given virtualenv (they run only on a GPU machine)."""
+    shellcheck = require_tool("shellcheck")
+    monkeypatch.setenv("DDLBENCH_TORCH_VENV", "/opt/cuda torch/venv")
+    gpu = ROOT / "benchmarks" / "gpu"
+    rendered = render(gpu / "resnet50-one-gpu.yaml", str(gpu / "one-gpu.yaml"), tmp_path)
+    scripts = sorted(rendered.root.glob("jobs/*.sh"))
+    assert [s.name.split("-b256-")[1] for s in scripts] == [
+        "bf16-cl-compile-r0.sh", "bf16-cl-compile-r1.sh", "fp32-r0.sh", "fp32-r1.sh",
+        "shipped-r0.sh", "shipped-r1.sh",
+    ]  # fmt: skip
+    text = scripts[0].read_text()
+    assert "source '/opt/cuda torch/venv/bin/activate'" in text
+    assert "-m ddlbench.workloads.gpu_sampler" in text
+    assert "-m ddlbench.workloads.preflight --policy warn" in text
+    proc = subprocess.run([shellcheck, "--severity=info", str(scripts[0])], capture_output=True)
+    assert proc.returncode == 0, proc.stdout
+    shipped = read_run_config(rendered.root / "runs" / scripts[-1].stem, scripts[-1])
+    assert (shipped["precision"], shipped["layout"], shipped["compile"]) == (
+        "amp", "channels_last", True,
+    )  # fmt: skip
