@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import re
 import statistics
 import sys
@@ -38,24 +37,16 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from _torch_env import reexec_in_torch_env  # this folder: sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
+
 sys.path.insert(0, str(ROOT))
 SIDES = {"resnet50": 224, "vgg16": 224, "vgg19": 224, "lenet": 28}
 TARGET_EACH = 0.97
 TARGET_SHIPPED = 0.95
 EXIT_NO_GPU = 2
 EXIT_INCOMPLETE = 3
-
-
-def _reexec_in_torch_env() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-        python = envs / "torch" / "bin" / "python"
-        if not python.exists():
-            sys.exit(f"gpu_vs_bare: torch is not importable and {python} does not exist")
-        os.execv(str(python), [str(python), *sys.argv])
 
 
 def combos(args: argparse.Namespace) -> List[Tuple[str, str, bool]]:
@@ -401,7 +392,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "--report-only", action="store_true", help="print the figures of --results, run nothing"
     )
     args = parser.parse_args(argv)
-    _reexec_in_torch_env()
+    reexec_in_torch_env("gpu_vs_bare")
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():

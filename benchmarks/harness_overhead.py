@@ -32,18 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _torch_env import reexec_in_torch_env  # this folder: sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _reexec_in_torch_env() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-        python = envs / "torch" / "bin" / "python"
-        if not python.exists():
-            sys.exit(f"torch is not importable and {python} does not exist")
-        os.execv(str(python), [str(python), *sys.argv])
 
 
 def run_config(args: argparse.Namespace, log_dir: str) -> dict:
@@ -206,7 +197,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=("both", "program", "interleaved"), default="both")
     parser.add_argument("--threshold", type=float, default=0.99)
     args = parser.parse_args()
-    _reexec_in_torch_env()
+    reexec_in_torch_env("harness_overhead")
     sys.path.insert(0, str(ROOT))
     import torch
 
