@@ -408,13 +408,17 @@ fail_up() {
     exit 1
 }
 
-nodes_idle() {
+# every node is in one of the states of the extended regular expression $1 (the controller
+# answering is part of it)
+nodes_in_states() {
     local out n
     out=$(SLURM_CONF=$CONF timeout 5 sinfo -h -N -p debug -o '%N %T' 2>/dev/null) || return 1
     for n in "${NODES[@]}"; do
-        grep -qE "^$n idle$" <<<"$out" || return 1
+        grep -qE "^$n ($1)$" <<<"$out" || return 1
     done
 }
+
+nodes_idle() { nodes_in_states idle; }
 
 cmd_up() {
     local t0 t1 d pid alive=0 total=0 n i acct=0 had_acct=0
@@ -546,13 +550,7 @@ GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
 }
 
 # controller answers and both nodes are known (idle, mixed, allocated...)
-nodes_idle_or_busy() {
-    local out n
-    out=$(SLURM_CONF=$CONF timeout 5 sinfo -h -N -p debug -o '%N %T' 2>/dev/null) || return 1
-    for n in "${NODES[@]}"; do
-        grep -qE "^$n (idle|mixed|allocated|completing)$" <<<"$out" || return 1
-    done
-}
+nodes_idle_or_busy() { nodes_in_states 'idle|mixed|allocated|completing'; }
 
 cmd_down() {
     local purge=0
