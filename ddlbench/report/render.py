@@ -886,15 +886,18 @@ def _copy_data_files(data: CampaignData, out: Path) -> None:
             _link_or_copy(src, out / REPORT_DATA_DIR / name)
 
 
-def _worker_figures(worker, say: Callable[[str], None]):
-    """The worker's figures, or None when it failed (then they are drawn here)."""
-    if worker is None:
-        return None
-    try:
-        return worker.result()
-    except RuntimeError as exc:
-        say(f"{exc}; drawing in this process")
-        return None
+def _figures(
+    worker, fig_input, out: Path, say: Callable[[str], None]
+) -> Dict[str, Dict[str, Path]]:
+    """The worker's figures; drawn here when there is no worker or it failed."""
+    if worker is not None:
+        try:
+            return worker.result()
+        except RuntimeError as exc:
+            say(f"{exc}; drawing in this process")
+    from .plots import make_figures
+
+    return make_figures(fig_input, out / "plots")
 
 
 def build_report(
@@ -942,11 +945,7 @@ def build_report(
             worker.submit(fig_input, out / "plots")
         finish_write(data)  # the data files, while the worker draws
         _copy_data_files(data, out)
-        figures = _worker_figures(worker, say)
-        if figures is None:
-            from .plots import make_figures
-
-            figures = make_figures(fig_input, out / "plots")
+        figures = _figures(worker, fig_input, out, say)
         model = _scaling_model(a, data, calibration, run_states, say)
         if model is not None:
             from .plots import model_figure, save
