@@ -66,14 +66,11 @@ def default_entries() -> List[Entry]:
     return out
 
 
-def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
+def _probe_run(profile: ClusterProfile, entry: Entry, launcher, options):
+    """A one-rank run of the framework; only the fields launch_fragments reads matter."""
     from ddlbench.plan.planner import Run
 
-    launcher = get_launcher(entry.framework)
-    options = launcher.options(**entry.options)
-    modules = launcher.imports(options)
-    setup = profile.setup_for(entry.framework, entry.label)
-    run = Run(  # only the fields launch_fragments reads matter
+    return Run(
         run_id="doctor",
         group="doctor",
         framework=entry.framework,
@@ -99,6 +96,25 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
         time_limit="1",
         time_limit_min=1.0,
     )
+
+
+def _import_failure(label: str, proc: subprocess.CompletedProcess, setup, seconds: float) -> Check:
+    """The last line of the probe's stderr, and the environment it ran in."""
+    from ddlbench.spec.cluster import expand_path
+
+    errors = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    reason = errors[-1] if errors else f"exit code {proc.returncode}"
+    where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
+    hint = f" (environment: {expand_path(where)})" if where else ""
+    return Check(label, False, reason + hint, seconds=seconds)
+
+
+def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
+    launcher = get_launcher(entry.framework)
+    options = launcher.options(**entry.options)
+    modules = launcher.imports(options)
+    setup = profile.setup_for(entry.framework, entry.label)
+    run = _probe_run(profile, entry, launcher, options)
     try:
         lines = setup_lines(setup)
         python = launch_fragments(run, profile, setup, [])["python"]
@@ -127,13 +143,7 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
             versions = json.loads(line[len("DDLBENCH_PROBE ") :])
             detail = ", ".join(f"{m} {v}" for m, v in versions.items())
             return Check(entry.label, True, detail, versions, seconds)
-    errors = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    reason = errors[-1] if errors else f"exit code {proc.returncode}"
-    from ddlbench.spec.cluster import expand_path
-
-    where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
-    hint = f" (environment: {expand_path(where)})" if where else ""
-    return Check(entry.label, False, reason + hint, seconds=seconds)
+    return _import_failure(entry.label, proc, setup, seconds)
 
 
 def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:

@@ -161,6 +161,108 @@ def _key(v) -> str:
     return "" if not _isnum(v) else str(v)
 
 
+def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
+    """The configurations that scale, each with the id of its scaling series.
+
+    A series id joins the :data:`SERIES_FIELDS` and the fixed batch; two layouts of the same
+    device count (4x1 vs 1x4) are two series.
+    """
+    c = configs[(configs["mode"] != "allreduce") & configs["world_size"].notna()].copy()
+    if not len(c):
+        return c
+    c["scaling"] = c["scaling"].map(lambda s: s if _isnum(s) else "weak")
+    fixed = np.where(
+        c["scaling"] == "strong",
+        "G" + c["global_batch_size"].astype(str),
+        "B" + c["batch_size"].astype(str),
+    )
+    c["series"] = ["|".join(_key(r[f]) for f in SERIES_FIELDS) for _, r in c.iterrows()]
+    c["series"] = c["series"] + "|" + fixed
+    dup = c.duplicated(["series", "world_size"], keep=False)
+    if dup.any():
+        split = c.groupby("series")["world_size"].transform(lambda s: s.duplicated().any())
+        c.loc[split, "series"] = (
+            c.loc[split, "series"] + "|tpn" + c.loc[split]["tasks_per_node"].astype(str)
+        )
+    return c
+
+
+def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: float) -> dict:
+    """A series' row before its base, knee and peak are known."""
+    strong = first["scaling"] == "strong"
+    return {
+        "series": sid,
+        "label": label,
+        "framework": first["framework"],
+        "model": first["model"],
+        "mode": first["mode"],
+        "scaling": first["scaling"],
+        "batch_size": first["batch_size"] if not strong else None,
+        "global_batch_size": first["global_batch_size"] if strong else None,
+        "points": valid,
+        "base_devices": None,
+        "base_throughput": math.nan,
+        "max_devices": None,
+        "efficiency_at_max": math.nan,
+        "knee_devices": None,
+        "peak_devices": None,
+        "saturates": None,
+        "efficiency_threshold": threshold,
+    }
+
+
+def _scaling_point(
+    sid: str, label: str, r: pd.Series, base_n: Optional[int], base_t: Optional[float]
+) -> dict:
+    """One configuration of a series, with speedup and efficiency relative to the base."""
+    n = int(r["world_size"])
+    t = float(r["throughput_median"]) if _isnum(r["throughput_median"]) else math.nan
+    p = {
+        "series": sid,
+        "label": label,
+        "framework": r["framework"],
+        "group": r["group"],
+        "devices": n,
+        "nodes": r["nodes"],
+        "tasks_per_node": r["tasks_per_node"],
+        "repeats": r["repeats"],
+        "throughput_median": t,
+        "throughput_mean": r.get("throughput_mean", math.nan),
+        "throughput_std": r.get("throughput_std", math.nan),
+        "ci95_low": r["throughput_ci95_low"],
+        "ci95_high": r["throughput_ci95_high"],
+        "per_device": t / n if n else math.nan,
+        "base_devices": base_n,
+        "speedup": math.nan,
+        "efficiency": math.nan,
+        "ideal_throughput": math.nan,
+        "noisy": r["noisy"],
+    }
+    if base_t and not math.isnan(t):
+        p["speedup"] = t / base_t
+        p["efficiency"] = (t / n) / (base_t / base_n)
+    if base_t:
+        p["ideal_throughput"] = base_t * n / base_n
+    return p
+
+
+def _set_base_knee_peak(
+    srow: dict, points: list, base_n: int, base_t: float, threshold: float
+) -> None:
+    """Fill a series row from its points that have an efficiency."""
+    pts = [p for p in points if not math.isnan(p["efficiency"])]
+    srow["base_devices"] = base_n
+    srow["base_throughput"] = base_t
+    srow["max_devices"] = pts[-1]["devices"]
+    srow["efficiency_at_max"] = pts[-1]["efficiency"]
+    srow["speedup_at_max"] = pts[-1]["speedup"]
+    srow["knee_devices"] = _point_knee(pts, threshold)
+    peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
+    srow["peak_devices"] = peak["devices"]
+    srow["peak_throughput"] = peak["throughput_median"]
+    srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
+
+
 def scaling_tables(configs: pd.DataFrame, settings: Settings):
     """Scaling series (configurations that differ only in scale) -> (points, series).
 
@@ -171,103 +273,25 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
     empty = (pd.DataFrame(), pd.DataFrame())
     if not len(configs):
         return empty
-    c = configs[(configs["mode"] != "allreduce") & configs["world_size"].notna()].copy()
+    c = _scaling_configs(configs)
     if not len(c):
         return empty
-    c["scaling"] = c["scaling"].map(lambda s: s if _isnum(s) else "weak")
-    fixed = np.where(
-        c["scaling"] == "strong",
-        "G" + c["global_batch_size"].astype(str),
-        "B" + c["batch_size"].astype(str),
-    )
-    c["series"] = ["|".join(_key(r[f]) for f in SERIES_FIELDS) for _, r in c.iterrows()]
-    c["series"] = c["series"] + "|" + fixed
-    # two layouts of the same device count (4x1 vs 1x4) are two series
-    dup = c.duplicated(["series", "world_size"], keep=False)
-    if dup.any():
-        split = c.groupby("series")["world_size"].transform(lambda s: s.duplicated().any())
-        c.loc[split, "series"] = (
-            c.loc[split, "series"] + "|tpn" + c.loc[split]["tasks_per_node"].astype(str)
-        )
     labels = _series_labels(c)
+    threshold = settings.efficiency_threshold
     points, series = [], []
     for sid, g in c.groupby("series", sort=True):
         g = g.sort_values("world_size")
         valid = g[g["throughput_median"].notna() & (g["throughput_median"] > 0)]
-        first = g.iloc[0]
-        srow = {
-            "series": sid,
-            "label": labels[sid],
-            "framework": first["framework"],
-            "model": first["model"],
-            "mode": first["mode"],
-            "scaling": first["scaling"],
-            "batch_size": first["batch_size"] if first["scaling"] != "strong" else None,
-            "global_batch_size": first["global_batch_size"]
-            if first["scaling"] == "strong"
-            else None,
-            "points": len(valid),
-            "base_devices": None,
-            "base_throughput": math.nan,
-            "max_devices": None,
-            "efficiency_at_max": math.nan,
-            "knee_devices": None,
-            "peak_devices": None,
-            "saturates": None,
-            "efficiency_threshold": settings.efficiency_threshold,
-        }
+        srow = _series_row(sid, labels[sid], g.iloc[0], len(valid), threshold)
         base_n = base_t = None
         if len(valid):
             base_n = int(valid["world_size"].iloc[0])
             base_t = float(valid["throughput_median"].iloc[0])
-        for _, r in g.iterrows():
-            n = int(r["world_size"])
-            t = float(r["throughput_median"]) if _isnum(r["throughput_median"]) else math.nan
-            p = {
-                "series": sid,
-                "label": labels[sid],
-                "framework": r["framework"],
-                "group": r["group"],
-                "devices": n,
-                "nodes": r["nodes"],
-                "tasks_per_node": r["tasks_per_node"],
-                "repeats": r["repeats"],
-                "throughput_median": t,
-                "throughput_mean": r.get("throughput_mean", math.nan),
-                "throughput_std": r.get("throughput_std", math.nan),
-                "ci95_low": r["throughput_ci95_low"],
-                "ci95_high": r["throughput_ci95_high"],
-                "per_device": t / n if n else math.nan,
-                "base_devices": base_n,
-                "speedup": math.nan,
-                "efficiency": math.nan,
-                "ideal_throughput": math.nan,
-                "noisy": r["noisy"],
-            }
-            if base_t and not math.isnan(t):
-                p["speedup"] = t / base_t
-                p["efficiency"] = (t / n) / (base_t / base_n)
-            if base_t:
-                p["ideal_throughput"] = base_t * n / base_n
-            points.append(p)
+        own = [_scaling_point(sid, labels[sid], r, base_n, base_t) for _, r in g.iterrows()]
         if base_n is not None:
-            pts = [p for p in points if p["series"] == sid and not math.isnan(p["efficiency"])]
-            srow["base_devices"] = base_n
-            srow["base_throughput"] = base_t
-            srow["max_devices"] = pts[-1]["devices"]
-            srow["efficiency_at_max"] = pts[-1]["efficiency"]
-            srow["speedup_at_max"] = pts[-1]["speedup"]
-            srow["knee_devices"] = _point_knee(pts, settings.efficiency_threshold)
-            peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
-            srow["peak_devices"] = peak["devices"]
-            srow["peak_throughput"] = peak["throughput_median"]
-            srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
-        annotate_series(
-            [p for p in points if p["series"] == sid],
-            srow,
-            settings.efficiency_threshold,
-            settings.verdicts(),
-        )
+            _set_base_knee_peak(srow, own, base_n, base_t, threshold)
+        annotate_series(own, srow, threshold, settings.verdicts())
+        points.extend(own)
         series.append(srow)
     return pd.DataFrame(points), pd.DataFrame(series)
 
@@ -391,77 +415,92 @@ def largest_run(runs: pd.DataFrame) -> Optional[str]:
 # ------------------------------------------------------------------ convergence
 
 
+def _lowest_rank_curves(conv: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Eval records of the convergence runs; accuracy is global: one curve per run, from its
+    lowest rank."""
+    ev = evals[evals["run_id"].isin(set(conv["run_id"]))] if len(evals) else evals
+    if len(ev):
+        low = ev.groupby("run_id")["rank"].transform("min")
+        ev = ev[ev["rank"] == low].sort_values(["run_id", "epoch"])
+    return ev
+
+
+def _run_accuracy(r: pd.Series, e: pd.DataFrame) -> dict:
+    """A run's accuracy results: as it logged them, else from its curve ``e``."""
+    final = r["final_accuracy"]
+    best = r["best_accuracy"]
+    tta = r["time_to_accuracy_s"]
+    if not _isnum(final) and len(e):
+        final = float(e["accuracy"].iloc[-1])
+    if not _isnum(best) and len(e):
+        best = float(e["accuracy"].max())
+    target = r["target_accuracy"]
+    if not _isnum(tta) and _isnum(target) and len(e):
+        hit = e[e["accuracy"] >= target]
+        tta = float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
+    return {
+        "run_id": r["run_id"],
+        "group": r["group"],
+        "complete": r["complete"],
+        "final_accuracy": final,
+        "best_accuracy": best,
+        "time_to_accuracy_s": tta,
+    }
+
+
+def _warmup_word(w) -> str:
+    return "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
+
+
+def _group_accuracy(group: str, g: pd.DataFrame, p: pd.DataFrame) -> dict:
+    """A convergence configuration's row: its settings and the medians over the complete
+    repeats ``p``."""
+    first = g.sort_values("repeat").iloc[0]
+    w = first["warmup_epochs"]
+    return {
+        "group": group,
+        "framework": first["framework"],
+        "model": first["model"],
+        "world_size": first["world_size"],
+        "batch_size": first["batch_size"],
+        "global_batch_size": first["global_batch_size"],
+        "lr": first["lr"],
+        "lr_scaling": first["lr_scaling"],
+        "warmup_epochs": w,
+        "warmup": _warmup_word(w),
+        "epochs": first["epochs"],
+        "target_accuracy": first["target_accuracy"],
+        "repeats": len(p),
+        "final_accuracy": float(p["final_accuracy"].median()) if len(p) else math.nan,
+        **_accuracy_stats(p["final_accuracy"]),
+        "best_accuracy": float(p["best_accuracy"].median()) if len(p) else math.nan,
+        "time_to_accuracy_s": float(p["time_to_accuracy_s"].median())
+        if len(p) and p["time_to_accuracy_s"].notna().any()
+        else math.nan,
+        "reached": int(p["time_to_accuracy_s"].notna().sum()) if len(p) else 0,
+    }
+
+
 def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settings):
     """Per-configuration accuracy results and training curves of convergence runs."""
     conv = runs[runs["mode"] == "convergence"] if len(runs) else runs
     if not len(conv):
         return pd.DataFrame(), pd.DataFrame()
-    ev = evals[evals["run_id"].isin(set(conv["run_id"]))] if len(evals) else evals
-    # accuracy is global: one curve per run, from its lowest rank
-    if len(ev):
-        low = ev.groupby("run_id")["rank"].transform("min")
-        ev = ev[ev["rank"] == low].sort_values(["run_id", "epoch"])
+    ev = _lowest_rank_curves(conv, evals)
     per_run = []
     for _, r in conv.iterrows():
         e = ev[ev["run_id"] == r["run_id"]] if len(ev) else ev
-        final = r["final_accuracy"]
-        best = r["best_accuracy"]
-        tta = r["time_to_accuracy_s"]
-        if not _isnum(final) and len(e):
-            final = float(e["accuracy"].iloc[-1])
-        if not _isnum(best) and len(e):
-            best = float(e["accuracy"].max())
-        target = r["target_accuracy"]
-        if not _isnum(tta) and _isnum(target) and len(e):
-            hit = e[e["accuracy"] >= target]
-            tta = float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
-        per_run.append(
-            {
-                "run_id": r["run_id"],
-                "group": r["group"],
-                "complete": r["complete"],
-                "final_accuracy": final,
-                "best_accuracy": best,
-                "time_to_accuracy_s": tta,
-            }
-        )
+        per_run.append(_run_accuracy(r, e))
     pr = pd.DataFrame(per_run)
-    rows = []
-    for group, g in conv.groupby("group", sort=True):
-        first = g.sort_values("repeat").iloc[0]
-        p = pr[(pr["group"] == group) & pr["complete"]]
-        w = first["warmup_epochs"]
-        rows.append(
-            {
-                "group": group,
-                "framework": first["framework"],
-                "model": first["model"],
-                "world_size": first["world_size"],
-                "batch_size": first["batch_size"],
-                "global_batch_size": first["global_batch_size"],
-                "lr": first["lr"],
-                "lr_scaling": first["lr_scaling"],
-                "warmup_epochs": w,
-                "warmup": "gradual warmup" if _isnum(w) and w > 0 else "no warmup",
-                "epochs": first["epochs"],
-                "target_accuracy": first["target_accuracy"],
-                "repeats": len(p),
-                "final_accuracy": float(p["final_accuracy"].median()) if len(p) else math.nan,
-                **_accuracy_stats(p["final_accuracy"]),
-                "best_accuracy": float(p["best_accuracy"].median()) if len(p) else math.nan,
-                "time_to_accuracy_s": float(p["time_to_accuracy_s"].median())
-                if len(p) and p["time_to_accuracy_s"].notna().any()
-                else math.nan,
-                "reached": int(p["time_to_accuracy_s"].notna().sum()) if len(p) else 0,
-            }
-        )
+    rows = [
+        _group_accuracy(group, g, pr[(pr["group"] == group) & pr["complete"]])
+        for group, g in conv.groupby("group", sort=True)
+    ]
     groups = pd.DataFrame(rows).sort_values(["framework", "model", "warmup", "global_batch_size"])
     if len(ev):
         meta = conv.set_index("run_id")[["group", "global_batch_size", "warmup_epochs"]]
         ev = ev.join(meta, on="run_id")
-        ev["warmup"] = ev["warmup_epochs"].map(
-            lambda w: "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
-        )
+        ev["warmup"] = ev["warmup_epochs"].map(_warmup_word)
     return groups.reset_index(drop=True), ev.reset_index(drop=True)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .analysis import Settings, config_stats
 from .stats import intervals_overlap
-from .verdicts import change_verdicts
+from .verdicts import VerdictSettings, change_verdicts
 
 
 def parse_threshold(text: str) -> float:
@@ -33,6 +33,85 @@ def parse_threshold(text: str) -> float:
     return v / 100.0
 
 
+#: the columns of :func:`compare`'s table, in order
+COLUMNS = [
+    "group",
+    "world_size",
+    "verdict",
+    "change",
+    "change_mean",
+    "p_value",
+    "reason",
+    "repeats_needed",
+    "base_median",
+    "new_median",
+    "base_ci95_low",
+    "base_ci95_high",
+    "new_ci95_low",
+    "new_ci95_high",
+    "ci_overlap",
+    "base_repeats",
+    "new_repeats",
+    "base_cv",
+    "new_cv",
+]
+
+
+def _throughput_by_group(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """Throughput statistics of a campaign's configurations (allreduce ones left out),
+    indexed by group."""
+    configs = config_stats(runs, settings)
+    configs = configs[configs["mode"] != "allreduce"] if len(configs) else configs
+    return configs.set_index("group") if len(configs) else pd.DataFrame()
+
+
+def _set_change(row: dict, vs: VerdictSettings) -> None:
+    """The change, interval overlap and verdict of a configuration both campaigns ran."""
+    row["change"] = (row["new_median"] - row["base_median"]) / row["base_median"]
+    row["ci_overlap"] = intervals_overlap(
+        (row["base_ci95_low"], row["base_ci95_high"]),
+        (row["new_ci95_low"], row["new_ci95_high"]),
+    )
+    v = change_verdicts(
+        row["base_mean"],
+        row["base_std"],
+        row["base_repeats"],
+        row["new_mean"],
+        row["new_std"],
+        row["new_repeats"],
+        vs,
+    )[0]
+    row.update(
+        verdict=v.verdict,
+        change_mean=v.change,
+        p_value=v.p_value,
+        repeats_needed=v.repeats_needed,
+        reason=v.reason,
+    )
+
+
+def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series], vs) -> dict:
+    """One configuration's row; ``rb``/``rn``: its statistics in base/new (None: not run)."""
+    row = {"group": group}
+    for tag, r in (("base", rb), ("new", rn)):
+        row[f"{tag}_repeats"] = int(r["repeats"]) if r is not None else 0
+        for k in ("median", "mean", "std", "ci95_low", "ci95_high", "cv"):
+            row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
+    row["world_size"] = (rb if rb is not None else rn)["world_size"]
+    row["change"] = math.nan
+    row["ci_overlap"] = None
+    row.update(change_mean=math.nan, p_value=math.nan, repeats_needed=math.nan, reason="")
+    if rb is None:
+        row["verdict"] = "only in new"
+    elif rn is None:
+        row["verdict"] = "only in base"
+    elif math.isnan(row["base_median"]) or math.isnan(row["new_median"]):
+        row["verdict"] = "no data"
+    else:
+        _set_change(row, vs)
+    return row
+
+
 def compare(
     base, new, threshold: float = 0.05, settings: Optional[Settings] = None
 ) -> pd.DataFrame:
@@ -44,74 +123,12 @@ def compare(
     """
     settings = settings or Settings()
     vs = dataclasses.replace(settings.verdicts(), min_gain=threshold)
-    cb = config_stats(base.runs, settings)
-    cn = config_stats(new.runs, settings)
-    cb = cb[cb["mode"] != "allreduce"] if len(cb) else cb
-    cn = cn[cn["mode"] != "allreduce"] if len(cn) else cn
-    b = cb.set_index("group") if len(cb) else pd.DataFrame()
-    n = cn.set_index("group") if len(cn) else pd.DataFrame()
-    rows = []
-    for g in sorted(set(b.index) | set(n.index)):
-        row = {"group": g}
-        rb = b.loc[g] if g in b.index else None
-        rn = n.loc[g] if g in n.index else None
-        for tag, r in (("base", rb), ("new", rn)):
-            row[f"{tag}_repeats"] = int(r["repeats"]) if r is not None else 0
-            for k in ("median", "mean", "std", "ci95_low", "ci95_high", "cv"):
-                row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
-        row["world_size"] = (rb if rb is not None else rn)["world_size"]
-        row["change"] = math.nan
-        row["ci_overlap"] = None
-        row.update(change_mean=math.nan, p_value=math.nan, repeats_needed=math.nan, reason="")
-        if rb is None:
-            row["verdict"] = "only in new"
-        elif rn is None:
-            row["verdict"] = "only in base"
-        elif math.isnan(row["base_median"]) or math.isnan(row["new_median"]):
-            row["verdict"] = "no data"
-        else:
-            change = (row["new_median"] - row["base_median"]) / row["base_median"]
-            row["change"] = change
-            row["ci_overlap"] = intervals_overlap(
-                (row["base_ci95_low"], row["base_ci95_high"]),
-                (row["new_ci95_low"], row["new_ci95_high"]),
-            )
-            v = change_verdicts(
-                row["base_mean"],
-                row["base_std"],
-                row["base_repeats"],
-                row["new_mean"],
-                row["new_std"],
-                row["new_repeats"],
-                vs,
-            )[0]
-            row.update(
-                verdict=v.verdict,
-                change_mean=v.change,
-                p_value=v.p_value,
-                repeats_needed=v.repeats_needed,
-                reason=v.reason,
-            )
-        rows.append(row)
-    cols = [
-        "group",
-        "world_size",
-        "verdict",
-        "change",
-        "change_mean",
-        "p_value",
-        "reason",
-        "repeats_needed",
-        "base_median",
-        "new_median",
-        "base_ci95_low",
-        "base_ci95_high",
-        "new_ci95_low",
-        "new_ci95_high",
-        "ci_overlap",
-        "base_repeats",
-        "new_repeats",
-        "base_cv",
-        "new_cv",
+    b = _throughput_by_group(base.runs, settings)
+    n = _throughput_by_group(new.runs, settings)
+    rows = [
+        _comparison_row(
+            g, b.loc[g] if g in b.index else None, n.loc[g] if g in n.index else None, vs
+        )
+        for g in sorted(set(b.index) | set(n.index))
     ]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -245,13 +245,8 @@ def knee_range(devices: Sequence[int], classes: Sequence[str]) -> Tuple[int, int
 # ------------------------------------------------------------------ scaling series
 
 
-def annotate_series(
-    points: List[dict], srow: dict, threshold: float, settings: VerdictSettings
-) -> None:
-    """Add the verdict columns to one scaling series' points (ascending device count, as
-    dicts with ``devices``, ``throughput_mean``, ``throughput_std``, ``repeats``) and to
-    its series row ``srow``. Points without a complete repeat take no part."""
-    pts = [p for p in points if _num(p.get("throughput_mean")) and p["throughput_mean"] > 0]
+def _clear_verdicts(points: List[dict], srow: dict, usable: int) -> None:
+    """The verdict columns, empty, on every point and on the series row."""
     for p in points:
         p.update(
             step_from=None,
@@ -267,29 +262,22 @@ def annotate_series(
         )
     srow.update(
         more_devices_help=None,
-        more_devices_reason="one device count only" if len(pts) < 2 else "",
+        more_devices_reason="one device count only" if usable < 2 else "",
         helps_up_to=None,
         knee_low=None,
         knee_high=None,
     )
-    if not pts:
-        return
-    m = np.array([p["throughput_mean"] for p in pts], dtype=float)
-    s = np.array([_nan(p.get("throughput_std")) for p in pts], dtype=float)
-    n = np.array([p["repeats"] or 0 for p in pts], dtype=float)
-    d = np.array([p["devices"] for p in pts], dtype=float)
-    base = pts[0]
-    r, lo, hi = ratio_ci(m, s, n, m[0], s[0], n[0], d[0] / d, settings.confidence)
-    lo[0] = hi[0] = r[0] = 1.0  # the base is 1 by definition
-    classes = threshold_class(lo, hi, threshold)
-    classes[0] = ABOVE if threshold <= 1.0 else BELOW
-    for p, ri, li, hi_, c in zip(pts, r, lo, hi, classes):
-        p.update(efficiency_mean=ri, efficiency_ci95_low=li, efficiency_ci95_high=hi_)
-        p["efficiency_class"] = c
-    srow["knee_low"], srow["knee_high"] = knee_range([p["devices"] for p in pts], classes)
-    srow["helps_up_to"] = base["devices"]
-    if len(pts) < 2:
-        return
+
+
+def _annotate_steps(
+    pts: List[dict],
+    srow: dict,
+    m: np.ndarray,
+    s: np.ndarray,
+    n: np.ndarray,
+    settings: VerdictSettings,
+) -> None:
+    """Each step's gain verdict, how far more devices keep helping, and the last step's say."""
     steps = gain_verdicts(m[:-1], s[:-1], n[:-1], m[1:], s[1:], n[1:], settings)
     chain = True
     for prev, p, v in zip(pts[:-1], pts[1:], steps):
@@ -310,6 +298,34 @@ def annotate_series(
         f"{pts[-2]['devices']} -> {pts[-1]['devices']} devices: {_signed(last.gain)}, "
         + last.reason
     )
+
+
+def annotate_series(
+    points: List[dict], srow: dict, threshold: float, settings: VerdictSettings
+) -> None:
+    """Add the verdict columns to one scaling series' points (ascending device count, as
+    dicts with ``devices``, ``throughput_mean``, ``throughput_std``, ``repeats``) and to
+    its series row ``srow``. Points without a complete repeat take no part."""
+    pts = [p for p in points if _num(p.get("throughput_mean")) and p["throughput_mean"] > 0]
+    _clear_verdicts(points, srow, len(pts))
+    if not pts:
+        return
+    m = np.array([p["throughput_mean"] for p in pts], dtype=float)
+    s = np.array([_nan(p.get("throughput_std")) for p in pts], dtype=float)
+    n = np.array([p["repeats"] or 0 for p in pts], dtype=float)
+    d = np.array([p["devices"] for p in pts], dtype=float)
+    base = pts[0]
+    r, lo, hi = ratio_ci(m, s, n, m[0], s[0], n[0], d[0] / d, settings.confidence)
+    lo[0] = hi[0] = r[0] = 1.0  # the base is 1 by definition
+    classes = threshold_class(lo, hi, threshold)
+    classes[0] = ABOVE if threshold <= 1.0 else BELOW
+    for p, ri, li, hi_, c in zip(pts, r, lo, hi, classes):
+        p.update(efficiency_mean=ri, efficiency_ci95_low=li, efficiency_ci95_high=hi_)
+        p["efficiency_class"] = c
+    srow["knee_low"], srow["knee_high"] = knee_range([p["devices"] for p in pts], classes)
+    srow["helps_up_to"] = base["devices"]
+    if len(pts) >= 2:
+        _annotate_steps(pts, srow, m, s, n, settings)
 
 
 def _num(v) -> bool:

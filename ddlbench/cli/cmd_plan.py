@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any, Dict
 
 import click
 
 from ddlbench.cli.common import cluster_option, stdout_console
+
+if TYPE_CHECKING:
+    from ddlbench.plan import Plan
 
 
 @click.command(
@@ -32,45 +36,54 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
     spec = load_spec(spec_path)
     profile, why = choose_profile(spec, cluster)
     plan = plan_runs(spec.value, profile.value, spec.source)
-    p = profile.value
     if as_json:
-        out = {
-            "spec": spec_path,
-            "cluster": p.name,
-            "cluster_source": why,
-            "scheduler": p.scheduler,
-            "device": p.device,
-            "node_hours": round(plan.node_hours, 3),
-            "runs": [
-                {
-                    "run_id": r.run_id,
-                    "framework": r.framework,
-                    "label": r.label,
-                    "workload": r.workload,
-                    "backend": r.backend,
-                    "nodes": r.nodes,
-                    "tasks_per_node": r.tasks_per_node,
-                    "gpus": r.gpus,
-                    "world_size": r.world_size,
-                    "batch_size": r.batch_size,
-                    "global_batch_size": r.global_batch_size,
-                    "lr": r.lr,
-                    "variant": r.variant,
-                    "repeat": r.repeat,
-                    "time_limit": r.time_limit,
-                    "node_hours": round(r.node_hours, 4),
-                }
-                for r in plan.runs
-            ],
-        }
-        click.echo(json.dumps(out, indent=1))
-        return
+        click.echo(json.dumps(_plan_json(plan, spec_path, why), indent=1))
+    else:
+        _print_plan(plan, spec.value.name, why)
 
+
+def _plan_json(plan: Plan, spec_path: str, why: str) -> Dict[str, Any]:
+    """The plan as ``--json`` prints it."""
+    p = plan.profile
+    return {
+        "spec": spec_path,
+        "cluster": p.name,
+        "cluster_source": why,
+        "scheduler": p.scheduler,
+        "device": p.device,
+        "node_hours": round(plan.node_hours, 3),
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "framework": r.framework,
+                "label": r.label,
+                "workload": r.workload,
+                "backend": r.backend,
+                "nodes": r.nodes,
+                "tasks_per_node": r.tasks_per_node,
+                "gpus": r.gpus,
+                "world_size": r.world_size,
+                "batch_size": r.batch_size,
+                "global_batch_size": r.global_batch_size,
+                "lr": r.lr,
+                "variant": r.variant,
+                "repeat": r.repeat,
+                "time_limit": r.time_limit,
+                "node_hours": round(r.node_hours, 4),
+            }
+            for r in plan.runs
+        ],
+    }
+
+
+def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
+    """The plan as a table of runs between a heading and the total."""
     from rich.table import Table
 
+    p = plan.profile
     console = stdout_console()
     console.print(
-        f"[bold]{spec.value.name}[/]: {len(plan.runs)} runs on cluster profile "
+        f"[bold]{spec_name}[/]: {len(plan.runs)} runs on cluster profile "
         f"[bold]{p.name}[/] ({p.scheduler}, {p.device}) [dim]- chosen by {why}[/]"
     )
     unit = "GPUs" if p.device == "gpu" else "ranks"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,52 @@ def _quantile_sorted(d: np.ndarray, q: float) -> float:
     return float(d[lo] + (d[hi] - d[lo]) * (pos - lo))
 
 
+def _float_column_or_none(steps: pa.Table, name: str) -> Optional[np.ndarray]:
+    """A column as floats, or None when no record has it."""
+    col = steps.column(name)
+    if col.null_count == len(col):
+        return None
+    return np.asarray(col.to_numpy(), dtype=float)
+
+
+def _measured(steps: pa.Table) -> np.ndarray:
+    """Mask of the rows of the ``measure`` phase."""
+    return np.asarray(
+        pc.fill_null(pc.equal(steps.column("phase"), "measure"), False).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+
+
+def _rank_quantiles(
+    out: Dict[str, np.ndarray],
+    has: np.ndarray,
+    mb: np.ndarray,
+    mdt: np.ndarray,
+    mcomp: Optional[np.ndarray],
+    mcomm: Optional[np.ndarray],
+) -> None:
+    """Step-time quantiles and MAD, and compute/comm medians, of each rank with measured
+    steps; rank r's measured rows are mb[r]:mb[r+1]."""
+    cols = [out[c] for c in ("step_time_p5_s", "step_time_p25_s", "step_time_median_s")]
+    cols += [out["step_time_p75_s"], out["step_time_p95_s"]]
+    qs = (0.05, 0.25, 0.5, 0.75, 0.95)
+    for r in np.flatnonzero(has):
+        a, b = mb[r], mb[r + 1]
+        d = np.sort(mdt[a:b])
+        for col, q in zip(cols, qs):
+            col[r] = _quantile_sorted(d, q)
+        mad = _quantile_sorted(np.sort(np.abs(d - out["step_time_median_s"][r])), 0.5)
+        out["step_time_mad_s"][r] = mad
+        for name, arr in (("compute_median_s", mcomp), ("comm_median_s", mcomm)):
+            if arr is not None:
+                v = arr[a:b]
+                v = v[~np.isnan(v)]
+                if len(v):
+                    out[name][r] = float(np.median(v))
+
+
 def rank_stats(steps: pa.Table, bounds: np.ndarray) -> Dict[str, np.ndarray]:
     """Per-rank statistics of the measured steps; rows of rank k are bounds[k]:bounds[k+1]."""
     k = len(bounds) - 1
@@ -33,20 +79,9 @@ def rank_stats(steps: pa.Table, bounds: np.ndarray) -> Dict[str, np.ndarray]:
     ts = steps.column("t_start").to_numpy()
     te = steps.column("t_end").to_numpy()
     samples = steps.column("samples").to_numpy()
-    meas = np.asarray(
-        pc.fill_null(pc.equal(steps.column("phase"), "measure"), False).to_numpy(
-            zero_copy_only=False
-        ),
-        dtype=bool,
-    )
-    comp = steps.column("compute_s")
-    comm = steps.column("comm_s")
-    comp = comp.to_numpy() if comp.null_count < len(comp) else None
-    comm = comm.to_numpy() if comm.null_count < len(comm) else None
-    if comp is not None:
-        comp = np.asarray(comp, dtype=float)
-    if comm is not None:
-        comm = np.asarray(comm, dtype=float)
+    meas = _measured(steps)
+    comp = _float_column_or_none(steps, "compute_s")
+    comm = _float_column_or_none(steps, "comm_s")
     dt_all = te - ts
     out["steps"] = np.diff(bounds).astype(float)
     # sums and extremes over the measured steps, vectorised over ranks
@@ -72,21 +107,6 @@ def rank_stats(steps: pa.Table, bounds: np.ndarray) -> Dict[str, np.ndarray]:
     mcomm = comm[meas] if comm is not None else None
     if len(starts):
         out["step_time_mean_s"][has] = np.add.reduceat(mdt, starts) / nmeas[has]
-    cols = [out[c] for c in ("step_time_p5_s", "step_time_p25_s", "step_time_median_s")]
-    cols += [out["step_time_p75_s"], out["step_time_p95_s"]]
-    qs = (0.05, 0.25, 0.5, 0.75, 0.95)
-    for r in np.flatnonzero(has):
-        a, b = mb[r], mb[r + 1]
-        d = np.sort(mdt[a:b])
-        for col, q in zip(cols, qs):
-            col[r] = _quantile_sorted(d, q)
-        mad = _quantile_sorted(np.sort(np.abs(d - out["step_time_median_s"][r])), 0.5)
-        out["step_time_mad_s"][r] = mad
-        for name, arr in (("compute_median_s", mcomp), ("comm_median_s", mcomm)):
-            if arr is not None:
-                v = arr[a:b]
-                v = v[~np.isnan(v)]
-                if len(v):
-                    out[name][r] = float(np.median(v))
+    _rank_quantiles(out, has, mb, mdt, mcomp, mcomm)
     out["step_time_jitter_s"] = 1.4826 * out["step_time_mad_s"]
     return out

@@ -244,25 +244,24 @@ def check_versions(files: Sequence[RankFile], campaign_dir: Optional[Path] = Non
     raise LogFormatError(msg)
 
 
-def read_rank_files(
-    files: Sequence[RankFile],
-    campaign_dir: Optional[Path] = None,
-    progress: Optional[Callable[[str], None]] = None,
-) -> Tuple[pa.Table, np.ndarray]:
-    """Parse ``files`` (filling in their meta, summary, evals, ...).
+#: a file's byte range in the read buffer: file index, start, end, lines
+_Segment = Tuple[int, int, int, int]
+#: one parsed table and what maps its rows to files: segments, rows per segment, type codes
+_Part = Tuple[pa.Table, List[_Segment], np.ndarray, np.ndarray, List[Optional[str]]]
 
-    Returns the step rows of all files as one table with :data:`STEP_SCHEMA` and, per row,
-    the index of its file in ``files``. Rows of one file are contiguous and in file order.
-    Raises :class:`LogFormatError` for unknown or mixed format versions.
+
+def _read_files(
+    files: Sequence[RankFile], buf: bytearray
+) -> Tuple[int, List[_Segment], Dict[int, Tuple[bytes, bytes]]]:
+    """Read every file into ``buf``, back to back, up to its last newline.
+
+    Returns the bytes used, the segments of the usual files and, per index of an unusual one
+    (no meta first, or a complete last record without its newline), its bytes and tail.
     """
-    say = progress or (lambda _m: None)
-    total = sum(f.size for f in files)
-    buf = bytearray(total)
     mv = memoryview(buf)
     pos = 0
-    segs: List[Tuple[int, int, int, int]] = []  # file index, start, end, lines
+    segs: List[_Segment] = []
     detail: Dict[int, Tuple[bytes, bytes]] = {}
-    say(f"reading {len(files)} rank logs ({total / 1e6:.1f} MB)")
     for i, f in enumerate(files):
         n = _readinto(f.path, mv[pos : pos + f.size])
         end = pos + n
@@ -286,6 +285,82 @@ def read_rank_files(
         f.meta = meta
         segs.append((i, pos, seg_end, 0))
         pos = seg_end
+    return pos, segs, detail
+
+
+def _bulk_part(buf: bytearray, used: int, segs: List[_Segment]) -> Optional[_Part]:
+    """All usual files parsed by one call; None when that fails or rows do not map to files."""
+    try:
+        table = _parse_bulk(memoryview(buf)[:used])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    codes, names = _type_codes(table)
+    counts = _rows_per_segment(codes, names, len(segs))
+    if counts is None:
+        # an extra meta record somewhere (an appended restart): count lines instead
+        counts = np.array([buf.count(b"\n", a, b) for _, a, b, _ in segs])
+        if int(counts.sum()) != table.num_rows:
+            return None
+    return table, segs, counts, codes, names
+
+
+def _per_file_parts(
+    files: Sequence[RankFile],
+    buf: bytearray,
+    segs: List[_Segment],
+    detail_tables: Dict[int, pa.Table],
+) -> List[_Part]:
+    """The slow path: each file parsed on its own, so a bad file only affects itself (it is
+    parsed line by line into ``detail_tables``)."""
+    mv = memoryview(buf)
+    parts: List[_Part] = []
+    for seg in segs:
+        i, a, b, _ = seg
+        try:
+            t = _parse_bulk(mv[a:b])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            t = None
+        if t is None:
+            detail_tables[i] = _parse_detail(files[i], bytes(buf[a:b]), b"")
+            files[i].detail = True
+            continue
+        codes, names = _type_codes(t)
+        counts = np.array([t.num_rows], dtype=np.int64)
+        parts.append((t, [seg], counts, codes, names))
+    return parts
+
+
+def _append_detail_tables(
+    files: Sequence[RankFile],
+    detail_tables: Dict[int, pa.Table],
+    out_tables: List[pa.Table],
+    out_fidx: List[np.ndarray],
+) -> None:
+    """Add the step rows of the files parsed line by line, in file order."""
+    for i in sorted(detail_tables):
+        t = detail_tables[i]
+        out_tables.append(t)
+        out_fidx.append(np.full(t.num_rows, i, dtype=np.int32))
+        if files[i].meta is None:
+            files[i].status = "no_meta"
+
+
+def read_rank_files(
+    files: Sequence[RankFile],
+    campaign_dir: Optional[Path] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Tuple[pa.Table, np.ndarray]:
+    """Parse ``files`` (filling in their meta, summary, evals, ...).
+
+    Returns the step rows of all files as one table with :data:`STEP_SCHEMA` and, per row,
+    the index of its file in ``files``. Rows of one file are contiguous and in file order.
+    Raises :class:`LogFormatError` for unknown or mixed format versions.
+    """
+    say = progress or (lambda _m: None)
+    total = sum(f.size for f in files)
+    buf = bytearray(total)
+    say(f"reading {len(files)} rank logs ({total / 1e6:.1f} MB)")
+    used, segs, detail = _read_files(files, buf)
     # unusual files are few: parse them now, so that their meta joins the version check
     detail_tables: Dict[int, pa.Table] = {}
     for i, (data, tail) in detail.items():
@@ -297,49 +372,15 @@ def read_rank_files(
     tables: List[pa.Table] = []
     fidx_parts: List[np.ndarray] = []
     if segs:
-        table = None
-        try:
-            table = _parse_bulk(mv[:pos])
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            table = None
-        parts = []
-        if table is not None:
-            codes, names = _type_codes(table)
-            counts = _rows_per_segment(codes, names, len(segs))
-            if counts is None:
-                # an extra meta record somewhere (an appended restart): count lines instead
-                counts = np.array([buf.count(b"\n", a, b) for _, a, b, _ in segs])
-                if int(counts.sum()) != table.num_rows:
-                    table = None
-            if table is not None:
-                parts = [(table, segs, counts, codes, names)]
-        if table is None:
-            # slow path: parse each file on its own, so a bad file only affects itself
-            for seg in segs:
-                i, a, b, _ = seg
-                try:
-                    t = _parse_bulk(mv[a:b])
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    t = None
-                if t is None:
-                    detail_tables[i] = _parse_detail(files[i], bytes(buf[a:b]), b"")
-                    files[i].detail = True
-                    continue
-                codes, names = _type_codes(t)
-                counts = np.array([t.num_rows], dtype=np.int64)
-                parts.append((t, [seg], counts, codes, names))
+        bulk = _bulk_part(buf, used, segs)
+        parts = [bulk] if bulk is not None else _per_file_parts(files, buf, segs, detail_tables)
         for table, psegs, counts, codes, names in parts:
             _finish_bulk(
                 table, psegs, counts, codes, names, files, buf, detail_tables, tables, fidx_parts
             )
-    del mv
+        del parts, bulk
     del buf
-    for i in sorted(detail_tables):
-        t = detail_tables[i]
-        tables.append(t)
-        fidx_parts.append(np.full(t.num_rows, i, dtype=np.int32))
-        if files[i].meta is None:
-            files[i].status = "no_meta"
+    _append_detail_tables(files, detail_tables, tables, fidx_parts)
     check_versions(files, campaign_dir)
     if not tables:
         return STEP_SCHEMA.empty_table(), np.zeros(0, dtype=np.int32)
@@ -371,44 +412,49 @@ def _rows_per_segment(codes: np.ndarray, names, nsegs: int) -> Optional[np.ndarr
     return np.diff(np.append(metas, len(codes))).astype(np.int64)
 
 
-def _finish_bulk(
+def _drop_invalid_steps(
     table: pa.Table,
-    segs: List[Tuple[int, int, int, int]],
-    counts: np.ndarray,
-    codes: np.ndarray,
-    names: List[Optional[str]],
+    is_step: np.ndarray,
+    seg_of_row: np.ndarray,
+    segs: List[_Segment],
     files: Sequence[RankFile],
-    buf: bytearray,
-    detail_tables: Dict[int, pa.Table],
-    out_tables: List[pa.Table],
-    out_fidx: List[np.ndarray],
-) -> None:
-    """Split one parsed table into step rows and the few other records, per file."""
-    seg_of_row = np.repeat(np.arange(len(segs), dtype=np.int32), counts)
-    first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    is_step_np = codes == _code(names, "step")
-    for s_idx, (i, _, _, _) in enumerate(segs):
-        files[i].lines = int(counts[s_idx])
-    # a step without its required fields is invalid: dropped and counted per file
+) -> Tuple[np.ndarray, np.ndarray]:
+    """A step without its required fields is invalid: dropped and counted per file.
+
+    Returns the step mask without the invalid rows, and the invalid rows' indices.
+    """
     invalid = None
     for name in ("t_start", "t_end", "samples"):
         col = table.column(name)
         if col.null_count:
             nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
             invalid = nulls if invalid is None else (invalid | nulls)
-    if invalid is not None:
-        invalid &= is_step_np
-        if invalid.any():
-            for s_idx, n_bad in enumerate(np.bincount(seg_of_row[invalid], minlength=len(segs))):
-                files[segs[s_idx][0]].bad_lines += int(n_bad)
-            is_step_np = is_step_np & ~invalid
-        invalid = np.flatnonzero(invalid)
-    else:
-        invalid = np.zeros(0, dtype=np.int64)
-    other = np.setdiff1d(np.flatnonzero(~is_step_np), invalid, assume_unique=True)
-    other_types = [names[c] if c >= 0 else None for c in codes[other].tolist()]
+    if invalid is None:
+        return is_step, np.zeros(0, dtype=np.int64)
+    invalid &= is_step
+    if invalid.any():
+        for s_idx, n_bad in enumerate(np.bincount(seg_of_row[invalid], minlength=len(segs))):
+            files[segs[s_idx][0]].bad_lines += int(n_bad)
+        is_step = is_step & ~invalid
+    return is_step, np.flatnonzero(invalid)
+
+
+def _locate_other_records(
+    other: np.ndarray,
+    other_types: List[Optional[str]],
+    seg_of_row: np.ndarray,
+    first_row: np.ndarray,
+    counts: np.ndarray,
+    segs: List[_Segment],
+    files: Sequence[RankFile],
+    buf: bytearray,
+    bad_segments: set,
+) -> Dict[int, List[Tuple[int, Optional[str]]]]:
+    """Place the rows that are not steps: the meta first and the summary last are expected
+    (the summary is decoded here); the others are returned per segment, as (line, type), to
+    be decoded from their lines. Segments whose rows do not line up with their records go to
+    ``bad_segments``."""
     need_lines: Dict[int, List[Tuple[int, Optional[str]]]] = {}
-    bad_segments = set()
     for row, kind in zip(other.tolist(), other_types):
         s = int(seg_of_row[row])
         local = row - int(first_row[s])
@@ -430,6 +476,18 @@ def _finish_bulk(
             bad_segments.add(s)  # a restarted rank appended a second attempt
             continue
         need_lines.setdefault(s, []).append((local, kind))
+    return need_lines
+
+
+def _take_line_records(
+    need_lines: Dict[int, List[Tuple[int, Optional[str]]]],
+    counts: np.ndarray,
+    segs: List[_Segment],
+    files: Sequence[RankFile],
+    buf: bytearray,
+    bad_segments: set,
+) -> None:
+    """Decode the wanted records (eval, allreduce, error...) from their lines."""
     for s, wanted in need_lines.items():
         if s in bad_segments:
             continue
@@ -449,7 +507,20 @@ def _finish_bulk(
                 f.bad_lines += 1  # an object without a type
                 continue
             _take_record(f, rec)
-    keep = is_step_np
+
+
+def _reparse_bad_segments(
+    bad_segments: set,
+    is_step: np.ndarray,
+    first_row: np.ndarray,
+    counts: np.ndarray,
+    segs: List[_Segment],
+    files: Sequence[RankFile],
+    buf: bytearray,
+    detail_tables: Dict[int, pa.Table],
+) -> np.ndarray:
+    """Parse the bad segments' files line by line; returns the mask of the bulk rows kept."""
+    keep = is_step
     for s in sorted(bad_segments):
         i, a, b, _ = segs[s]
         f = files[i]
@@ -457,8 +528,40 @@ def _finish_bulk(
         detail_tables[i] = _parse_detail(f, bytes(buf[a:b]), b"")
         f.detail = True
         r0 = int(first_row[s])
-        keep = keep.copy() if keep is is_step_np else keep
+        keep = keep.copy() if keep is is_step else keep
         keep[r0 : r0 + int(counts[s])] = False
+    return keep
+
+
+def _finish_bulk(
+    table: pa.Table,
+    segs: List[_Segment],
+    counts: np.ndarray,
+    codes: np.ndarray,
+    names: List[Optional[str]],
+    files: Sequence[RankFile],
+    buf: bytearray,
+    detail_tables: Dict[int, pa.Table],
+    out_tables: List[pa.Table],
+    out_fidx: List[np.ndarray],
+) -> None:
+    """Split one parsed table into step rows and the few other records, per file."""
+    seg_of_row = np.repeat(np.arange(len(segs), dtype=np.int32), counts)
+    first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    is_step_np = codes == _code(names, "step")
+    for s_idx, (i, _, _, _) in enumerate(segs):
+        files[i].lines = int(counts[s_idx])
+    is_step_np, invalid = _drop_invalid_steps(table, is_step_np, seg_of_row, segs, files)
+    other = np.setdiff1d(np.flatnonzero(~is_step_np), invalid, assume_unique=True)
+    other_types = [names[c] if c >= 0 else None for c in codes[other].tolist()]
+    bad_segments: set = set()
+    need_lines = _locate_other_records(
+        other, other_types, seg_of_row, first_row, counts, segs, files, buf, bad_segments
+    )
+    _take_line_records(need_lines, counts, segs, files, buf, bad_segments)
+    keep = _reparse_bad_segments(
+        bad_segments, is_step_np, first_row, counts, segs, files, buf, detail_tables
+    )
     seg_file = np.fromiter((sg[0] for sg in segs), dtype=np.int32, count=len(segs))
     if keep.all():
         steps = table.drop_columns(["type"])

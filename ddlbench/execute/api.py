@@ -353,6 +353,81 @@ def retry_campaign(
 DEFAULT_PATIENCE_S = 600.0
 
 
+class _Outage:
+    """The scheduler not answering: since when, and when waiting for it must stop."""
+
+    def __init__(self, patience: float, echo: Echo) -> None:
+        self.patience = patience
+        self.echo = echo
+        self.since: Optional[float] = None
+        self.seen_at = 0.0
+
+    def failed_poll(
+        self, exc: Exception, name: str, started: float, timeout: Optional[float]
+    ) -> Optional[int]:
+        """Note a poll that found the scheduler down; the exit code when waiting must stop."""
+        from ddlbench.execute.slurm.commands import EXIT_UNREACHABLE
+
+        now = self.seen_at = time.monotonic()
+        if self.since is None:
+            self.since = now
+            self.echo(f"scheduler unreachable; polling again for up to {self.patience:g} s ({exc})")
+        if now - self.since >= self.patience:
+            self.echo(
+                f"scheduler unreachable for {now - self.since:.0f} s (--patience "
+                f"{self.patience:g}); gave up waiting. The runs go on: `ddlbench wait "
+                f"{name}` again once `sinfo` answers"
+            )
+            return EXIT_UNREACHABLE
+        if timeout is not None and now - started >= timeout:
+            self.echo(f"timed out after {timeout:g} s while the scheduler was unreachable")
+            return 124
+        return None
+
+    def patience_left(self) -> float:
+        """Seconds of patience left at the last failed poll."""
+        return self.patience - (self.seen_at - (self.since or self.seen_at))
+
+    def answered(self) -> None:
+        if self.since is not None:
+            self.echo(f"scheduler answers again after {time.monotonic() - self.since:.0f} s")
+            self.since = None
+
+
+def _state_changes(status: Dict, previous: Dict[str, str]) -> List[Tuple[str, str, str]]:
+    """(run id, old state, new state) of the runs whose state changed since ``previous``,
+    which is brought up to date."""
+    changes = []
+    for r in status["runs"]:
+        old = previous.get(r["run_id"])
+        if old != r["state"]:
+            changes.append((r["run_id"], old or "", r["state"]))
+            previous[r["run_id"]] = r["state"]
+    return changes
+
+
+def _stuck_runs(status: Dict, campaign: Campaign) -> List[Dict]:
+    """Runs that cannot end by themselves: never submitted, or left SUBMITTING by an
+    interrupted submit."""
+    return [
+        r
+        for r in status["runs"]
+        if r["state"] == S.NOT_SUBMITTED
+        or (r["state"] == S.SUBMITTING and not submit_lock(campaign).is_held())
+    ]
+
+
+def _all_ended(status: Dict, stuck: List[Dict], campaign: Campaign, echo: Echo) -> int:
+    """The exit code once no run is live: 0 when all succeeded, else 1 (hinting at stuck runs)."""
+    if stuck:
+        echo(
+            f"{len(stuck)} run(s) were never submitted; "
+            f"`ddlbench submit --resume {campaign.name}` submits them"
+        )
+    ok = not stuck and status["succeeded"]
+    return 0 if ok else 1
+
+
 def wait_campaign(
     campaign_dir: Path,
     *,
@@ -370,7 +445,7 @@ def wait_campaign(
     unsuccessful, with a hint. A poll that finds the scheduler unreachable is repeated until
     it answers again or ``patience`` runs out (ReFrame's ``max_sacct_failures``, in seconds).
     """
-    from ddlbench.execute.slurm.commands import EXIT_UNREACHABLE, SchedulerUnreachable
+    from ddlbench.execute.slurm.commands import SchedulerUnreachable
 
     started = time.monotonic()
     campaign = load_campaign(campaign_dir)
@@ -378,54 +453,25 @@ def wait_campaign(
         first, longest = ex.poll_interval
     interval = first
     previous: Dict[str, str] = {}
-    down_since: Optional[float] = None
+    outage = _Outage(patience, echo)
     while True:
         try:
             status = campaign_status(campaign.dir, echo=echo)
         except SchedulerUnreachable as exc:
-            now = time.monotonic()
-            if down_since is None:
-                down_since = now
-                echo(f"scheduler unreachable; polling again for up to {patience:g} s ({exc})")
-            if now - down_since >= patience:
-                echo(
-                    f"scheduler unreachable for {now - down_since:.0f} s (--patience "
-                    f"{patience:g}); gave up waiting. The runs go on: `ddlbench wait "
-                    f"{campaign.name}` again once `sinfo` answers"
-                )
-                return EXIT_UNREACHABLE
-            if timeout is not None and now - started >= timeout:
-                echo(f"timed out after {timeout:g} s while the scheduler was unreachable")
-                return 124
+            code = outage.failed_poll(exc, campaign.name, started, timeout)
+            if code is not None:
+                return code
             interval = min(longest, interval * 1.5)  # back off, as between quiet polls
-            sleep(max(0.05, min(interval, patience - (now - down_since))))
+            sleep(max(0.05, min(interval, outage.patience_left())))
             continue
-        if down_since is not None:
-            echo(f"scheduler answers again after {time.monotonic() - down_since:.0f} s")
-            down_since = None
-        changes = []
-        for r in status["runs"]:
-            old = previous.get(r["run_id"])
-            if old != r["state"]:
-                changes.append((r["run_id"], old or "", r["state"]))
-                previous[r["run_id"]] = r["state"]
+        outage.answered()
+        changes = _state_changes(status, previous)
         if on_change is not None:
             on_change(status, changes)
-        stuck = [
-            r
-            for r in status["runs"]
-            if r["state"] == S.NOT_SUBMITTED
-            or (r["state"] == S.SUBMITTING and not submit_lock(campaign).is_held())
-        ]
+        stuck = _stuck_runs(status, campaign)
         live = [r for r in status["runs"] if not r["final"] and r not in stuck]
         if not live:
-            if stuck:
-                echo(
-                    f"{len(stuck)} run(s) were never submitted; "
-                    f"`ddlbench submit --resume {campaign.name}` submits them"
-                )
-            ok = not stuck and status["succeeded"]
-            return 0 if ok else 1
+            return _all_ended(status, stuck, campaign, echo)
         if timeout is not None and time.monotonic() - started >= timeout:
             echo(f"timed out after {timeout:g} s with {len(live)} run(s) not finished")
             return 124

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from itertools import product
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ddlbench.errors import InputError, Problem
 from ddlbench.frameworks import get_launcher
@@ -221,6 +221,176 @@ def _knob_loc(
     return ("frameworks", index)
 
 
+@dataclass(frozen=True)
+class _Sweep:
+    """What every run of one plan shares: the inputs and the settings derived from them once."""
+
+    spec: ExperimentSpec
+    profile: ClusterProfile
+    source: Optional[YamlSource]
+    #: (optimizer, lr_scaling) per variant label; they depend on the variant only
+    settings: Dict[Optional[str], Tuple[Dict[str, Any], Dict[str, Any]]]
+    #: framework options per framework index, as run.json carries them
+    options: Dict[int, Dict[str, Any]]
+    time_limit: str
+    time_limit_min: float
+
+
+def _batch_axis(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[Optional[int]]:
+    """The per-device batch sizes swept; one placeholder where the mode fixes the batch."""
+    if spec.scaling == "strong" or spec.mode == "allreduce":
+        if "batch_size" in spec.zip:
+            raise InputError(
+                _problem(source, ("zip",), "batch_size is not a sweep axis in this mode")
+            )
+        return [None]
+    return list(spec.batch_sizes)
+
+
+def _variant_settings(
+    spec: ExperimentSpec, variants: Sequence[Optional[Variant]]
+) -> Dict[Optional[str], Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """Optimizer and lr settings of each variant, merged onto the spec's and validated once."""
+    merged: Dict[Optional[str], Tuple[Dict[str, Any], Dict[str, Any]]] = {}
+    for variant in variants:
+        optimizer = _merged(spec.optimizer, variant.optimizer if variant else None)
+        lr_scaling = _merged(spec.lr_scaling, variant.lr_scaling if variant else None)
+        Optimizer(**optimizer)
+        LRScaling(**lr_scaling)
+        merged[variant.label if variant else None] = (optimizer, lr_scaling)
+    return merged
+
+
+def _run_options(spec: ExperimentSpec) -> Dict[int, Dict[str, Any]]:
+    """Framework options per framework index, as run.json carries them.
+
+    Unset options stay out of run.json, so the workload's documented default applies; the knobs
+    travel as run.json's own keys, not among the framework options.
+    """
+    return {
+        i: e.options.model_dump(exclude_none=True, exclude=set(KNOBS))
+        for i, e in enumerate(spec.frameworks)
+    }
+
+
+def _container_problems(
+    spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource]
+) -> List[Problem]:
+    """A spec that asks for containers needs one in the profile for every framework."""
+    if not spec.container:
+        return []
+    return [
+        _problem(
+            source,
+            ("container",),
+            f"profile '{profile.name}' runs '{entry.id_label}' without a container; "
+            "give it environments.<framework>.container (apptainer or pyxis) first",
+        )
+        for entry in spec.frameworks
+        if profile.setup_for(entry.name, entry.id_label).container is None
+    ]
+
+
+def _batches(
+    sweep: _Sweep, combo: Dict[str, Any], nodes: int, gpn: int
+) -> Union[Tuple[int, int, str], Problem]:
+    """(per-device batch, global batch, batch word of the group name) of one combination."""
+    spec = sweep.spec
+    world = nodes * gpn
+    if spec.scaling == "strong":
+        global_batch = int(spec.global_batch_size or 0)
+        if global_batch % world:
+            return _problem(
+                sweep.source,
+                ("global_batch_size",),
+                f"global batch {global_batch} does not divide evenly over "
+                f"{world} devices ({nodes}x{gpn})",
+            )
+        return global_batch // world, global_batch, f"g{global_batch}"
+    if spec.mode == "allreduce":
+        return 1, world, ""
+    per_device = int(combo["batch_size"])
+    return per_device, per_device * world, f"b{per_device}"
+
+
+def _group_name(
+    spec: ExperimentSpec,
+    label: str,
+    nodes: int,
+    gpn: int,
+    batch_word: str,
+    variant: Optional[Variant],
+) -> str:
+    """The configuration's name, shared by its repeats."""
+    model_word = "allreduce" if spec.mode == "allreduce" else spec.model
+    words = [label, model_word, f"n{nodes}x{gpn}"]
+    if batch_word:
+        words.append(batch_word)
+    if variant is not None:
+        words.append(variant.label)
+    return "-".join(words)
+
+
+def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Union[Run, Problem]:
+    """The run of framework ``fi`` at one sweep combination and repeat, or why there is none."""
+    spec, profile = sweep.spec, sweep.profile
+    entry = spec.frameworks[fi]
+    launcher = get_launcher(entry.name)
+    nodes, gpn = combo["scale"]
+    variant: Optional[Variant] = combo["variants"]
+    batches = _batches(sweep, combo, nodes, gpn)
+    if isinstance(batches, Problem):
+        return batches
+    per_device, global_batch, batch_word = batches
+    optimizer, lr_scaling = sweep.settings[variant.label if variant else None]
+    knobs = run_knobs(spec, fi, variant)
+    problem = launcher.knob_problem(knobs, profile.device, entry.options)
+    if problem:
+        loc = _knob_loc(spec, variant, fi, knobs, profile.device)
+        return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+    lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
+    group = _group_name(spec, entry.id_label, nodes, gpn, batch_word, variant)
+    env = dict(spec.env)
+    if variant is not None:
+        env.update(variant.env)
+    return Run(
+        run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
+        group=group,
+        framework=entry.name,
+        label=entry.id_label,
+        workload=launcher.workload(spec.mode, entry.options),
+        backend=launcher.backend(entry.options, profile.device),
+        framework_options=sweep.options[fi],
+        mode=spec.mode,
+        model=spec.model,
+        nodes=nodes,
+        tasks_per_node=gpn,
+        world_size=nodes * gpn,
+        device=profile.device,
+        batch_size=per_device,
+        global_batch_size=global_batch,
+        lr=lr,
+        optimizer=optimizer,
+        lr_scaling=lr_scaling,  # shared between runs: never mutate
+        precision=knobs["precision"],
+        layout=knobs["layout"],
+        compile=knobs["compile"],
+        scaling=spec.scaling,
+        variant=variant.label if variant else None,
+        repeat=repeat,
+        time_limit=sweep.time_limit,
+        time_limit_min=sweep.time_limit_min,
+        env=env,
+    )
+
+
+def _check_unique_ids(runs: Sequence[Run]) -> None:
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(Problem(f"the sweep gives duplicate run ids: {', '.join(dup[:5])}"))
+
+
 def plan_runs(
     spec: ExperimentSpec,
     profile: ClusterProfile,
@@ -229,140 +399,37 @@ def plan_runs(
     """Expand the sweep. Raises :class:`InputError` (with spec positions) if it cannot."""
     points = _scale_points(spec, profile, source)
     variants: List[Optional[Variant]] = list(spec.variants) or [None]
-    if spec.scaling == "strong" or spec.mode == "allreduce":
-        batches: List[Optional[int]] = [None]
-        if "batch_size" in spec.zip:
-            raise InputError(
-                _problem(source, ("zip",), "batch_size is not a sweep axis in this mode")
-            )
-    else:
-        batches = list(spec.batch_sizes)
+    batches = _batch_axis(spec, source)
     axes: Dict[str, Sequence[Any]] = {"scale": points, "batch_size": batches, "variants": variants}
     combos = _zip_or_cross(axes, spec.zip, source)
     time_limit = spec.slurm.time or profile.slurm.time_limit
     minutes = parse_minutes(time_limit)
     _, _ = MODEL_SHAPES[spec.model]
-
+    sweep = _Sweep(
+        spec=spec,
+        profile=profile,
+        source=source,
+        settings=_variant_settings(spec, variants),
+        options=_run_options(spec),
+        time_limit=time_limit,
+        time_limit_min=minutes,
+    )
     runs: List[Run] = []
-    problems: List[Problem] = []
-    # optimizer and lr settings depend on the variant only: merge and validate them once each
-    merged: Dict[Optional[str], Tuple[Dict[str, Any], Dict[str, Any]]] = {}
-    for variant in variants:
-        optimizer = _merged(spec.optimizer, variant.optimizer if variant else None)
-        lr_scaling = _merged(spec.lr_scaling, variant.lr_scaling if variant else None)
-        Optimizer(**optimizer)
-        LRScaling(**lr_scaling)
-        merged[variant.label if variant else None] = (optimizer, lr_scaling)
-    # unset options stay out of run.json, so the workload's documented default applies
-    # the knobs travel as run.json's own keys, not among the framework options
-    options = {
-        i: e.options.model_dump(exclude_none=True, exclude=set(KNOBS))
-        for i, e in enumerate(spec.frameworks)
-    }
-    if spec.container:
-        for entry in spec.frameworks:
-            if profile.setup_for(entry.name, entry.id_label).container is None:
-                problems.append(
-                    _problem(
-                        source,
-                        ("container",),
-                        f"profile '{profile.name}' runs '{entry.id_label}' without a container; "
-                        "give it environments.<framework>.container (apptainer or pyxis) first",
-                    )
-                )
+    problems = _container_problems(spec, profile, source)
     for repeat in range(spec.repeats):
         for fi, entry in enumerate(spec.frameworks):
-            launcher = get_launcher(entry.name)
-            if spec.mode not in launcher.modes:
-                problems.append(
-                    _problem(
-                        source,
-                        ("frameworks", fi),
-                        f"framework '{entry.name}' does not support mode '{spec.mode}'",
-                    )
-                )
+            if spec.mode not in get_launcher(entry.name).modes:
+                message = f"framework '{entry.name}' does not support mode '{spec.mode}'"
+                problems.append(_problem(source, ("frameworks", fi), message))
                 continue
             for combo in combos:
-                nodes, gpn = combo["scale"]
-                variant: Optional[Variant] = combo["variants"]
-                world = nodes * gpn
-                if spec.scaling == "strong":
-                    global_batch = int(spec.global_batch_size or 0)
-                    if global_batch % world:
-                        problems.append(
-                            _problem(
-                                source,
-                                ("global_batch_size",),
-                                f"global batch {global_batch} does not divide evenly over "
-                                f"{world} devices ({nodes}x{gpn})",
-                            )
-                        )
-                        continue
-                    per_device = global_batch // world
-                    batch_word = f"g{global_batch}"
-                elif spec.mode == "allreduce":
-                    per_device, global_batch, batch_word = 1, world, ""
+                run = _combo_run(sweep, repeat, fi, combo)
+                if isinstance(run, Problem):
+                    problems.append(run)
                 else:
-                    per_device = int(combo["batch_size"])
-                    global_batch = per_device * world
-                    batch_word = f"b{per_device}"
-                optimizer, lr_scaling = merged[variant.label if variant else None]
-                knobs = run_knobs(spec, fi, variant)
-                problem = launcher.knob_problem(knobs, profile.device, entry.options)
-                if problem:
-                    loc = _knob_loc(spec, variant, fi, knobs, profile.device)
-                    problems.append(_problem(source, loc, f"{entry.id_label}: {problem}"))
-                    continue
-                lr = scaled_lr(
-                    optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"]
-                )
-                model_word = "allreduce" if spec.mode == "allreduce" else spec.model
-                words = [entry.id_label, model_word, f"n{nodes}x{gpn}"]
-                if batch_word:
-                    words.append(batch_word)
-                if variant is not None:
-                    words.append(variant.label)
-                group = "-".join(words)
-                run_id = check_safe_name(f"{group}-r{repeat}", "run id")
-                env = dict(spec.env)
-                if variant is not None:
-                    env.update(variant.env)
-                runs.append(
-                    Run(
-                        run_id=run_id,
-                        group=group,
-                        framework=entry.name,
-                        label=entry.id_label,
-                        workload=launcher.workload(spec.mode, entry.options),
-                        backend=launcher.backend(entry.options, profile.device),
-                        framework_options=options[fi],
-                        mode=spec.mode,
-                        model=spec.model,
-                        nodes=nodes,
-                        tasks_per_node=gpn,
-                        world_size=world,
-                        device=profile.device,
-                        batch_size=per_device,
-                        global_batch_size=global_batch,
-                        lr=lr,
-                        optimizer=optimizer,
-                        lr_scaling=lr_scaling,  # shared between runs: never mutate
-                        precision=knobs["precision"],
-                        layout=knobs["layout"],
-                        compile=knobs["compile"],
-                        scaling=spec.scaling,
-                        variant=variant.label if variant else None,
-                        repeat=repeat,
-                        time_limit=time_limit,
-                        time_limit_min=minutes,
-                        env=env,
-                    )
-                )
+                    runs.append(run)
     if problems:
         # the same problem repeats for every repeat and combination; say it once
         raise InputError(list(dict.fromkeys(problems)))
-    ids = [r.run_id for r in runs]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise InputError(Problem(f"the sweep gives duplicate run ids: {', '.join(dup[:5])}"))
+    _check_unique_ids(runs)
     return Plan(runs=runs, spec=spec, profile=profile)

@@ -240,6 +240,106 @@ def _copy_workloads(pkg_root: Path) -> None:
     os.replace(tmp, dst)
 
 
+def _campaign_root(campaign: str, results_root: Path) -> Path:
+    """The campaign's folder, refused where a job script could not name it safely."""
+    try:
+        check_safe_name(campaign, "campaign name")
+    except ValueError as exc:
+        raise InputError(Problem(str(exc))) from None
+    root = (results_root / campaign).resolve()
+    if any(c in str(root) for c in " \t\n'\"`$\\;"):
+        raise InputError(
+            Problem(
+                f"results folder {root} contains a space or shell character; #SBATCH "
+                "--output cannot hold it: choose another folder with --results"
+            )
+        )
+    return root
+
+
+def _creation_time(paths: CampaignPaths, campaign: str, digest: str) -> str:
+    """When the campaign was first rendered; refuses a folder rendered from other inputs."""
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if not paths.manifest.exists():
+        return created
+    try:
+        old = json.loads(paths.manifest.read_text())
+    except (OSError, ValueError):
+        old = {}
+    if old.get("digest") and old.get("digest") != digest:
+        raise InputError(
+            Problem(
+                f"campaign '{campaign}' in {paths.root} was rendered from a different spec or "
+                "profile; pick another name with --campaign, or remove that folder"
+            )
+        )
+    return old.get("created", created)
+
+
+def _compiled_templates(plan: Plan, profile_path: str) -> Dict[str, jinja2.Template]:
+    """Each job template the plan uses, compiled once, before any worker starts."""
+    env = template_environment(plan.profile.templates, profile_path)
+    templates: Dict[str, jinja2.Template] = {}
+    for run in plan.runs:
+        name = _template_name(run)
+        if name not in templates:
+            try:
+                templates[name] = env.get_template(name)
+            except jinja2.TemplateNotFound:
+                raise InputError(
+                    Problem(f"no template {name} for framework '{run.framework}'")
+                ) from None
+    return templates
+
+
+def _start_workers(job: _ScriptJob, runs: List[Run], workers: int) -> List[Any]:
+    """Forked workers that render and write runs ``k::workers`` for k >= 1.
+
+    Large sweeps only: creating files is kernel time, so two cores really do overlap it
+    (figures: benchmarks/README.md).
+    """
+    if workers <= 1:
+        return []
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    children = []
+    for k in range(1, workers):
+        child = fork.Process(target=job.write, args=(runs[k::workers],), daemon=True)
+        child.start()
+        children.append(child)
+    return children
+
+
+def _join_workers(children: List[Any]) -> None:
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            from ddlbench.errors import DDLBenchError
+
+            raise DDLBenchError(
+                f"rendering failed in a worker process (exit code {child.exitcode})"
+            )
+
+
+def _write_manifest(
+    paths: CampaignPaths, plan: Plan, head: Dict[str, Any], entries: List[Dict[str, Any]]
+) -> Dict[str, Any]:
+    """Write ``campaign.json``: ``head``'s keys, the spec, the profile and one line per run."""
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        **head,
+        "spec": plan.spec.model_dump(mode="json", exclude={"frameworks"})
+        | {"frameworks": [_entry_dict(e) for e in plan.spec.frameworks]},
+        "cluster": plan.profile.model_dump(mode="json"),
+        "runs": entries,
+    }
+    runs_json = ",\n".join(json.dumps(e, sort_keys=True) for e in entries)
+    text = json.dumps({k: v for k, v in manifest.items() if k != "runs"}, indent=1)
+    _atomic_write(paths.manifest, text[:-2] + ',\n "runs": [\n' + runs_json + "\n ]\n}\n")
+    return manifest
+
+
 def render_campaign(
     plan: Plan,
     campaign: str,
@@ -255,99 +355,39 @@ def render_campaign(
     A campaign folder that already holds a *different* spec or profile is refused: its runs
     would otherwise change under the jobs that were submitted from it.
     """
-    try:
-        check_safe_name(campaign, "campaign name")
-    except ValueError as exc:
-        raise InputError(Problem(str(exc))) from None
-    root = (results_root / campaign).resolve()
-    if any(c in str(root) for c in " \t\n'\"`$\\;"):
-        raise InputError(
-            Problem(
-                f"results folder {root} contains a space or shell character; #SBATCH "
-                "--output cannot hold it: choose another folder with --results"
-            )
-        )
+    root = _campaign_root(campaign, results_root)
     digest = spec_digest(spec_text, profile_text)
     paths = CampaignPaths(root)
-    manifest_path = paths.manifest
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if manifest_path.exists():
-        try:
-            old = json.loads(manifest_path.read_text())
-        except (OSError, ValueError):
-            old = {}
-        if old.get("digest") and old.get("digest") != digest:
-            raise InputError(
-                Problem(
-                    f"campaign '{campaign}' in {root} was rendered from a different spec or "
-                    "profile; pick another name with --campaign, or remove that folder"
-                )
-            )
-        created = old.get("created", created)
+    created = _creation_time(paths, campaign, digest)
     root.mkdir(parents=True, exist_ok=True)
     paths.runs.mkdir(exist_ok=True)
     paths.jobs.mkdir(exist_ok=True)
-    pkg_root = paths.pkg
-    _copy_workloads(pkg_root)
+    _copy_workloads(paths.pkg)
     _atomic_write(paths.spec, spec_text)
     _atomic_write(paths.cluster, profile_text)
 
-    env = template_environment(plan.profile.templates, profile_path)
-    templates: Dict[str, jinja2.Template] = {}
-    for run in plan.runs:  # compile each template once, here, before any worker starts
-        name = _template_name(run)
-        if name not in templates:
-            try:
-                templates[name] = env.get_template(name)
-            except jinja2.TemplateNotFound:
-                raise InputError(
-                    Problem(f"no template {name} for framework '{run.framework}'")
-                ) from None
-    job = _ScriptJob(plan, campaign, root, pkg_root, results_root.resolve(), templates)
+    templates = _compiled_templates(plan, profile_path)
+    job = _ScriptJob(plan, campaign, root, paths.pkg, results_root.resolve(), templates)
     workers = _workers(len(plan.runs))
-    children = []
-    if workers > 1:
-        # Large sweeps: forked workers render and write their share of the runs. Creating files
-        # is kernel time, so two cores really do overlap it (figures: benchmarks/README.md).
-        import multiprocessing
-
-        fork = multiprocessing.get_context("fork")
-        for k in range(1, workers):
-            child = fork.Process(target=job.write, args=(plan.runs[k::workers],), daemon=True)
-            child.start()
-            children.append(child)
+    children = _start_workers(job, plan.runs, workers)
     job.write(plan.runs[0::workers], progress, scale=workers)
     entries = [
         manifest_entry(run, paths.rel_run_dir(run.run_id), paths.rel_job_script(run.run_id))
         for run in plan.runs
     ]
-    for child in children:
-        child.join()
-        if child.exitcode != 0:
-            from ddlbench.errors import DDLBenchError
-
-            raise DDLBenchError(
-                f"rendering failed in a worker process (exit code {child.exitcode})"
-            )
+    _join_workers(children)
     if progress is not None:
         progress(len(plan.runs), len(plan.runs))
 
-    manifest = {
-        "format": MANIFEST_FORMAT,
+    head = {
         "campaign": campaign,
         "created": created,
         "ddlbench_version": ddlbench.__version__,
         "digest": digest,
         "spec_path": spec_path,
         "profile_path": profile_path,
-        "spec": plan.spec.model_dump(mode="json", exclude={"frameworks"})
-        | {"frameworks": [_entry_dict(e) for e in plan.spec.frameworks]},
-        "cluster": plan.profile.model_dump(mode="json"),
-        "runs": entries,
     }
-    runs_json = ",\n".join(json.dumps(e, sort_keys=True) for e in entries)
-    head = json.dumps({k: v for k, v in manifest.items() if k != "runs"}, indent=1)
-    _atomic_write(manifest_path, head[:-2] + ',\n "runs": [\n' + runs_json + "\n ]\n}\n")
+    manifest = _write_manifest(paths, plan, head, entries)
     return CampaignRender(campaign=campaign, root=root, manifest=manifest)
 
 

@@ -197,6 +197,45 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
 
 
 @styled
+def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float) -> None:
+    """One series' efficiency line, its 95 % intervals and its knee."""
+    ax.plot(
+        p["devices"],
+        100 * p["efficiency"],
+        color=st["color"],
+        marker=st["marker"],
+        linestyle=st["linestyle"],
+        markersize=5,
+        label=f"{s['label']} (base N={int(s['base_devices'])})",
+    )
+    if "efficiency_ci95_low" in p:
+        ci = p[p["efficiency_ci95_low"].notna() & (p["devices"] != s["base_devices"])]
+        ax.vlines(
+            ci["devices"],
+            100 * ci["efficiency_ci95_low"],
+            100 * ci["efficiency_ci95_high"],
+            color=st["color"],
+            linewidth=1.2,
+            alpha=0.7,
+        )
+    _mark_knee(ax, s, p, threshold, st["color"])
+
+
+def _efficiency_legend(ax, series: pd.DataFrame) -> None:
+    """The series' legend, with the knee marker (and the knee range bar where there is one)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    handles.append(
+        Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
+    )
+    labels.append("knee")
+    if "knee_low" in series and (series["knee_low"] != series["knee_high"]).any():
+        handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
+        labels.append("knee range (the data cannot tell)")
+    ax.legend(handles, labels, loc="lower left", frameon=True)
+
+
 def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
     """Scaling efficiency vs devices, threshold line, knee of every series marked."""
     points, series = _plot_series(points, series)
@@ -204,29 +243,8 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     styles = _series_styles(series)
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
-        if not len(p):
-            continue
-        st = styles[s["series"]]
-        ax.plot(
-            p["devices"],
-            100 * p["efficiency"],
-            color=st["color"],
-            marker=st["marker"],
-            linestyle=st["linestyle"],
-            markersize=5,
-            label=f"{s['label']} (base N={int(s['base_devices'])})",
-        )
-        if "efficiency_ci95_low" in p:
-            ci = p[p["efficiency_ci95_low"].notna() & (p["devices"] != s["base_devices"])]
-            ax.vlines(
-                ci["devices"],
-                100 * ci["efficiency_ci95_low"],
-                100 * ci["efficiency_ci95_high"],
-                color=st["color"],
-                linewidth=1.2,
-                alpha=0.7,
-            )
-        _mark_knee(ax, s, p, threshold, st["color"])
+        if len(p):
+            _plot_efficiency_series(ax, s, p, styles[s["series"]], threshold)
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -251,16 +269,7 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
         "Scaling efficiency vs devices (95 % CI; star: knee; bar on the threshold: knee range)",
         fontsize=10,
     )
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        handles.append(
-            Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
-        )
-        labels.append("knee")
-        if "knee_low" in series and (series["knee_low"] != series["knee_high"]).any():
-            handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
-            labels.append("knee range (the data cannot tell)")
-        ax.legend(handles, labels, loc="lower left", frameon=True)
+    _efficiency_legend(ax, series)
     return fig
 
 

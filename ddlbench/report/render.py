@@ -136,80 +136,112 @@ def _table(title, spec, df, note="", flag=None) -> Table:
 # ------------------------------------------------------------------ sections
 
 
-def _summary(a: Analysis, data: CampaignData) -> List[str]:
-    runs = a.runs
-    out = []
+def _run_count_sentence(runs: pd.DataFrame) -> str:
     n = len(runs)
     counts = runs["status"].value_counts().to_dict() if n else {}
     parts = [f"{counts.get(s, 0)} {s.replace('_', ' ')}" for s in sorted(counts) if s != "ok"]
-    out.append(
+    return (
         f"{n} runs planned or found: {counts.get('ok', 0)} complete"
         + (f", {', '.join(parts)}" if parts else "")
         + "."
     )
-    restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
-    if restarted:
-        out.append(restarted)
+
+
+def _scaling_sentences(a: Analysis) -> List[str]:
+    """One sentence per scaling series (throughput ones where there are any): its largest
+    scale, knee and whether more devices help."""
     s = a.series
-    if len(s):
-        shown = s[s["mode"] == "throughput"] if (s["mode"] == "throughput").any() else s
-        for _, r in shown.sort_values("label").iterrows():
-            if _missing(r.get("max_devices")):
-                continue
-            pt = a.points[
-                (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
-            ]
-            tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
-            out.append(
-                f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
-                f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
-                f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
-                f"{help_sentence(r)}."
-            )
-    if len(a.configs):
-        noisy = a.configs[a.configs["noisy"]]
-        if len(noisy):
-            out.append(
-                f"{len(noisy)} configuration(s) noisy (coefficient of variation above "
-                f"{fpct(a.settings.noise_threshold, 0)}): "
-                + ", ".join(noisy["group"].head(6))
-                + ("..." if len(noisy) > 6 else "")
-                + "."
-            )
-    if len(a.stragglers):
-        st = a.stragglers[a.stragglers["straggler"]]
-        if len(st):
-            w = st.iloc[0]
-            who = (
-                f"rank {fint(w['slowest_rank'])} on {w['slowest_host']}"
-                if not _missing(w["slowest_rank"])
-                else "no single slowest rank"
-            )
-            metric = "compute time" if w.get("straggler_metric") == "compute" else "step time"
-            out.append(
-                f"{len(st)} run(s) with a straggler (index above "
-                f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, {who} "
-                f"({fsig(w['straggler_index'])}x the median rank's {metric})."
-            )
-    out += _mismatch_lines(a.runs)
-    if len(a.convergence):
-        c = a.convergence
-        best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
-        if best is not None:
-            out.append(
-                f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
-                f"({best['group']}, global batch {fint(best['global_batch_size'])})."
-            )
-        out.extend(_large_batch_sentences(a))
-    if len(a.allreduce) and a.allreduce["busbw_gbps"].notna().any():
-        top = a.allreduce.loc[a.allreduce["busbw_gbps"].idxmax()]
+    if not len(s):
+        return []
+    out = []
+    shown = s[s["mode"] == "throughput"] if (s["mode"] == "throughput").any() else s
+    for _, r in shown.sort_values("label").iterrows():
+        if _missing(r.get("max_devices")):
+            continue
+        pt = a.points[
+            (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
+        ]
+        tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
+        out.append(
+            f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
+            f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
+            f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
+            f"{help_sentence(r)}."
+        )
+    return out
+
+
+def _noise_sentences(a: Analysis) -> List[str]:
+    noisy = a.configs[a.configs["noisy"]] if len(a.configs) else a.configs
+    if not len(noisy):
+        return []
+    return [
+        f"{len(noisy)} configuration(s) noisy (coefficient of variation above "
+        f"{fpct(a.settings.noise_threshold, 0)}): "
+        + ", ".join(noisy["group"].head(6))
+        + ("..." if len(noisy) > 6 else "")
+        + "."
+    ]
+
+
+def _straggler_sentences(a: Analysis) -> List[str]:
+    st = a.stragglers[a.stragglers["straggler"]] if len(a.stragglers) else a.stragglers
+    if not len(st):
+        return []
+    w = st.iloc[0]
+    who = (
+        f"rank {fint(w['slowest_rank'])} on {w['slowest_host']}"
+        if not _missing(w["slowest_rank"])
+        else "no single slowest rank"
+    )
+    metric = "compute time" if w.get("straggler_metric") == "compute" else "step time"
+    return [
+        f"{len(st)} run(s) with a straggler (index above "
+        f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, {who} "
+        f"({fsig(w['straggler_index'])}x the median rank's {metric})."
+    ]
+
+
+def _convergence_sentences(a: Analysis) -> List[str]:
+    c = a.convergence
+    if not len(c):
+        return []
+    out = []
+    best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
+    if best is not None:
+        out.append(
+            f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
+            f"({best['group']}, global batch {fint(best['global_batch_size'])})."
+        )
+    return out + _large_batch_sentences(a)
+
+
+def _allreduce_sentences(a: Analysis) -> List[str]:
+    ar = a.allreduce
+    out = []
+    if len(ar) and ar["busbw_gbps"].notna().any():
+        top = ar.loc[ar["busbw_gbps"].idxmax()]
         out.append(
             f"Allreduce: highest bus bandwidth {fsig(top['busbw_gbps'])} GB/s "
             f"({top['group']}, {fbytes(top['bytes'])} messages)."
         )
-    if len(a.allreduce) and (a.allreduce["world_size"] <= 1).any():
-        single = sorted(set(a.allreduce.loc[a.allreduce["world_size"] <= 1, "group"]))
+    if len(ar) and (ar["world_size"] <= 1).any():
+        single = sorted(set(ar.loc[ar["world_size"] <= 1, "group"]))
         out.append(f"Allreduce on 1 rank ({', '.join(single)}): no communication with 1 rank.")
+    return out
+
+
+def _summary(a: Analysis, data: CampaignData) -> List[str]:
+    out = [_run_count_sentence(a.runs)]
+    restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
+    if restarted:
+        out.append(restarted)
+    out += _scaling_sentences(a)
+    out += _noise_sentences(a)
+    out += _straggler_sentences(a)
+    out += _mismatch_lines(a.runs)
+    out += _convergence_sentences(a)
+    out += _allreduce_sentences(a)
     for w in data.info.get("warnings", []):
         if "run(s)" not in w:  # run counts are in the first line already
             out.append(f"Data: {w}.")
@@ -349,68 +381,75 @@ def _tables(a: Analysis) -> Dict[str, List[Table]]:
     return t
 
 
+def _series_table(a: Analysis) -> Table:
+    """One row per scaling series: base, max, knee and peak."""
+    return _table(
+        "Scaling series",
+        [
+            ("series", lambda r: r["label"], False),
+            ("mode", lambda r: ftext(r["mode"]), False),
+            ("scaling", lambda r: ftext(r["scaling"]), False),
+            ("base N", lambda r: fint(r["base_devices"]), True),
+            ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
+            ("max N", lambda r: fint(r["max_devices"]), True),
+            ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
+            ("knee N", _knee_cell, True),
+            ("peak N", lambda r: fint(r["peak_devices"]), True),
+            ("more devices help? (last step)", _help_cell, False),
+        ],
+        a.series.sort_values("label"),
+        note=(
+            "Base: the smallest device count of each series. Knee: the largest N up to "
+            "which efficiency is at or above "
+            f"{fpct(a.settings.efficiency_threshold, 0)} with "
+            f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
+            "cannot tell. Peak: the device count with the highest median throughput. "
+            "More devices help: the gain from the previous N is significant (one-sided "
+            f"Welch test, alpha {a.settings.alpha:g}) and at least "
+            f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
+        ),
+    )
+
+
+def _scale_table(a: Analysis) -> Table:
+    """One row per scale of each series: throughput, speedup and efficiency."""
+    pts = a.points.sort_values(["label", "devices"])
+    return _table(
+        "Throughput by scale",
+        [
+            ("series", lambda r: r["label"], False),
+            ("N", lambda r: fint(r["devices"]), True),
+            (
+                "nodes x tasks",
+                lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}",
+                True,
+            ),
+            ("repeats", lambda r: fint(r["repeats"]), True),
+            ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
+            (
+                "95 % CI (mean)",
+                lambda r: (
+                    "-"
+                    if _missing(r["ci95_low"])
+                    else f"{fnum(r['ci95_low'])} - {fnum(r['ci95_high'])}"
+                ),
+                True,
+            ),
+            ("per device", lambda r: fnum(r["per_device"]), True),
+            ("speedup", lambda r: fsig(r["speedup"]), True),
+            ("efficiency", lambda r: fpct(r["efficiency"]), True),
+            ("efficiency 95 % CI", _eff_ci, True),
+            ("more than previous N?", _step_cell, False),
+        ],
+        pts,
+        flag=lambda r: bool(r["noisy"]),
+    )
+
+
 def _scaling_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
     if not len(a.points):
         return
-    pts = a.points.sort_values(["label", "devices"])
-    t["scaling"] = [
-        _table(
-            "Scaling series",
-            [
-                ("series", lambda r: r["label"], False),
-                ("mode", lambda r: ftext(r["mode"]), False),
-                ("scaling", lambda r: ftext(r["scaling"]), False),
-                ("base N", lambda r: fint(r["base_devices"]), True),
-                ("base samples/s", lambda r: fnum(r["base_throughput"]), True),
-                ("max N", lambda r: fint(r["max_devices"]), True),
-                ("efficiency at max", lambda r: fpct(r["efficiency_at_max"]), True),
-                ("knee N", _knee_cell, True),
-                ("peak N", lambda r: fint(r["peak_devices"]), True),
-                ("more devices help? (last step)", _help_cell, False),
-            ],
-            a.series.sort_values("label"),
-            note=(
-                "Base: the smallest device count of each series. Knee: the largest N up to "
-                "which efficiency is at or above "
-                f"{fpct(a.settings.efficiency_threshold, 0)} with "
-                f"{fpct(a.settings.confidence, 0)} confidence; a range when the data "
-                "cannot tell. Peak: the device count with the highest median throughput. "
-                "More devices help: the gain from the previous N is significant (one-sided "
-                f"Welch test, alpha {a.settings.alpha:g}) and at least "
-                f"{fpct(a.settings.min_gain, 0)} (docs/metrics.md)."
-            ),
-        ),
-        _table(
-            "Throughput by scale",
-            [
-                ("series", lambda r: r["label"], False),
-                ("N", lambda r: fint(r["devices"]), True),
-                (
-                    "nodes x tasks",
-                    lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}",
-                    True,
-                ),
-                ("repeats", lambda r: fint(r["repeats"]), True),
-                ("median samples/s", lambda r: fnum(r["throughput_median"]), True),
-                (
-                    "95 % CI (mean)",
-                    lambda r: (
-                        "-"
-                        if _missing(r["ci95_low"])
-                        else f"{fnum(r['ci95_low'])} - {fnum(r['ci95_high'])}"
-                    ),
-                    True,
-                ),
-                ("per device", lambda r: fnum(r["per_device"]), True),
-                ("speedup", lambda r: fsig(r["speedup"]), True),
-                ("efficiency", lambda r: fpct(r["efficiency"]), True),
-                ("efficiency 95 % CI", _eff_ci, True),
-                ("more than previous N?", _step_cell, False),
-            ],
-            pts,
-            flag=lambda r: bool(r["noisy"]),
-        ),
-    ]
+    t["scaling"] = [_series_table(a), _scale_table(a)]
 
 
 def _stats_section(a: Analysis, t: Dict[str, List[Table]]) -> None:
@@ -738,15 +777,11 @@ FIGURE_TEXT = {
 }
 
 
-def render(
-    a: Analysis,
-    data: CampaignData,
-    out_dir: Path,
-    figures: Dict[str, Dict[str, Path]],
-    formats: Sequence[str],
-    model=None,
-) -> Dict[str, Path]:
-    env = _env()
+def _figure_entries(
+    figures: Dict[str, Dict[str, Path]], out_dir: Path, formats: Sequence[str]
+) -> Dict[str, Dict[str, str]]:
+    """The report's figures by key, in report order, with titles, captions and paths (the
+    PNG inlined for HTML)."""
     figs = []
     for key in ("throughput", "efficiency", "model", "ranks", "accuracy", "curves", "busbw"):
         if key not in figures:
@@ -765,23 +800,43 @@ def render(
                 else "",
             }
         )
-    fig_by_key = {f["key"]: f for f in figs}
-    tables = _tables(a)
-    if model is not None:
-        tables["model"] = _model_tables(model)
-    problems_tail = []
+    return {f["key"]: f for f in figs}
+
+
+def _stderr_tails(a: Analysis) -> List[Dict[str, str]]:
+    """The stderr tails of the problem runs that have one."""
+    tails = []
     if len(a.problem_runs):
         for _, r in a.problem_runs.iterrows():
             if not _missing(r["stderr_tail"]) and r["stderr_tail"]:
-                problems_tail.append({"run_id": r["run_id"], "tail": r["stderr_tail"]})
-    base_note = ""
-    if len(a.series):
-        parts = [
-            f"{r['label']}: N={fint(r['base_devices'])}"
-            for _, r in a.series.sort_values("label").iterrows()
-            if not _missing(r["base_devices"])
-        ]
-        base_note = "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)
+                tails.append({"run_id": r["run_id"], "tail": r["stderr_tail"]})
+    return tails
+
+
+def _base_note(a: Analysis) -> str:
+    if not len(a.series):
+        return ""
+    parts = [
+        f"{r['label']}: N={fint(r['base_devices'])}"
+        for _, r in a.series.sort_values("label").iterrows()
+        if not _missing(r["base_devices"])
+    ]
+    return "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)
+
+
+def render(
+    a: Analysis,
+    data: CampaignData,
+    out_dir: Path,
+    figures: Dict[str, Dict[str, Path]],
+    formats: Sequence[str],
+    model=None,
+) -> Dict[str, Path]:
+    env = _env()
+    fig_by_key = _figure_entries(figures, out_dir, formats)
+    tables = _tables(a)
+    if model is not None:
+        tables["model"] = _model_tables(model)
     ctx = {
         "title": f"ddlbench report: {data.name}",
         "campaign": data.name,
@@ -791,11 +846,11 @@ def render(
         "tables": tables,
         "figs": fig_by_key,
         "settings": a.settings,
-        "base_note": base_note,
+        "base_note": _base_note(a),
         "largest_run": a.largest_run,
         "provenance": _provenance(a),
         "model_notes": _model_notes(model),
-        "stderr_tails": problems_tail,
+        "stderr_tails": _stderr_tails(a),
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": _md_cell,
         "fpct": fpct,
@@ -808,6 +863,41 @@ def render(
             tmp.write_text(tpl.render(**ctx), encoding="utf-8")
         out[fmt] = path
     return out
+
+
+def _start_figure_worker():
+    """A worker process that draws the figures on the other core (None: draw here)."""
+    from .worker import FigureWorker, enabled
+
+    if not enabled():
+        return None
+    try:
+        return FigureWorker()  # imports matplotlib on the other core meanwhile
+    except OSError:
+        return None
+
+
+def _copy_data_files(data: CampaignData, out: Path) -> None:
+    """The collected data files, linked (else copied) into the report's data folder."""
+    (out / REPORT_DATA_DIR).mkdir(exist_ok=True)
+    for name in DATA_FILES:
+        src = data.data_dir / name
+        if src.exists():
+            _link_or_copy(src, out / REPORT_DATA_DIR / name)
+
+
+def _figures(
+    worker, fig_input, out: Path, say: Callable[[str], None]
+) -> Dict[str, Dict[str, Path]]:
+    """The worker's figures; drawn here when there is no worker or it failed."""
+    if worker is not None:
+        try:
+            return worker.result()
+        except RuntimeError as exc:
+            say(f"{exc}; drawing in this process")
+    from .plots import make_figures
+
+    return make_figures(fig_input, out / "plots")
 
 
 def build_report(
@@ -833,14 +923,9 @@ def build_report(
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ValueError(f"unknown report format(s): {', '.join(bad)} (known: html, md)")
-    from .worker import FigureInput, FigureWorker, enabled
+    from .worker import FigureInput
 
-    worker = None
-    if enabled():
-        try:
-            worker = FigureWorker()  # imports matplotlib on the other core meanwhile
-        except OSError:
-            worker = None
+    worker = _start_figure_worker()
     try:
         if data is None:
             data = ensure_collected(
@@ -859,21 +944,8 @@ def build_report(
         if worker is not None:
             worker.submit(fig_input, out / "plots")
         finish_write(data)  # the data files, while the worker draws
-        (out / REPORT_DATA_DIR).mkdir(exist_ok=True)
-        for name in DATA_FILES:
-            src = data.data_dir / name
-            if src.exists():
-                _link_or_copy(src, out / REPORT_DATA_DIR / name)
-        figures = None
-        if worker is not None:
-            try:
-                figures = worker.result()
-            except RuntimeError as exc:
-                say(f"{exc}; drawing in this process")
-        if figures is None:
-            from .plots import make_figures
-
-            figures = make_figures(fig_input, out / "plots")
+        _copy_data_files(data, out)
+        figures = _figures(worker, fig_input, out, say)
         model = _scaling_model(a, data, calibration, run_states, say)
         if model is not None:
             from .plots import model_figure, save

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
@@ -75,6 +75,58 @@ def _per_node(value: int, nodes: int) -> str:
     return f"{value}(x{nodes})" if nodes > 1 else str(value)
 
 
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001
+        return str(os.getuid())
+
+
+def _slurm_job_variables(
+    *,
+    job_id: str,
+    job_name: str,
+    names: List[str],
+    tasks_per_node: int,
+    ntasks: int,
+    cpus_per_task: Optional[int],
+    submit_dir: str,
+) -> Dict[str, str]:
+    """The SLURM_* variables that sbatch gives a job's script, on the job's first node."""
+    nodes = len(names)
+    nodelist = compress(names)
+    cpn = tasks_per_node * (cpus_per_task or 1)
+    return {
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOBID": job_id,
+        "SLURM_JOB_NAME": job_name,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(nodes),
+        "SLURM_NNODES": str(nodes),
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_NTASKS_PER_NODE": str(tasks_per_node),
+        "SLURM_TASKS_PER_NODE": _per_node(tasks_per_node, nodes),
+        "SLURM_JOB_CPUS_PER_NODE": _per_node(cpn, nodes),
+        "SLURM_CPUS_ON_NODE": str(cpn),
+        "SLURM_SUBMIT_DIR": submit_dir,
+        "SLURM_SUBMIT_HOST": socket.gethostname(),
+        "SLURM_CLUSTER_NAME": "local",
+        "SLURM_JOB_PARTITION": "local",
+        "SLURM_JOB_USER": _user_name(),
+        "SLURM_JOB_UID": str(os.getuid()),
+        "SLURM_JOB_GID": str(os.getgid()),
+        "SLURMD_NODENAME": names[0],
+        "SLURM_TOPOLOGY_ADDR": names[0],
+        "SLURM_NODEID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_GTIDS": "0",
+        "SLURM_EXPORT_ENV": "ALL",
+    }
+
+
 def job_environment(
     *,
     job_id: str,
@@ -89,47 +141,26 @@ def job_environment(
     jdir: Path,
     base: Optional[Dict[str, str]] = None,
 ) -> Dict[str, str]:
+    """The environment of a job's script: ``base`` (default: ours) without any Slurm
+    variables, then the job's, and the shims first on PATH."""
     env = {
         k: v
         for k, v in (os.environ if base is None else base).items()
         if not k.startswith(("SLURM_", "SLURMD_", "SBATCH_", "SRUN_", "SALLOC_"))
     }
-    names = [f"{NODE_PREFIX}{i + 1}" for i in range(nodes)]
-    nodelist = compress(names)
-    cpn = tasks_per_node * (cpus_per_task or 1)
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001
-        user = str(os.getuid())
+    env.update(
+        _slurm_job_variables(
+            job_id=job_id,
+            job_name=job_name,
+            names=[f"{NODE_PREFIX}{i + 1}" for i in range(nodes)],
+            tasks_per_node=tasks_per_node,
+            ntasks=ntasks,
+            cpus_per_task=cpus_per_task,
+            submit_dir=submit_dir,
+        )
+    )
     env.update(
         {
-            "SLURM_JOB_ID": job_id,
-            "SLURM_JOBID": job_id,
-            "SLURM_JOB_NAME": job_name,
-            "SLURM_JOB_NODELIST": nodelist,
-            "SLURM_NODELIST": nodelist,
-            "SLURM_JOB_NUM_NODES": str(nodes),
-            "SLURM_NNODES": str(nodes),
-            "SLURM_NTASKS": str(ntasks),
-            "SLURM_NPROCS": str(ntasks),
-            "SLURM_NTASKS_PER_NODE": str(tasks_per_node),
-            "SLURM_TASKS_PER_NODE": _per_node(tasks_per_node, nodes),
-            "SLURM_JOB_CPUS_PER_NODE": _per_node(cpn, nodes),
-            "SLURM_CPUS_ON_NODE": str(cpn),
-            "SLURM_SUBMIT_DIR": submit_dir,
-            "SLURM_SUBMIT_HOST": socket.gethostname(),
-            "SLURM_CLUSTER_NAME": "local",
-            "SLURM_JOB_PARTITION": "local",
-            "SLURM_JOB_USER": user,
-            "SLURM_JOB_UID": str(os.getuid()),
-            "SLURM_JOB_GID": str(os.getgid()),
-            "SLURMD_NODENAME": names[0],
-            "SLURM_TOPOLOGY_ADDR": names[0],
-            "SLURM_NODEID": "0",
-            "SLURM_PROCID": "0",
-            "SLURM_LOCALID": "0",
-            "SLURM_GTIDS": "0",
-            "SLURM_EXPORT_ENV": "ALL",
             "DDLBENCH_LOCAL_EXECUTOR": "1",
             "DDLBENCH_LOCAL_JOB_DIR": str(jdir),
             "DDLBENCH_LOCAL_NODE_ADDR": NODE_ADDR,
@@ -254,107 +285,144 @@ def _take_slot(store: CampaignStore, campaign, attempt_id: int, job_id: str) -> 
     return slot
 
 
-def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
-    attempt_id, run, script, job_id = job.attempt_id, job.run, job.script, job.job_id
-    job_name, names, nodes, submit_dir = job.job_name, job.names, job.nodes, job.submit_dir
-    tpn, ntasks, cpus, limit_s = job.tasks_per_node, job.ntasks, job.cpus_per_task, job.limit_s
-    if not store.update_attempt(
-        attempt_id,
+def _claim(store: CampaignStore, job: LocalJob) -> bool:
+    """PENDING -> RUNNING; False when cancelled, or another supervisor got it first."""
+    return store.update_attempt(
+        job.attempt_id,
         if_state_in=[S.PENDING],
         state=S.RUNNING,
         pid=os.getpid(),
         start_time=time.time(),
-        nodelist=compress(names),
+        nodelist=compress(job.names),
         reason=None,
-    ):
-        return 0  # cancelled, or another supervisor got it first
+    )
 
+
+def _output_paths(job: LocalJob) -> Tuple[Path, Optional[Path]]:
+    """The job's ``--output`` and ``--error`` files (None: stderr goes to the output)."""
+    pat = dict(job_id=job.job_id, job_name=job.job_name, node=job.names[0])
+    output = job.script.get("--output") or SLURM_OUTPUT_PATTERN
+    out_path = Path(job.submit_dir, expand_pattern(output, **pat))
+    err_pat = job.script.get("--error")
+    err_path = Path(job.submit_dir, expand_pattern(err_pat, **pat)) if err_pat else None
+    return out_path, err_path
+
+
+@dataclass
+class _Started:
+    """A job's script process and the files its output goes to."""
+
+    proc: subprocess.Popen
+    out: BinaryIO
+    err: Optional[BinaryIO]
+
+    def log(self, text: str) -> None:
+        """Write a line where slurmstepd writes its errors: the job's stderr file."""
+        fh = self.err or self.out
+        fh.write(text.encode())
+        fh.flush()
+
+    def close(self) -> None:
+        for fh in (self.out, self.err):
+            if fh is not None:
+                fh.close()
+
+
+def _start_script(
+    job: LocalJob, env: Dict[str, str], out_path: Path, err_path: Optional[Path]
+) -> _Started:
+    """``bash <job script>`` in its own session, output appended where Slurm would put it."""
+    Path(job.submit_dir).mkdir(parents=True, exist_ok=True)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # append, as sbatch --open-mode=append: an existing output file is never truncated
+    out = open(out_path, "ab")  # noqa: SIM115 - closed when the job ends
+    err = open(err_path, "ab") if err_path and err_path != out_path else None  # noqa: SIM115
+    proc = subprocess.Popen(
+        ["bash", str(job.run.script)],
+        cwd=job.submit_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err if err is not None else subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return _Started(proc, out, err)
+
+
+def _record_pgid(jdir: Path, pid: int) -> None:
+    try:
+        (jdir / "pgid").write_text(str(pid))
+    except OSError as exc:  # a full disk: the job runs on; only a dead runner's clean-up lacks it
+        if not is_disk_full(exc):
+            raise
+
+
+def _wait_script(store: CampaignStore, job: LocalJob, started: _Started) -> int:
+    """Wait for the script to end, stopping it at its time limit or when cancelled."""
+    proc = started.proc
+    begun = time.monotonic()
+    last_check = 0.0
+    while True:
+        try:
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if _STOP["why"] is None and job.limit_s is not None and now - begun >= job.limit_s:
+            _STOP["why"] = "timeout"
+        if _STOP["why"] is None and now - last_check >= 1.0:
+            last_check = now
+            fresh = store.get_attempt(job.attempt_id)
+            if fresh is not None and fresh.cancel_requested:
+                _STOP["why"] = "cancel"
+        if _STOP["why"] is not None:
+            note = " DUE TO TIME LIMIT" if _STOP["why"] == "timeout" else ""
+            started.log(
+                f"slurmstepd: error: *** JOB {job.job_id} ON {job.names[0]} "
+                f"CANCELLED AT {_stamp()}{note} ***\n"
+            )
+            kill_group(proc.pid)
+            return proc.wait()
+
+
+def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
+    if not _claim(store, job):
+        return 0
     bin_dir = install_shims(campaign.work_dir / "bin")
-    jdir = job_dir(campaign.dir, job_id)
+    jdir = job_dir(campaign.dir, job.job_id)
     jdir.mkdir(parents=True, exist_ok=True)
     env = job_environment(
-        job_id=job_id,
-        job_name=job_name,
-        nodes=nodes,
-        tasks_per_node=tpn,
-        ntasks=ntasks,
-        cpus_per_task=cpus,
-        gpus_per_node=run.gpus_per_node,
-        submit_dir=submit_dir,
+        job_id=job.job_id,
+        job_name=job.job_name,
+        nodes=job.nodes,
+        tasks_per_node=job.tasks_per_node,
+        ntasks=job.ntasks,
+        cpus_per_task=job.cpus_per_task,
+        gpus_per_node=job.run.gpus_per_node,
+        submit_dir=job.submit_dir,
         bin_dir=bin_dir,
         jdir=jdir,
     )
-    pat = dict(job_id=job_id, job_name=job_name, node=names[0])
-    out_path = Path(
-        submit_dir, expand_pattern(script.get("--output") or SLURM_OUTPUT_PATTERN, **pat)
-    )
-    err_pat = script.get("--error")
-    err_path = Path(submit_dir, expand_pattern(err_pat, **pat)) if err_pat else None
-
+    out_path, err_path = _output_paths(job)
     try:
-        Path(submit_dir).mkdir(parents=True, exist_ok=True)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        # append, as sbatch --open-mode=append: an existing output file is never truncated
-        out = open(out_path, "ab")  # noqa: SIM115 - closed when the job ends
-        err = open(err_path, "ab") if err_path and err_path != out_path else None  # noqa: SIM115
-        proc = subprocess.Popen(
-            ["bash", str(run.script)],
-            cwd=submit_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err if err is not None else subprocess.STDOUT,
-            start_new_session=True,
-        )
+        started = _start_script(job, env, out_path, err_path)
     except OSError as exc:
         store.update_attempt(
-            attempt_id,
+            job.attempt_id,
             if_state_in=[S.RUNNING],
             state=S.FAILED,
             end_time=time.time(),
             message=f"could not start the job: {exc}",
         )
         return 1
-    try:
-        (jdir / "pgid").write_text(str(proc.pid))
-    except OSError as exc:  # a full disk: the job runs on; only a dead runner's clean-up lacks it
-        if not is_disk_full(exc):
-            raise
-    started = time.monotonic()
-    last_check = 0.0
-    rc: Optional[int] = None
-    while rc is None:
-        try:
-            rc = proc.wait(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        now = time.monotonic()
-        if _STOP["why"] is None and limit_s is not None and now - started >= limit_s:
-            _STOP["why"] = "timeout"
-        if _STOP["why"] is None and now - last_check >= 1.0:
-            last_check = now
-            fresh = store.get_attempt(attempt_id)
-            if fresh is not None and fresh.cancel_requested:
-                _STOP["why"] = "cancel"
-        if _STOP["why"] is not None:
-            note = " DUE TO TIME LIMIT" if _STOP["why"] == "timeout" else ""
-            msg = (
-                f"slurmstepd: error: *** JOB {job_id} ON {names[0]} "
-                f"CANCELLED AT {_stamp()}{note} ***\n"
-            )
-            (err or out).write(msg.encode())
-            (err or out).flush()
-            kill_group(proc.pid)
-            rc = proc.wait()
-    kill_group(proc.pid, grace=0.5)  # what the script left behind dies with the job
-    for fh in (out, err):
-        if fh is not None:
-            fh.close()
+    _record_pgid(jdir, started.proc.pid)
+    rc = _wait_script(store, job, started)
+    kill_group(started.proc.pid, grace=0.5)  # what the script left behind dies with the job
+    started.close()
     values = _ending(rc)
     if values["state"] == S.FAILED:
-        values.update(_failure_cause(Path(submit_dir), err_path or out_path))
-    store.update_attempt(attempt_id, if_state_in=[S.RUNNING], **values)
+        values.update(_failure_cause(Path(job.submit_dir), err_path or out_path))
+    store.update_attempt(job.attempt_id, if_state_in=[S.RUNNING], **values)
     store.close()
     return 0
 

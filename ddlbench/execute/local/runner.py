@@ -30,14 +30,77 @@ def _log(msg: str) -> None:
     print(f"{stamp} runner {os.getpid()}: {msg}", flush=True)
 
 
-def run(campaign_dir: Path) -> int:
+def _take_lock(campaign_dir: Path):
+    """The campaign's runner lock, or None when another runner is draining it."""
     lock = runner_lock(campaign_dir)
     # a status poll may be testing the lock this very moment: try a few times before leaving
     for _ in range(10):
         if lock.acquire():
-            break
+            return lock
         time.sleep(0.05)
-    else:
+    return None
+
+
+def _reap_supervisors(
+    store: CampaignStore, children: Dict[int, subprocess.Popen], failures: Dict[int, int]
+) -> None:
+    """Forget the supervisors that exited; fail the attempts they left unrecorded (a PENDING
+    one only after MAX_START_FAILURES tries)."""
+    for aid, proc in list(children.items()):
+        if proc.poll() is None:
+            continue
+        del children[aid]
+        a = store.get_attempt(aid)
+        if a is None:
+            continue
+        if a.state == S.RUNNING and a.pid == proc.pid:
+            store.update_attempt(
+                aid,
+                if_state_in=[S.RUNNING],
+                state=S.FAILED,
+                end_time=time.time(),
+                message=f"the job's supervisor exited with {proc.returncode} "
+                "(see .ddlbench/runner.log)",
+            )
+        elif a.state == S.PENDING:
+            failures[aid] = failures.get(aid, 0) + 1
+            if failures[aid] >= MAX_START_FAILURES:
+                store.update_attempt(
+                    aid,
+                    if_state_in=[S.PENDING],
+                    state=S.FAILED,
+                    end_time=time.time(),
+                    message="the job could not be started (see .ddlbench/runner.log)",
+                )
+
+
+def _alive_attempts(store: CampaignStore, campaign, children: Dict[int, subprocess.Popen]) -> list:
+    """RUNNING local attempts whose supervisor lives; the others are LOST and killed."""
+    alive = []
+    for a in store.attempts(states=[S.RUNNING], scheduler="local"):
+        if a.id in children or pid_runs(a.pid, a.token):
+            alive.append(a)
+        else:  # its supervisor died (killed with the previous runner?)
+            _kill_group(campaign.dir, a.job_id)
+            store.update_attempt(
+                a.id,
+                if_state_in=[S.RUNNING],
+                state=S.LOST,
+                end_time=time.time(),
+                message="the job's supervisor died before recording how the job ended",
+            )
+    return alive
+
+
+def _parallel_limit(store: CampaignStore, campaign) -> int:
+    """How many jobs may run at once: ``local.max_parallel``, or 1 for a serial campaign."""
+    limit = int(campaign.local_setting("max_parallel", 1) or 1)
+    return 1 if store.get_meta("local_serial") else limit
+
+
+def run(campaign_dir: Path) -> int:
+    lock = _take_lock(campaign_dir)
+    if lock is None:
         return 0  # another runner is draining this campaign
     campaign = load_campaign(campaign_dir)
     store = CampaignStore.open(campaign_dir)
@@ -47,49 +110,9 @@ def run(campaign_dir: Path) -> int:
     children: Dict[int, subprocess.Popen] = {}
     failures: Dict[int, int] = {}
     while True:
-        for aid, proc in list(children.items()):
-            if proc.poll() is None:
-                continue
-            del children[aid]
-            a = store.get_attempt(aid)
-            if a is None:
-                continue
-            if a.state == S.RUNNING and a.pid == proc.pid:
-                store.update_attempt(
-                    aid,
-                    if_state_in=[S.RUNNING],
-                    state=S.FAILED,
-                    end_time=time.time(),
-                    message=f"the job's supervisor exited with {proc.returncode} "
-                    "(see .ddlbench/runner.log)",
-                )
-            elif a.state == S.PENDING:
-                failures[aid] = failures.get(aid, 0) + 1
-                if failures[aid] >= MAX_START_FAILURES:
-                    store.update_attempt(
-                        aid,
-                        if_state_in=[S.PENDING],
-                        state=S.FAILED,
-                        end_time=time.time(),
-                        message="the job could not be started (see .ddlbench/runner.log)",
-                    )
-        running = store.attempts(states=[S.RUNNING], scheduler="local")
-        alive = []
-        for a in running:
-            if a.id in children or pid_runs(a.pid, a.token):
-                alive.append(a)
-            else:  # its supervisor died (killed with the previous runner?)
-                _kill_group(campaign.dir, a.job_id)
-                store.update_attempt(
-                    a.id,
-                    if_state_in=[S.RUNNING],
-                    state=S.LOST,
-                    end_time=time.time(),
-                    message="the job's supervisor died before recording how the job ended",
-                )
-        limit = int(campaign.local_setting("max_parallel", 1) or 1)
-        if store.get_meta("local_serial"):
-            limit = 1
+        _reap_supervisors(store, children, failures)
+        alive = _alive_attempts(store, campaign, children)
+        limit = _parallel_limit(store, campaign)
         busy = len(alive) + sum(1 for aid in children if aid not in {a.id for a in alive})
         pending = store.attempts(states=[S.PENDING], scheduler="local")
         for a in pending:

@@ -218,25 +218,56 @@ class SlurmExecutor(Executor):
         summary.add_submitted(run.run_id, job_id)
         return job_id
 
-    def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
+    def _array_attempts(self, unit) -> Tuple[str, List[Attempt]]:
+        """The array's token and its attempts: the recorded intents, else new SUBMITTING
+        attempts, one per array task."""
         intents = [a for _, a in unit if a is not None]
-        token = intents[0].batch_token if intents else new_token()
-        attempts: List[Attempt] = []
         if intents:
-            attempts = intents
-        else:
-            with self.store.tx():
-                for i, (run, _) in enumerate(unit):
-                    attempts.append(
-                        self.store.new_attempt(
-                            run.run_id,
-                            "slurm",
-                            S.SUBMITTING,
-                            token=f"{token}-{i}",
-                            batch_token=token,
-                            array_task_id=i,
-                        )
+            return intents[0].batch_token, intents
+        token = new_token()
+        attempts: List[Attempt] = []
+        with self.store.tx():
+            for i, (run, _) in enumerate(unit):
+                attempts.append(
+                    self.store.new_attempt(
+                        run.run_id,
+                        "slurm",
+                        S.SUBMITTING,
+                        token=f"{token}-{i}",
+                        batch_token=token,
+                        array_task_id=i,
                     )
+                )
+        return token, attempts
+
+    def _array_rejected(self, attempts: List[Attempt], runs, msg: str, summary) -> None:
+        with self.store.tx():
+            for a in attempts:
+                self.store.update_attempt(
+                    a.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
+                )
+        for r in runs:
+            summary.add_failed(r.run_id, msg)
+        self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
+
+    def _array_submitted(self, attempts: List[Attempt], array_id: str, summary) -> None:
+        now = time.time()
+        with self.store.tx():
+            for a in attempts:
+                self.store.update_attempt(
+                    a.id,
+                    if_state_in=[S.SUBMITTING],
+                    state=S.PENDING,
+                    job_id=f"{array_id}_{a.array_task_id}",
+                    array_job_id=array_id,
+                    submit_time=now,
+                )
+        for a in attempts:
+            summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
+        summary.array_jobs.append(array_id)
+
+    def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
+        token, attempts = self._array_attempts(unit)
         runs = [r for r, _ in unit]
         path = self._write_array_script(token, runs)
         throttle = "%1" if serial else ""
@@ -255,30 +286,9 @@ class SlurmExecutor(Executor):
             return found[0].array_job_id or found[0].key
         array_id = parse_sbatch_parsable(res.stdout) if res.ok else None
         if array_id is None:
-            msg = res.message
-            with self.store.tx():
-                for a in attempts:
-                    self.store.update_attempt(
-                        a.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
-                    )
-            for r in runs:
-                summary.add_failed(r.run_id, msg)
-            self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
+            self._array_rejected(attempts, runs, res.message, summary)
             return None
-        now = time.time()
-        with self.store.tx():
-            for a in attempts:
-                self.store.update_attempt(
-                    a.id,
-                    if_state_in=[S.SUBMITTING],
-                    state=S.PENDING,
-                    job_id=f"{array_id}_{a.array_task_id}",
-                    array_job_id=array_id,
-                    submit_time=now,
-                )
-        for a in attempts:
-            summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
-        summary.array_jobs.append(array_id)
+        self._array_submitted(attempts, array_id, summary)
         return array_id
 
     def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ddlbench.execute.hostlist import compress, expand
 
@@ -239,22 +239,21 @@ def _pump(stream, prefix: bytes, out) -> None:
         out.flush()
 
 
-def run(argv: List[str]) -> int:
-    env = dict(os.environ)
-    opts, command = parse(argv)
-    if not command:
-        raise SrunError("no command to run")
+def _check_mpi(opts: Dict[str, str], ntasks: int) -> None:
     mpi = opts.get("mpi", "none")
-    nodes, counts = layout(opts, env)
-    ntasks = sum(counts)
     if mpi not in ("none", "") and ntasks > 1:
         raise SrunError(
             f"--mpi={mpi} cannot be emulated: MPI wire-up needs Slurm's PMI. Use a launcher "
             "that needs no MPI (Horovod's Gloo controller, PyTorch's gloo backend) or a Slurm "
             "cluster (`--cluster localslurm`)"
         )
-    progs = multi_prog(command[0], ntasks) if "multi_prog" in opts else None
-    step = _next_step_id(env)
+
+
+def _step_environment(
+    opts: Dict[str, str], env: Dict[str, str], nodes: List[str], counts: List[int], step: int
+) -> Dict[str, str]:
+    """The SLURM_* variables that every task of the step shares."""
+    ntasks = sum(counts)
     step_nodelist = compress(nodes)
     tasks_per_node = ",".join(f"{c}(x{n})" if n > 1 else str(c) for c, n in _runs(counts))
     common = {
@@ -279,9 +278,44 @@ def run(argv: List[str]) -> int:
         common["SLURM_CPUS_PER_TASK"] = opts["cpus_per_task"]
     if "job_name" in opts:
         common["SLURM_JOB_NAME"] = opts["job_name"]
-    cwd = opts.get("chdir")
-    procs: List[subprocess.Popen] = []
-    pumps: List[threading.Thread] = []
+    return common
+
+
+class _Tasks:
+    """The step's task processes and, under ``--label``, the threads that prefix their output."""
+
+    def __init__(self, cwd: Optional[str], label: bool) -> None:
+        self.cwd = cwd
+        self.label = label
+        self.procs: List[subprocess.Popen] = []
+        self.pumps: List[threading.Thread] = []
+
+    def start(self, task: int, cmd: List[str], env: Dict[str, str]) -> None:
+        pipe = subprocess.PIPE if self.label else None
+        try:
+            p = subprocess.Popen(cmd, env=env, cwd=self.cwd, stdout=pipe, stderr=pipe)
+        except OSError as exc:
+            _stop(self.procs)
+            raise SrunError(f"task {task}: cannot run {cmd[0]!r}: {exc}") from None
+        self.procs.append(p)
+        if self.label:
+            prefix = f"{task}: ".encode()
+            for stream, out in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
+                t = threading.Thread(target=_pump, args=(stream, prefix, out), daemon=True)
+                t.start()
+                self.pumps.append(t)
+
+
+def _start_tasks(
+    opts: Dict[str, str],
+    env: Dict[str, str],
+    common: Dict[str, str],
+    commands: List[List[str]],
+    nodes: List[str],
+    counts: List[int],
+) -> _Tasks:
+    """Start every task of the step with the ids Slurm's block distribution gives it."""
+    tasks = _Tasks(opts.get("chdir"), "label" in opts)
     task = 0
     for node_id, (node, count) in enumerate(zip(nodes, counts)):
         gtids = ",".join(str(t) for t in range(task, task + count))
@@ -298,29 +332,14 @@ def run(argv: List[str]) -> int:
                     "SLURM_GTIDS": gtids,
                 }
             )
-            cmd = progs[task] if progs is not None else command
-            label = "label" in opts
-            try:
-                p = subprocess.Popen(
-                    cmd,
-                    env=tenv,
-                    cwd=cwd,
-                    stdout=subprocess.PIPE if label else None,
-                    stderr=subprocess.PIPE if label else None,
-                )
-            except OSError as exc:
-                _stop(procs)
-                raise SrunError(f"task {task}: cannot run {cmd[0]!r}: {exc}") from None
-            procs.append(p)
-            if label:
-                prefix = f"{task}: ".encode()
-                for stream, out in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
-                    t = threading.Thread(target=_pump, args=(stream, prefix, out), daemon=True)
-                    t.start()
-                    pumps.append(t)
+            tasks.start(task, commands[task], tenv)
             task += 1
+    return tasks
 
-    signalled = {"sig": None}
+
+def _forward_signals(procs: List[subprocess.Popen]) -> Dict[str, Optional[int]]:
+    """Pass the signals srun gets on to the running tasks; the dict records the last one."""
+    signalled: Dict[str, Optional[int]] = {"sig": None}
 
     def forward(signum, _frame):
         signalled["sig"] = signum
@@ -331,9 +350,14 @@ def run(argv: List[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, forward)
+    return signalled
 
-    kill_on_bad_exit = opts.get("kill_on_bad_exit", "0") not in ("0", "")
-    killed_by_us = set()
+
+def _wait_tasks(
+    procs: List[subprocess.Popen], nodes: List[str], counts: List[int], kill_on_bad_exit: bool
+) -> Tuple[Dict[int, int], Set[int]]:
+    """Exit codes of all tasks, reporting failures as srun does, and the tasks srun killed."""
+    killed_by_us: Set[int] = set()
     codes: Dict[int, int] = {}
     while len(codes) < len(procs):
         for i, p in enumerate(procs):
@@ -357,16 +381,41 @@ def run(argv: List[str]) -> int:
                     killed_by_us.update(others)
                     _stop([procs[j] for j in others])
         time.sleep(0.02)
-    for t in pumps:
-        t.join(timeout=2)
+    return codes, killed_by_us
+
+
+def _step_exit_code(
+    codes: Dict[int, int], killed_by_us: Set[int], signal_number: Optional[int]
+) -> int:
+    """The worst exit of the tasks srun did not kill itself (128+N for signal N)."""
     own = [rc for i, rc in codes.items() if i not in killed_by_us]
     worst = 0
     for rc in own:
         value = rc if rc >= 0 else 128 - rc
         worst = max(worst, value)
-    if worst == 0 and signalled["sig"] is not None:
-        worst = 128 + int(signalled["sig"])
+    if worst == 0 and signal_number is not None:
+        worst = 128 + int(signal_number)
     return worst
+
+
+def run(argv: List[str]) -> int:
+    env = dict(os.environ)
+    opts, command = parse(argv)
+    if not command:
+        raise SrunError("no command to run")
+    nodes, counts = layout(opts, env)
+    ntasks = sum(counts)
+    _check_mpi(opts, ntasks)
+    progs = multi_prog(command[0], ntasks) if "multi_prog" in opts else None
+    common = _step_environment(opts, env, nodes, counts, _next_step_id(env))
+    commands = [progs[task] if progs is not None else command for task in range(ntasks)]
+    tasks = _start_tasks(opts, env, common, commands, nodes, counts)
+    signalled = _forward_signals(tasks.procs)
+    kill_on_bad_exit = opts.get("kill_on_bad_exit", "0") not in ("0", "")
+    codes, killed_by_us = _wait_tasks(tasks.procs, nodes, counts, kill_on_bad_exit)
+    for t in tasks.pumps:
+        t.join(timeout=2)
+    return _step_exit_code(codes, killed_by_us, signalled["sig"])
 
 
 def _runs(counts: List[int]):

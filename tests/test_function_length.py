@@ -1,0 +1,68 @@
+"""No function of the login-node code is longer than MAX_LINES lines.
+
+A function's length is what :mod:`ast` says: from its ``def`` line to its last line
+(``end_lineno - lineno + 1``), docstring, comments and blank lines included, decorators not.
+Nested functions count towards the function that holds them and are checked themselves.
+
+The compute-node workloads (``ddlbench/workloads/``) are not checked here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Iterator, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ddlbench"
+EXEMPT = ("ddlbench/workloads/",)
+MAX_LINES = 60
+
+
+def function_lengths(path: Path) -> Iterator[Tuple[int, str, int]]:
+    """(line, name, length) of every function and method in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.lineno, node.name, node.end_lineno - node.lineno + 1
+
+
+def _modules() -> Iterator[Tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(EXEMPT):
+            yield rel, path
+
+
+def test_no_login_node_function_is_longer_than_the_limit():
+    found = sorted(
+        (length, f"{rel}:{line}: {name} has {length} lines")
+        for rel, path in _modules()
+        for line, name, length in function_lengths(path)
+        if length > MAX_LINES
+    )
+    assert not found, (
+        f"functions longer than {MAX_LINES} lines (split them into well-named parts):\n"
+        + "\n".join(text for _, text in reversed(found))
+    )
+
+
+def test_the_length_counts_from_def_to_the_last_line(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "@decorator\n"
+        "def outer():\n"
+        '    """Doc."""\n'
+        "\n"
+        "    def inner():\n"
+        "        return 1\n"
+        "    # a comment\n"
+        "    return inner\n"
+    )
+    assert sorted(function_lengths(sample)) == [(2, "outer", 7), (5, "inner", 2)]
+
+
+def test_the_scan_sees_the_package():
+    scanned = [rel for rel, _ in _modules()]
+    assert "ddlbench/collect/reader.py" in scanned
+    assert not any(rel.startswith("ddlbench/workloads/") for rel in scanned)
