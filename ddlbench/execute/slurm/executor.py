@@ -143,7 +143,7 @@ class SlurmExecutor(Executor):
                 break
             intent = unit[0][1]
             if len(unit) == 1 and (intent is None or intent.array_task_id is None):
-                job = self._submit_one(unit[0][0], intent, previous, summary)
+                job = self._submit_one(unit[0][0], intent, previous, summary, serial=serial)
             else:
                 job = self._submit_array(unit, previous, serial, summary)
             if job and serial:
@@ -175,6 +175,8 @@ class SlurmExecutor(Executor):
         return units
 
     def _last_live_job(self) -> Optional[str]:
+        """The campaign's newest live job (the array's id for array tasks): what a serial
+        submission, or the resubmission of a serial run, waits for (afterany)."""
         live = [a for a in self.store.live_attempts("slurm") if a.job_id]
         if not live:
             return None
@@ -185,7 +187,13 @@ class SlurmExecutor(Executor):
         return [f"--dependency=afterany:{previous}"] if previous else []
 
     def _submit_one(
-        self, run: RunInfo, intent: Optional[Attempt], previous: Optional[str], summary
+        self,
+        run: RunInfo,
+        intent: Optional[Attempt],
+        previous: Optional[str],
+        summary: SubmitSummary,
+        *,
+        serial: bool = False,
     ) -> Optional[str]:
         token = intent.token if intent else new_token()
         if intent is None:
@@ -214,6 +222,8 @@ class SlurmExecutor(Executor):
             state=S.PENDING,
             job_id=job_id,
             submit_time=time.time(),
+            serial=int(serial),
+            depends_on=previous,
         )
         summary.add_submitted(run.run_id, job_id)
         return job_id
@@ -275,6 +285,8 @@ class SlurmExecutor(Executor):
                     job_id=f"{array_id}_{a.array_task_id}",
                     array_job_id=array_id,
                     submit_time=now,
+                    serial=int(serial),
+                    depends_on=previous,
                 )
         for a in attempts:
             summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
