@@ -201,6 +201,7 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "signal": a.signal if a else None,
             "reason": (a.cause or a.message or a.reason) if a else None,
             "cause": a.cause if a else None,
+            "cause_source": a.cause_source if a else None,
             "failed_task": a.failed_task if a else None,
             "failed_signal": a.failed_signal if a else None,
             "nodes": run.nodes,

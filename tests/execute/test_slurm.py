@@ -310,3 +310,40 @@ def test_ended_jobs_are_read_through_sacct_on_a_cluster_with_accounting(slurm_cl
         check=True,
     )
     assert sacct.stdout.split() == ["FAILED"]
+
+
+def test_failed_task_from_sacct_steps_where_accounting_is_kept(slurm_cluster, tmp_path):
+    """With accounting, the failing step is read from sacct's step records (srun's line adds
+    the task); without it, from srun's lines in the job's stderr. The store says which."""
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    accounting = "accounting_storage/slurmdbd" in conf
+    kill_rank_1 = (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c "
+        "'if [ \"$SLURM_PROCID\" = 1 ]; then kill -9 $$; fi; sleep 2'"
+    )
+    cdir = make_campaign(
+        tmp_path,
+        "steps",
+        [
+            {"run_id": "killed", "nodes": 2, "body": [kill_rank_1]},
+            {"run_id": "quiet", "nodes": 2, "body": [kill_rank_1 + " 2>/dev/null"]},
+        ],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "auto"},
+    )
+    submit_campaign(cdir, serial=True, echo=_quiet)
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    with CampaignStore.open(cdir) as store:
+        killed, quiet = store.attempts("killed")[0], store.attempts("quiet")[0]
+    assert (killed.state, killed.failed_task, killed.failed_signal) == ("FAILED", 1, 9)
+    if accounting:
+        assert (killed.source, killed.cause_source) == ("sacct", "sacct")
+        assert killed.cause == f"task 1 on n2: Killed (SIGKILL), step {killed.job_id}.0"
+        # srun's lines went to /dev/null: the step record alone still names it
+        assert quiet.cause_source == "sacct" and quiet.failed_task is None
+        assert quiet.cause == f"step {quiet.job_id}.0 on n[1-2]: CANCELLED (SIGKILL)"
+    else:
+        assert killed.cause_source == "srun" and killed.cause == "task 1 on n2: Killed (SIGKILL)"
+        assert quiet.cause is None and quiet.cause_source is None
+    row = {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}["killed"]
+    assert row["cause_source"] == killed.cause_source

@@ -18,12 +18,14 @@ from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
 from ddlbench.execute.slurm.commands import (
     JobRecord,
     SlurmClient,
+    StepRecord,
     is_no_accounting,
     is_transient,
     no_sbatch_error,
     parse_config,
     parse_jobcomp,
     parse_sacct,
+    parse_sacct_steps,
     parse_sbatch_parsable,
     parse_scontrol_jobs,
     parse_squeue,
@@ -32,7 +34,7 @@ from ddlbench.execute.slurm.commands import (
 )
 from ddlbench.execute.slurm.infra_retry import resubmit_infra_failures
 from ddlbench.execute.store import Attempt, new_token
-from ddlbench.execute.task_failure import find_task_failure
+from ddlbench.execute.task_failure import find_cause
 
 COMMENT_PREFIX = "ddlbench:"
 #: a job missing from squeue and from every record of ended jobs for this long is LOST
@@ -53,6 +55,8 @@ class SlurmExecutor(Executor):
     def __init__(self, campaign, store, echo=print, client: Optional[SlurmClient] = None):
         super().__init__(campaign, store, echo)
         self.client = client or SlurmClient()
+        #: sacct's step records of the jobs of this poll, by job key (accounting only)
+        self.steps: Dict[str, List[StepRecord]] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -431,7 +435,8 @@ class SlurmExecutor(Executor):
         return self.store.update_attempt(attempt.id, if_live=True, **changed)
 
     def _task_failure(self, attempt: Attempt, rec: JobRecord) -> Dict[str, object]:
-        """The first failing task and its signal, from srun's lines in the job's output."""
+        """The first failing task (or step) and its signal: sacct's step records when this
+        poll read them, else srun's lines in the job's output (task_failure.py)."""
         try:
             run_dir = self.campaign.run(attempt.run_id).run_dir
         except DDLBenchError:
@@ -439,13 +444,16 @@ class SlurmExecutor(Executor):
         ids = {i for i in (rec.own_id, rec.key, attempt.job_id) if i}
         files = RunPaths(run_dir)
         paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
-        failure = find_task_failure(p for p in paths if p.is_file())
-        if failure is None:
+        steps = self.steps.get(rec.key) if rec.source == "sacct" else None
+        found = find_cause(steps, (p for p in paths if p.is_file()))
+        if found is None:
             return {}
+        failure, source = found
         return {
             "failed_task": failure.task,
             "failed_signal": failure.signal,
             "cause": failure.describe(),
+            "cause_source": source,
         }
 
     def refresh(self) -> RefreshResult:
@@ -507,6 +515,7 @@ class SlurmExecutor(Executor):
             res = self.client.run(sacct_args({a.base_job_id for a, _ in need if a.base_job_id}))
             if res.ok:
                 recs.update({r.key: r for r in parse_sacct(res.stdout)})
+                self.steps.update(parse_sacct_steps(res.stdout))
             elif is_no_accounting(res.stderr + res.stdout):
                 self.store.set_meta("sacct_works", False)
             calls_left -= 1
