@@ -347,3 +347,37 @@ def test_failed_task_from_sacct_steps_where_accounting_is_kept(slurm_cluster, tm
         assert quiet.cause is None and quiet.cause_source is None
     row = {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}["killed"]
     assert row["cause_source"] == killed.cause_source
+
+
+def test_recover_maps_job_array_tasks_back_to_their_runs(slurm_cluster, tmp_path):
+    """A lost store of a campaign submitted --array --serial: recover names each run's job
+    `<array>_<task>` again (ended, running and still pending tasks), never by the task's own
+    job id, and the campaign goes on with one attempt per run."""
+    from ddlbench.execute.recover import recover_campaign
+
+    gate = tmp_path / "gate"
+    runs = [
+        {"run_id": "a0", "body": ["true"]},
+        {"run_id": "a1", "body": [f"while [ ! -e {gate} ]; do sleep 0.2; done"]},
+        {"run_id": "a2", "body": ["true"]},
+    ]
+    cdir = make_campaign(tmp_path, "arec", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, serial=True, echo=_quiet)
+    array = summary.array_jobs[0]
+    wait_for(lambda: _status(cdir)["a1"]["state"] == "RUNNING", timeout=60, interval=0.3)
+    assert _status(cdir)["a2"]["state"] == "PENDING"  # throttled to one task at a time
+    for p in CampaignStore.open(cdir).path.parent.glob("state.sqlite*"):
+        p.write_bytes(b"") if p.name == "state.sqlite" else p.unlink()
+    found = recover_campaign(cdir, echo=_quiet)
+    assert found.unknown == []
+    got = {a["run_id"]: (a["job_id"], a["state"]) for a in found.attempts}
+    assert got == {
+        "a0": (f"{array}_0", "COMPLETED"),
+        "a1": (f"{array}_1", "RUNNING"),
+        "a2": (f"{array}_2", "PENDING"),
+    }
+    gate.touch()
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    st = _status(cdir)
+    assert all(st[r]["attempts"] == 1 and st[r]["job_id"] == f"{array}_{r[1]}" for r in st)
+    assert submit_campaign(cdir, resume=True, echo=_quiet).submitted == []

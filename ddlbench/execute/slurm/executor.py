@@ -309,9 +309,9 @@ class SlurmExecutor(Executor):
             if opt in ("--job-name", "--output", "--error", "--array", "--comment"):
                 continue
             lines.append(f"#SBATCH {opt}" + (f"={val}" if val is not None else ""))
-        out_dir = self.campaign.work_dir / "arrays"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        lines.append(f"#SBATCH --output={out_dir}/{token}-%A_%a.out")
+        paths = self.campaign.paths
+        paths.arrays.mkdir(parents=True, exist_ok=True)
+        lines.append(f"#SBATCH --output={paths.array_output(token)}")
         lines.append("#")
         lines.append(f"# ddlbench job array for campaign {self.campaign.name}: task i runs the")
         lines.append("# i-th run's job script, with its output where that run's own job puts it.")
@@ -329,7 +329,7 @@ class SlurmExecutor(Executor):
             '  *) echo "ddlbench: no run for array task ${SLURM_ARRAY_TASK_ID}" >&2; exit 1 ;;'
         )
         lines.append("esac")
-        path = out_dir / f"{token}.sh"
+        path = paths.array_script(token)
         tmp = path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
