@@ -265,6 +265,19 @@ def test_resubmitted_serial_run_waits_for_the_newest_live_job(own_slurm, tmp_pat
     assert again.depends_on == nxt.job_id  # the newest live job when it was resubmitted
     assert again.start_time >= nxt.end_time  # Slurm kept them apart
     assert any(f"(after job {nxt.job_id})" in line for line in said)
+    # every attempt's facts where the user looks: status --json and the report's summary
+    row = campaign_status(cdir, echo=_quiet)["runs"][0]
+    assert [(h["number"], h["job_id"], h["state"]) for h in row["history"]] == [
+        (1, first.job_id, "NODE_FAIL"),
+        (2, again.job_id, "COMPLETED"),
+    ]
+    assert row["history"][1]["exit_code"] == 0 and row["history"][1]["depends_on"] == nxt.job_id
+    from ddlbench.campaign.restarts import attempts_sentence
+
+    assert (
+        f"victim (attempt 1: job {first.job_id} NODE_FAIL; attempt 2: job {again.job_id} "
+        "COMPLETED, exit 0)"
+    ) in attempts_sentence(cdir)
 
 
 def _slurmctld_pid(cluster) -> int:
