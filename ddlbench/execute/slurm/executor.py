@@ -279,6 +279,18 @@ class SlurmExecutor(Executor):
                 summary.add_failed(r.run_id, msg)
             self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
             return None
+        self._record_array(attempts, array_id, serial, previous, summary)
+        return array_id
+
+    def _record_array(
+        self,
+        attempts: List[Attempt],
+        array_id: str,
+        serial: bool,
+        previous: Optional[str],
+        summary: SubmitSummary,
+    ) -> None:
+        """The array's tasks are PENDING as ``<array>_<task>`` (one transaction)."""
         now = time.time()
         with self.store.tx():
             for a in attempts:
@@ -295,7 +307,6 @@ class SlurmExecutor(Executor):
         for a in attempts:
             summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
         summary.array_jobs.append(array_id)
-        return array_id
 
     def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:
         """One sbatch script for a group of same-shape runs; task i runs the i-th job script.
