@@ -381,3 +381,24 @@ def test_recover_maps_job_array_tasks_back_to_their_runs(slurm_cluster, tmp_path
     st = _status(cdir)
     assert all(st[r]["attempts"] == 1 and st[r]["job_id"] == f"{array}_{r[1]}" for r in st)
     assert submit_campaign(cdir, resume=True, echo=_quiet).submitted == []
+
+
+@pytest.mark.slow
+def test_a_requeued_array_task_counts_its_restart(slurm_cluster, tmp_path):
+    """A requeue of one task of a job array: the store's attempt (`<array>_<task>`) counts
+    the restart that the run folder shows under the task's own job id."""
+    start = (
+        "k=1; while [ -e logs/attempt-$k ]; do k=$((k + 1)); done; mkdir -p logs/attempt-$k; "
+        'echo "job_id=$SLURM_JOB_ID restarts=${SLURM_RESTART_COUNT:-0} '
+        'start=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > logs/attempt-$k/job.txt'
+    )
+    body = [start, 'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then touch went; sleep 120; fi']
+    runs = [{"run_id": "t0", "body": body}, {"run_id": "t1", "body": ["true"]}]
+    cdir = make_campaign(tmp_path, "areq", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, echo=_quiet)
+    wait_for(lambda: (cdir / "runs" / "t0" / "went").exists(), timeout=60, interval=0.3)
+    subprocess.run(["scontrol", "requeue", f"{summary.array_jobs[0]}_0"], check=True)
+    assert wait_campaign(cdir, timeout=300, echo=_quiet) == 0
+    st = _status(cdir)
+    assert (st["t0"]["restarts"], st["t1"]["restarts"]) == (1, 0)
+    assert st["t0"]["job_id"] == f"{summary.array_jobs[0]}_0" and st["t0"]["attempts"] == 1
