@@ -8,6 +8,8 @@ again). ``recover`` rebuilds it from
 * the run folders: the job ids that ran each run (``logs/attempt-<k>/job.txt``,
   ``slurm-<jobid>.out/.err``, ``provenance/job.txt``), how each start ended (its rank logs, the
   run's ``exit_code``, a time-limit or cancel line in the Slurm output) and the restarts;
+* the job arrays (``submit --array``): which run each task ran, so that their runs are named
+  ``<array>_<task>`` again (recover_arrays.py);
 * the scheduler: for Slurm, ``squeue`` (jobs still queued or running, found by job name, even
   those that wrote nothing yet), then ``sacct``/the jobcomp file/``scontrol`` for jobs that
   ended (the executor's own poll); for the local executor, nothing outlives the store but the
@@ -224,9 +226,9 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
     out.moved_aside = _move_aside(paths)
     with CampaignStore.open(campaign.dir, rebuild=True) as store:
         store.sync_runs(campaign.runs)
-        listed = _squeue_lines(campaign, store) if campaign.scheduler == "slurm" else []
-        queued = _queued_slurm_jobs(campaign, listed)
         slurm = campaign.scheduler == "slurm"
+        listed = _squeue_lines(campaign, store) if slurm else []
+        queued = _queued_slurm_jobs(campaign, listed)
         arrays = array_tasks(campaign.name, paths, listed) if slurm else {}
         fallbacks: Dict[int, Verdict] = {}
         for run in campaign.runs:
@@ -258,9 +260,8 @@ def _recover_run(
     jobs.sort(key=_job_key)
     for i, job in enumerate(jobs):
         task = found.tasks.get(job)
-        state, values = folder_verdict(
-            run, (task.own_id or job) if task else job, i == len(jobs) - 1
-        )
+        in_folder = task.own_id if task and task.own_id else job  # slurm-<own id>.out
+        state, values = folder_verdict(run, in_folder, i == len(jobs) - 1)
         if campaign.scheduler == "slurm":
             # the scheduler is asked first (_settle); the folder's verdict is the fallback
             ids = task.store_values() if task else {"job_id": job}
