@@ -402,3 +402,35 @@ def test_a_requeued_array_task_counts_its_restart(slurm_cluster, tmp_path):
     st = _status(cdir)
     assert (st["t0"]["restarts"], st["t1"]["restarts"]) == (1, 0)
     assert st["t0"]["job_id"] == f"{summary.array_jobs[0]}_0" and st["t0"]["attempts"] == 1
+
+
+def test_an_interrupted_resubmission_of_a_serial_run_stays_chained(slurm_cluster, tmp_path):
+    """A poll claimed a serial run's resubmission (infra_retry) and stopped before sbatch:
+    `submit --resume`, even without --serial, chains it after the newest live job."""
+    gate = tmp_path / "gate"
+    runs = [
+        {"run_id": "a", "body": [f"while [ ! -e {gate} ]; do sleep 0.2; done"]},
+        {"run_id": "c", "body": ["true"]},
+    ]
+    cdir = make_campaign(tmp_path, "chain", runs, scheduler="slurm", slurm=SLURM)
+    submit_campaign(cdir, serial=True, echo=_quiet)
+    wait_for(lambda: _status(cdir)["a"]["state"] == "RUNNING", timeout=60, interval=0.3)
+    cancel_campaign(cdir, run_ids=["c"], echo=_quiet)
+    wait_for(lambda: _status(cdir)["c"]["state"] == "CANCELLED", timeout=60, interval=0.3)
+    with CampaignStore.open(cdir) as store:  # what infra_retry._claim leaves behind
+        store.new_attempt("c", "slurm", "SUBMITTING", serial=1, message="resubmitted: ...")
+        a = store.attempts("a")[0]
+    submit_campaign(cdir, resume=True, echo=_quiet)
+    with CampaignStore.open(cdir) as store:
+        again = store.attempts("c")[-1]
+    assert (again.number, again.state, again.serial, again.depends_on) == (
+        2,
+        "PENDING",
+        1,
+        a.job_id,
+    )
+    gate.touch()
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    with CampaignStore.open(cdir) as store:
+        a, again = store.attempts("a")[0], store.attempts("c")[-1]
+    assert again.start_time >= a.end_time

@@ -147,7 +147,10 @@ class SlurmExecutor(Executor):
                 break
             intent = unit[0][1]
             if len(unit) == 1 and (intent is None or intent.array_task_id is None):
-                job = self._submit_one(unit[0][0], intent, previous, summary, serial=serial)
+                # an interrupted resubmission of a serial run stays chained (infra_retry.py)
+                chained = serial or bool(intent and intent.serial)
+                after = previous if serial else (self._last_live_job() if chained else None)
+                job = self._submit_one(unit[0][0], intent, after, summary, serial=chained)
             else:
                 job = self._submit_array(unit, previous, serial, summary)
             if job and serial:
