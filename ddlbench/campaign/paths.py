@@ -14,6 +14,8 @@ results/<campaign>/
   report/            CampaignPaths.report       the default report folder
   .ddlbench/         CampaignPaths.work         locks, shims, runner log, local jobs, arrays
     jobs/<job-id>/   CampaignPaths.local_job_dir(job_id)   a local-executor job's files
+    arrays/<token>.sh  CampaignPaths.array_script(token)   a job array's script (submit --array)
+    arrays/<token>-<array>_<task>-<job>.out                 CampaignPaths.array_output(token)
 ```
 
 No other module spells these names; a layering test checks it. Standard library only.
@@ -21,9 +23,10 @@ No other module spells these names; a layering test checks it. Standard library 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Union
 
 MANIFEST = "campaign.json"
 SPEC = "spec.yaml"
@@ -37,6 +40,10 @@ DATA_DIR = "data"
 REPORT_DIR = "report"
 WORK_DIR = ".ddlbench"
 LOCAL_JOBS_DIR = "jobs"  # under WORK_DIR: one folder per local-executor job
+ARRAYS_DIR = "arrays"  # under WORK_DIR: job array scripts and their own output files
+#: a job array's own output file: array job id, task id and the task's own job id, which
+#: ``ddlbench recover`` reads back (%j is what the task's ``slurm-%j.out`` is named after)
+_ARRAY_OUTPUT = re.compile(r"^([0-9a-f]+)-(\d+)_(\d+)(?:-(\d+))?\.out$")
 
 RUN_CONFIG = "run.json"
 LOGS_DIR = "logs"
@@ -52,6 +59,15 @@ ATTEMPT_JOB = "job.txt"
 #: (``provenance/preflight/<node>.json``); docs/telemetry.md
 TELEMETRY_DIR = "telemetry"
 PREFLIGHT_DIR = "preflight"
+
+
+class ArrayOutput(NamedTuple):
+    """What the name of a job array task's own output file says."""
+
+    token: str
+    array_id: str
+    task: int
+    own_id: Optional[str]  # the task's own job id (None in folders of earlier versions)
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,31 @@ class CampaignPaths:
     def local_jobs(self) -> Path:
         """``.ddlbench/jobs/``: one folder per local-executor job."""
         return self.work / LOCAL_JOBS_DIR
+
+    @property
+    def arrays(self) -> Path:
+        """``.ddlbench/arrays/``: the job arrays' scripts and own output files."""
+        return self.work / ARRAYS_DIR
+
+    def array_script(self, token: str) -> Path:
+        return self.arrays / f"{token}.sh"
+
+    def array_scripts(self) -> Iterator[Path]:
+        if self.arrays.is_dir():
+            yield from sorted(self.arrays.glob("*.sh"))
+
+    def array_output(self, token: str) -> str:
+        """The ``--output`` pattern of a job array's own output (``%A_%a-%j``)."""
+        return str(self.arrays / f"{token}-%A_%a-%j.out")
+
+    def array_outputs(self) -> Iterator[ArrayOutput]:
+        """Every job array task that started, by the name of its own output file."""
+        if not self.arrays.is_dir():
+            return
+        for p in sorted(self.arrays.iterdir()):
+            m = _ARRAY_OUTPUT.match(p.name)
+            if m:
+                yield ArrayOutput(m.group(1), m.group(2), int(m.group(3)), m.group(4))
 
     def is_campaign(self) -> bool:
         return self.manifest.is_file()

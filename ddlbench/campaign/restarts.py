@@ -5,7 +5,10 @@ Every start of a job script makes a new ``logs/attempt-<k>/`` folder with a ``jo
 Slurm requeue (a node failure, ``scontrol requeue``, preemption) starts the script again with
 the same job id; ``ddlbench retry`` starts it with a new one. Nothing is overwritten, so the
 folders tell how often each run started, which the store (``attempts.restarts``) and the
-report repeat. Standard library only.
+report repeat. Each submission of a run (a retry, an infrastructure resubmission) is an
+attempt of its own in the store, with its own job id, state and exit code;
+:func:`attempts_sentence` names them for the report, as ``status --json`` (``history``) does.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Union
 
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
+from ddlbench.campaign.store_view import read_attempts
 
 
 @dataclass(frozen=True)
@@ -94,4 +98,37 @@ def restarts_sentence(campaign_dir: Union[str, Path], limit: int = 5) -> str:
         f"{len(runs)} run(s) started more than once ({len(requeued)} requeued or restarted by "
         f"the scheduler): {'; '.join(parts)}{more}. Their numbers come from the newest "
         "attempt; earlier attempts' logs are kept in runs/<run>/logs/attempt-<k>/."
+    )
+
+
+def _attempt_words(a: Dict[str, object]) -> str:
+    text = f"attempt {a['number']}: job {a.get('job_id') or '-'} {a.get('state')}"
+    if a.get("slurm_state") and a.get("slurm_state") != a.get("state"):
+        text += f" ({a['slurm_state']})"
+    if a.get("exit_code") is not None:
+        text += f", exit {a['exit_code']}"
+    if a.get("cause"):
+        text += f", {a['cause']}"
+    return text
+
+
+def attempts_sentence(campaign_dir: Union[str, Path], limit: int = 5) -> str:
+    """One sentence naming every attempt of the runs submitted more than once ('' if none).
+
+    The run folder's ``provenance/`` and ``exit_code`` are the newest attempt's; how the
+    earlier ones ended is in the store, read here without locking it."""
+    found = read_attempts(campaign_dir, extra=("slurm_state",))
+    if found is None:
+        return ""
+    by_run: Dict[str, List[Dict[str, object]]] = {}
+    for row in found.rows:
+        by_run.setdefault(str(row["run_id"]), []).append(row)
+    many = [(run, rows) for run, rows in sorted(by_run.items()) if len(rows) > 1]
+    if not many:
+        return ""
+    parts = [f"{run} ({'; '.join(_attempt_words(a) for a in rows)})" for run, rows in many[:limit]]
+    more = f" and {len(many) - limit} more" if len(many) > limit else ""
+    return (
+        f"{len(many)} run(s) were submitted more than once: {'; '.join(parts)}{more} "
+        "(every attempt: `ddlbench status --json`, `history`)."
     )

@@ -87,10 +87,12 @@ class AttemptRows:
     rows: List[Dict[str, Any]]
 
 
-def read_attempts(campaign_dir: Union[str, Path]) -> Optional[AttemptRows]:
+def read_attempts(
+    campaign_dir: Union[str, Path], extra: Sequence[str] = ()
+) -> Optional[AttemptRows]:
     """Every attempt of the campaign: :data:`ATTEMPT_COLUMNS` and those of
-    :data:`OPTIONAL_ATTEMPT_COLUMNS` the store has. None when there is no store, it cannot
-    be read, or its layout is not one this ddlbench knows."""
+    :data:`OPTIONAL_ATTEMPT_COLUMNS` and ``extra`` the store has. None when there is no store,
+    it cannot be read, or its layout is not one this ddlbench knows."""
     view = StoreView.open(campaign_dir)
     if view is None:
         return None
@@ -99,7 +101,8 @@ def read_attempts(campaign_dir: Union[str, Path]) -> Optional[AttemptRows]:
             have = view.columns("attempts")
             if not set(ATTEMPT_COLUMNS) <= have:
                 return None
-            wanted = list(ATTEMPT_COLUMNS) + [c for c in OPTIONAL_ATTEMPT_COLUMNS if c in have]
+            optional = list(OPTIONAL_ATTEMPT_COLUMNS) + list(extra)
+            wanted = list(ATTEMPT_COLUMNS) + [c for c in optional if c in have]
             return AttemptRows(wanted, view.attempts(wanted))
     except sqlite3.Error:
         return None

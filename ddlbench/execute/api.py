@@ -181,13 +181,40 @@ def refresh(campaign_dir: Path, echo: Echo = print) -> RefreshResult:
         return ex.refresh()
 
 
+#: the facts of every attempt that ``status --json`` lists in a run's ``history``
+HISTORY_FIELDS = (
+    "number",
+    "job_id",
+    "state",
+    "slurm_state",
+    "exit_code",
+    "signal",
+    "cause",
+    "cause_source",
+    "failed_task",
+    "failed_signal",
+    "nodelist",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "restarts",
+    "depends_on",
+    "message",
+)
+
+
+def _histories(store: CampaignStore) -> Dict[str, List[Dict]]:
+    """run id -> every attempt of the run, oldest first, as :data:`HISTORY_FIELDS`."""
+    out: Dict[str, List[Dict]] = {}
+    for a in store.attempts():
+        out.setdefault(a.run_id, []).append({k: getattr(a, k) for k in HISTORY_FIELDS})
+    return out
+
+
 def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
     with store.snapshot():
         latest = store.latest()
-        numbers = {
-            row[0]: row[1]
-            for row in store.conn.execute("SELECT run_id, COUNT(*) FROM attempts GROUP BY run_id")
-        }
+        history = _histories(store)
     rows = []
     for run in campaign.runs:
         a = latest.get(run.run_id)
@@ -195,12 +222,13 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "run_id": run.run_id,
             "state": a.state if a else S.NOT_SUBMITTED,
             "final": bool(a and a.final),
-            "attempts": numbers.get(run.run_id, 0),
+            "attempts": len(history.get(run.run_id, [])),
             "job_id": a.job_id if a else None,
             "exit_code": a.exit_code if a else None,
             "signal": a.signal if a else None,
             "reason": (a.cause or a.message or a.reason) if a else None,
             "cause": a.cause if a else None,
+            "cause_source": a.cause_source if a else None,
             "failed_task": a.failed_task if a else None,
             "failed_signal": a.failed_signal if a else None,
             "nodes": run.nodes,
@@ -210,6 +238,7 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "end_time": a.end_time if a else None,
             "scheduler": a.scheduler if a else None,
             "restarts": a.restarts if a else 0,
+            "history": history.get(run.run_id, []),
         }
         rows.append(row)
     return rows

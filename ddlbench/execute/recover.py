@@ -8,6 +8,8 @@ again). ``recover`` rebuilds it from
 * the run folders: the job ids that ran each run (``logs/attempt-<k>/job.txt``,
   ``slurm-<jobid>.out/.err``, ``provenance/job.txt``), how each start ended (its rank logs, the
   run's ``exit_code``, a time-limit or cancel line in the Slurm output) and the restarts;
+* the job arrays (``submit --array``): which run each task ran, so that their runs are named
+  ``<array>_<task>`` again (recover_arrays.py);
 * the scheduler: for Slurm, ``squeue`` (jobs still queued or running, found by job name, even
   those that wrote nothing yet), then ``sacct``/the jobcomp file/``scontrol`` for jobs that
   ended (the executor's own poll); for the local executor, nothing outlives the store but the
@@ -33,6 +35,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign, load_campaign
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from ddlbench.errors import DDLBenchError
+from ddlbench.execute.recover_arrays import ArrayTask, SqueueLine, array_tasks, fold_own_ids
 from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import CampaignStore, new_token
 
@@ -223,13 +226,14 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
     out.moved_aside = _move_aside(paths)
     with CampaignStore.open(campaign.dir, rebuild=True) as store:
         store.sync_runs(campaign.runs)
-        queued = _queued_slurm_jobs(campaign, store) if campaign.scheduler == "slurm" else {}
+        slurm = campaign.scheduler == "slurm"
+        listed = _squeue_lines(campaign, store) if slurm else []
+        queued = _queued_slurm_jobs(campaign, listed)
+        arrays = array_tasks(campaign.name, paths, listed) if slurm else {}
         fallbacks: Dict[int, Verdict] = {}
         for run in campaign.runs:
-            run_paths = paths.run(run.run_id)
-            fallbacks.update(
-                _recover_run(campaign, store, run_paths, queued.get(run.run_id, {}), out)
-            )
+            found = _Found(queued.get(run.run_id, {}), arrays.get(run.run_id, {}))
+            fallbacks.update(_recover_run(campaign, store, paths.run(run.run_id), found, out))
         _settle(campaign, store, fallbacks, out, echo)
         note_restarts(campaign, store, store.attempts())
         store.set_meta("recovered", {"time": time.time(), "moved_aside": out.moved_aside})
@@ -237,22 +241,35 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
     return out
 
 
+@dataclass
+class _Found:
+    """What the scheduler and the arrays folder say about one run's jobs."""
+
+    queued: Dict[str, str]  # job id -> token, of jobs squeue lists
+    tasks: Dict[str, ArrayTask]  # "<array>_<task>" -> the array task that ran the run
+
+
 def _recover_run(
-    campaign, store, run: RunPaths, queued: Dict[str, str], out: Recovered
+    campaign, store, run: RunPaths, found: _Found, out: Recovered
 ) -> Dict[int, Verdict]:
-    """One attempt per job id that ran the run; returns, for Slurm attempts, the folder's
-    verdict to fall back on when Slurm has no record (attempt id -> verdict)."""
+    """One attempt per job id that ran the run (an array task's as ``<array>_<task>``);
+    returns, for Slurm attempts, the folder's verdict to fall back on when Slurm has no
+    record (attempt id -> verdict)."""
     fallbacks: Dict[int, Verdict] = {}
-    jobs = sorted(set(job_ids_in_folder(run)) | set(queued), key=_job_key)
+    jobs = fold_own_ids(set(job_ids_in_folder(run)) | set(found.queued), found.tasks)
+    jobs.sort(key=_job_key)
     for i, job in enumerate(jobs):
-        newest = i == len(jobs) - 1
-        token = queued.get(job) or new_token()
-        state, values = folder_verdict(run, job, newest)
+        task = found.tasks.get(job)
+        in_folder = task.own_id if task and task.own_id else job  # slurm-<own id>.out
+        state, values = folder_verdict(run, in_folder, i == len(jobs) - 1)
         if campaign.scheduler == "slurm":
             # the scheduler is asked first (_settle); the folder's verdict is the fallback
-            a = store.new_attempt(run.run_id, "slurm", S.RUNNING, token=token, job_id=job)
+            ids = task.store_values() if task else {"job_id": job}
+            token = str(ids.pop("token", None) or found.queued.get(job) or new_token())
+            a = store.new_attempt(run.run_id, "slurm", S.RUNNING, token=token, **ids)
             fallbacks[a.id] = (state, values)
             continue
+        token = found.queued.get(job) or new_token()
         if state is None:
             state, values = S.LOST, {}
             out.unknown.append(f"{run.run_id}: could not establish how local job {job} ended")
@@ -261,25 +278,34 @@ def _recover_run(
     return fallbacks
 
 
-def _queued_slurm_jobs(campaign: Campaign, store) -> Dict[str, Dict[str, str]]:
-    """run id -> {job id: token} of this campaign's jobs that Slurm still lists (squeue).
-
-    A job is this campaign's when its name is ``<campaign>.<run id>[~token]`` *and* its working
-    folder is that run's folder (another campaign of the same name elsewhere is not)."""
+def _squeue_lines(campaign: Campaign, store) -> List[SqueueLine]:
+    """This user's jobs that Slurm lists, one line per array task: (job, state, working
+    folder, own job id, name)."""
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
     ex = SlurmExecutor(campaign, store)
-    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%j"]
+    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%A|%j"]
     res = ex.client.run(args)
     if not res.ok:
         raise DDLBenchError(f"squeue failed: {res.message}; recover needs the Slurm controller")
+    lines: List[SqueueLine] = []
+    for line in res.stdout.splitlines():
+        parts = line.split("|", 4)
+        if len(parts) == 5:
+            job, state, workdir, own, name = (p.strip() for p in parts)
+            lines.append((job, state, workdir, own, name))
+    return lines
+
+
+def _queued_slurm_jobs(campaign: Campaign, listed: List[SqueueLine]) -> Dict[str, Dict[str, str]]:
+    """run id -> {job id: token} of this campaign's single jobs that Slurm still lists.
+
+    A job is this campaign's when its name is ``<campaign>.<run id>[~token]`` *and* its working
+    folder is that run's folder (another campaign of the same name elsewhere is not). Array
+    tasks are mapped by recover_arrays.py."""
     runs = {f"{campaign.name}.{r.run_id}": r for r in campaign.runs}
     found: Dict[str, Dict[str, str]] = {}
-    for line in res.stdout.splitlines():
-        parts = line.split("|", 3)
-        if len(parts) < 4:
-            continue
-        job, _state, workdir, name = (p.strip() for p in parts)
+    for job, _state, workdir, _own, name in listed:
         m = _TOKEN.search(name)
         run = runs.get(name[: m.start()] if m else name)
         if run is None or not _same_dir(workdir, run.run_dir):

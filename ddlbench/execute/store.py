@@ -28,6 +28,8 @@ from ddlbench.diskfull import DiskFull, is_disk_full
 from ddlbench.errors import DDLBenchError, InputError
 
 SCHEMA_VERSION = 2  # 2: attempts.restarts and the events table (state history)
+# attempt columns added since (serial, depends_on, cause_source) are added in place by
+# _add_missing_columns: a store of any 2.x ddlbench opens unchanged
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(
@@ -73,6 +75,9 @@ CREATE TABLE IF NOT EXISTS attempts(
     failed_signal INTEGER,
     cause TEXT,
     restarts INTEGER NOT NULL DEFAULT 0,
+    serial INTEGER,
+    depends_on TEXT,
+    cause_source TEXT,
     UNIQUE(run_id, number)
 );
 CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
@@ -160,6 +165,14 @@ class Attempt:
     #: how many times the scheduler restarted this job (Slurm requeue: same job id, the job
     #: script starts again and logs into a new logs/attempt-<k>/ folder)
     restarts: int = 0
+    #: submitted chained (``--serial``): runs of the campaign never overlap; kept so that an
+    #: infrastructure resubmission is chained again (execute/slurm/infra_retry.py)
+    serial: Optional[int] = None
+    #: the job this attempt waited for (``--dependency=afterany:<job>``), if any
+    depends_on: Optional[str] = None
+    #: where ``cause``/``failed_task`` came from: ``sacct`` (step records) or ``srun``
+    #: (srun's lines in the job's stderr); execute/task_failure.py
+    cause_source: Optional[str] = None
 
     @property
     def final(self) -> bool:

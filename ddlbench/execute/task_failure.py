@@ -10,6 +10,14 @@ learns of them, e.g.::
 The job's exit code is then the batch script's (often 143: rank 0 got srun's SIGTERM), which
 names the victim of the clean-up, not the cause. The cause is the first line that is not the
 clean-up itself (SIGTERM, "Force Terminated"). The local executor's srun prints the same lines.
+
+Where Slurm keeps accounting, sacct's step records are read first (:func:`find_cause`): the
+first srun step that did not complete, with its state, exit code or signal and its nodes. A
+step record names no task, and a step that srun stopped after one task failed
+(``--kill-on-bad-exit``) is recorded with srun's SIGTERM, the clean-up; so the step's record
+is the cause when it ended otherwise, and srun's line that agrees with it adds the task and
+its node. Without a telling step record (no accounting, or the clean-up), srun's lines alone
+are read. The source is recorded: ``sacct`` or ``srun``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddlbench.execute.slurm.commands import StepRecord
 
 #: at most this much of the end of each output file is read (srun reports at the end)
 TAIL_BYTES = 1 << 20
@@ -49,20 +60,24 @@ _WORDS = _signal_words()
 
 @dataclass
 class TaskFailure:
-    task: int
+    task: Optional[int]  # None: only the step is known (a sacct step record)
     node: str
     what: str  # srun's own words: "Killed", "Exited with exit code 3", ...
     signal: Optional[int] = None
     exit_code: Optional[int] = None
+    step: Optional[str] = None  # sacct's step id ("123.0") when it came from a step record
 
     def describe(self) -> str:
-        text = f"task {self.task} on {self.node}: {self.what}"
+        who = f"task {self.task}" if self.task is not None else f"step {self.step}"
+        text = f"{who} on {self.node}: {self.what}"
         if self.signal is not None:
             try:
                 name = signal.Signals(self.signal).name
             except ValueError:
                 name = f"signal {self.signal}"
             text += f" ({name})"
+        if self.task is not None and self.step:
+            text += f", step {self.step}"
         return text
 
 
@@ -128,3 +143,39 @@ def find_task_failure(paths: Iterable[Path]) -> Optional[TaskFailure]:
     for path in paths:
         failures.extend(parse_srun_failures(_tail(path)))
     return first_failure(failures)
+
+
+def failed_step(steps: Sequence[StepRecord]) -> Optional[StepRecord]:
+    """The first srun step that did not complete, unless srun's SIGTERM clean-up ended it."""
+    for step in steps:
+        if not step.is_task_step:
+            continue
+        if step.state.startswith("COMPLETED") and not step.exit_code and not step.signal:
+            continue
+        return None if step.signal in _CLEANUP else step
+    return None
+
+
+def _from_step(step: StepRecord, srun: Optional[TaskFailure]) -> TaskFailure:
+    """The step's record, with the task and node of srun's line when that line agrees."""
+    agrees = srun is not None and (
+        srun.signal == step.signal if step.signal is not None else srun.exit_code == step.exit_code
+    )
+    if agrees and srun is not None:
+        return TaskFailure(srun.task, srun.node, srun.what, step.signal, srun.exit_code, step.step)
+    what = step.state.split(" ")[0]
+    if step.signal is None and step.exit_code:
+        what += f", exit code {step.exit_code}"
+    return TaskFailure(None, step.nodelist or "?", what, step.signal, step.exit_code, step.step)
+
+
+def find_cause(
+    steps: Optional[Sequence[StepRecord]], paths: Iterable[Path]
+) -> Optional[Tuple[TaskFailure, str]]:
+    """The first failure and its source: sacct's ``steps`` when one tells it, else srun's
+    lines in ``paths``; None when neither names one."""
+    srun = find_task_failure(paths)
+    step = failed_step(steps or [])
+    if step is not None:
+        return _from_step(step, srun), "sacct"
+    return (srun, "srun") if srun is not None else None

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
 from ..campaign.paths import CampaignPaths
-from ..campaign.restarts import restarts_sentence
+from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 from ..diskfull import atomic_path
 from .efficiency import efficiency_tables
@@ -236,6 +236,9 @@ def _summary(a: Analysis, data: CampaignData) -> List[str]:
     restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
     if restarted:
         out.append(restarted)
+    resubmitted = attempts_sentence(data.campaign_dir)  # how each earlier attempt ended
+    if resubmitted:
+        out.append(resubmitted)
     out += _scaling_sentences(a)
     out += _noise_sentences(a)
     out += _straggler_sentences(a)

@@ -144,3 +144,19 @@ def test_recover_says_what_it_could_not_establish(tmp_path):
     assert states == {"a": ("COMPLETED", "5"), "b": ("LOST", "6")}  # c: never submitted
     assert out.unknown == ["b: could not establish how local job 6 ended"]
     assert out.moved_aside == []  # there was no store file to keep
+
+
+def test_the_report_names_every_attempt_of_a_run_submitted_twice(tmp_path):
+    from ddlbench.campaign.restarts import attempts_sentence
+
+    store = CampaignStore.open(tmp_path)
+    _one_run(store)
+    store.new_attempt("r", "slurm", "FAILED", job_id="7", exit_code=1, cause="task 1 on n2: x")
+    assert attempts_sentence(tmp_path) == ""  # one attempt: nothing to add
+    store.new_attempt("r", "slurm", "COMPLETED", job_id="9", exit_code=0)
+    store.close()
+    assert attempts_sentence(tmp_path) == (
+        "1 run(s) were submitted more than once: r (attempt 1: job 7 FAILED, exit 1, task 1 on "
+        "n2: x; attempt 2: job 9 COMPLETED, exit 0) (every attempt: `ddlbench status --json`, "
+        "`history`)."
+    )

@@ -224,6 +224,62 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
     assert row["attempts"] == 2 and row["state"] == "COMPLETED"
 
 
+@pytest.mark.slurm
+def test_resubmitted_serial_run_waits_for_the_newest_live_job(own_slurm, tmp_path):
+    """--serial holds across an infrastructure resubmission: the new attempt is chained
+    (afterany) after the campaign's newest live job, so no two runs ever overlap."""
+    from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
+    from tests.execute.conftest import wait_for
+
+    body = ["if [ ! -e ../first-went ]; then touch ../first-went; sleep 120; fi", "echo done"]
+    cdir = make_campaign(
+        tmp_path,
+        "serialdown",
+        [
+            {"run_id": "victim", "body": body, "extra": ["--no-requeue"]},
+            {"run_id": "next", "body": ["sleep 15"]},
+        ],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no", "infra_retries": 1},
+    )
+    submit_campaign(cdir, serial=True, echo=_quiet)
+
+    def running():
+        row = campaign_status(cdir, echo=_quiet)["runs"][0]
+        return row["nodelist"] if row["state"] == "RUNNING" else None
+
+    node = wait_for(running, timeout=60, interval=0.5)
+    wait_for(lambda: (cdir / "runs" / "first-went").exists(), timeout=30)
+    _scontrol("update", f"nodename={node}", "state=down", "reason=ddlbench-test")
+    try:
+        said: list = []
+        assert wait_campaign(cdir, timeout=180, echo=said.append) == 0
+    finally:
+        _scontrol("update", f"nodename={node}", "state=resume")
+    with CampaignStore.open(cdir) as store:
+        first, again = store.attempts("victim")
+        (nxt,) = store.attempts("next")
+    assert (first.state, first.serial, first.depends_on) == ("NODE_FAIL", 1, None)
+    assert nxt.depends_on == first.job_id and nxt.serial == 1
+    assert again.state == "COMPLETED" and again.serial == 1
+    assert again.depends_on == nxt.job_id  # the newest live job when it was resubmitted
+    assert again.start_time >= nxt.end_time  # Slurm kept them apart
+    assert any(f"(after job {nxt.job_id})" in line for line in said)
+    # every attempt's facts where the user looks: status --json and the report's summary
+    row = campaign_status(cdir, echo=_quiet)["runs"][0]
+    assert [(h["number"], h["job_id"], h["state"]) for h in row["history"]] == [
+        (1, first.job_id, "NODE_FAIL"),
+        (2, again.job_id, "COMPLETED"),
+    ]
+    assert row["history"][1]["exit_code"] == 0 and row["history"][1]["depends_on"] == nxt.job_id
+    from ddlbench.campaign.restarts import attempts_sentence
+
+    assert (
+        f"victim (attempt 1: job {first.job_id} NODE_FAIL; attempt 2: job {again.job_id} "
+        "COMPLETED, exit 0)"
+    ) in attempts_sentence(cdir)
+
+
 def _slurmctld_pid(cluster) -> int:
     return int(Path(cluster["DDLBENCH_SLURM_DIR"], "run", "slurmctld.pid").read_text().strip())
 

@@ -108,3 +108,29 @@ def test_sbatch_invalid_partition_is_a_permanent_error():
     assert not result.ok
     assert not is_transient(stderr)
     assert result.message == "Batch job submission failed: Invalid partition name specified"
+
+
+def test_sacct_step_records_name_the_failed_step_or_leave_it_to_srun():
+    from ddlbench.execute.slurm.commands import parse_sacct, parse_sacct_steps
+    from ddlbench.execute.task_failure import find_cause
+
+    text = read("sacct_steps.txt")
+    steps = parse_sacct_steps(text)
+    assert [s.step for s in steps["1"]] == ["1.batch", "1.0", "1.1"]
+    assert (steps["3"][-1].state, steps["3"][-1].signal) == ("CANCELLED", 9)
+    assert {r.key for r in parse_sacct(text)} == {"1", "2", "3"}  # the jobs, not the steps
+    causes = {}
+    for job in ("1", "2", "3"):
+        failure, source = find_cause(steps[job], [RECORDED / f"sacct_steps-{job}.err"])
+        causes[job] = (failure.describe(), failure.task, failure.signal, source)
+    # 1.1 ended by srun's clean-up (SIGTERM): srun's own line names the cause
+    assert causes["1"] == ("task 1 on n2: Killed (SIGKILL)", 1, 9, "srun")
+    assert causes["2"] == ("task 1 on n2: Exited with exit code 3, step 2.0", 1, None, "sacct")
+    assert causes["3"] == ("task 1 on n2: Killed (SIGKILL), step 3.0", 1, 9, "sacct")
+    # without the job's stderr, the step record alone
+    failure, source = find_cause(steps["3"], [])
+    assert (failure.describe(), failure.task, source) == (
+        "step 3.0 on n[1-2]: CANCELLED (SIGKILL)",
+        None,
+        "sacct",
+    )

@@ -310,3 +310,127 @@ def test_ended_jobs_are_read_through_sacct_on_a_cluster_with_accounting(slurm_cl
         check=True,
     )
     assert sacct.stdout.split() == ["FAILED"]
+
+
+def test_failed_task_from_sacct_steps_where_accounting_is_kept(slurm_cluster, tmp_path):
+    """With accounting, the failing step is read from sacct's step records (srun's line adds
+    the task); without it, from srun's lines in the job's stderr. The store says which."""
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    accounting = "accounting_storage/slurmdbd" in conf
+    kill_rank_1 = (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c "
+        "'if [ \"$SLURM_PROCID\" = 1 ]; then kill -9 $$; fi; sleep 2'"
+    )
+    cdir = make_campaign(
+        tmp_path,
+        "steps",
+        [
+            {"run_id": "killed", "nodes": 2, "body": [kill_rank_1]},
+            {"run_id": "quiet", "nodes": 2, "body": [kill_rank_1 + " 2>/dev/null"]},
+        ],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "auto"},
+    )
+    submit_campaign(cdir, serial=True, echo=_quiet)
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 1
+    with CampaignStore.open(cdir) as store:
+        killed, quiet = store.attempts("killed")[0], store.attempts("quiet")[0]
+    assert (killed.state, killed.failed_task, killed.failed_signal) == ("FAILED", 1, 9)
+    if accounting:
+        assert (killed.source, killed.cause_source) == ("sacct", "sacct")
+        assert killed.cause == f"task 1 on n2: Killed (SIGKILL), step {killed.job_id}.0"
+        # srun's lines went to /dev/null: the step record alone still names it
+        assert quiet.cause_source == "sacct" and quiet.failed_task is None
+        assert quiet.cause == f"step {quiet.job_id}.0 on n[1-2]: CANCELLED (SIGKILL)"
+    else:
+        assert killed.cause_source == "srun" and killed.cause == "task 1 on n2: Killed (SIGKILL)"
+        assert quiet.cause is None and quiet.cause_source is None
+    row = {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}["killed"]
+    assert row["cause_source"] == killed.cause_source
+
+
+def test_recover_maps_job_array_tasks_back_to_their_runs(slurm_cluster, tmp_path):
+    """A lost store of a campaign submitted --array --serial: recover names each run's job
+    `<array>_<task>` again (ended, running and still pending tasks), never by the task's own
+    job id, and the campaign goes on with one attempt per run."""
+    from ddlbench.execute.recover import recover_campaign
+
+    gate = tmp_path / "gate"
+    runs = [
+        {"run_id": "a0", "body": ["true"]},
+        {"run_id": "a1", "body": [f"while [ ! -e {gate} ]; do sleep 0.2; done"]},
+        {"run_id": "a2", "body": ["true"]},
+    ]
+    cdir = make_campaign(tmp_path, "arec", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, serial=True, echo=_quiet)
+    array = summary.array_jobs[0]
+    wait_for(lambda: _status(cdir)["a1"]["state"] == "RUNNING", timeout=60, interval=0.3)
+    assert _status(cdir)["a2"]["state"] == "PENDING"  # throttled to one task at a time
+    for p in CampaignStore.open(cdir).path.parent.glob("state.sqlite*"):
+        p.write_bytes(b"") if p.name == "state.sqlite" else p.unlink()
+    found = recover_campaign(cdir, echo=_quiet)
+    assert found.unknown == []
+    got = {a["run_id"]: (a["job_id"], a["state"]) for a in found.attempts}
+    assert got == {
+        "a0": (f"{array}_0", "COMPLETED"),
+        "a1": (f"{array}_1", "RUNNING"),
+        "a2": (f"{array}_2", "PENDING"),
+    }
+    gate.touch()
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    st = _status(cdir)
+    assert all(st[r]["attempts"] == 1 and st[r]["job_id"] == f"{array}_{r[1]}" for r in st)
+    assert submit_campaign(cdir, resume=True, echo=_quiet).submitted == []
+
+
+@pytest.mark.slow
+def test_a_requeued_array_task_counts_its_restart(slurm_cluster, tmp_path):
+    """A requeue of one task of a job array: the store's attempt (`<array>_<task>`) counts
+    the restart that the run folder shows under the task's own job id."""
+    start = (
+        "k=1; while [ -e logs/attempt-$k ]; do k=$((k + 1)); done; mkdir -p logs/attempt-$k; "
+        'echo "job_id=$SLURM_JOB_ID restarts=${SLURM_RESTART_COUNT:-0} '
+        'start=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > logs/attempt-$k/job.txt'
+    )
+    body = [start, 'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then touch went; sleep 120; fi']
+    runs = [{"run_id": "t0", "body": body}, {"run_id": "t1", "body": ["true"]}]
+    cdir = make_campaign(tmp_path, "areq", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, echo=_quiet)
+    wait_for(lambda: (cdir / "runs" / "t0" / "went").exists(), timeout=60, interval=0.3)
+    subprocess.run(["scontrol", "requeue", f"{summary.array_jobs[0]}_0"], check=True)
+    assert wait_campaign(cdir, timeout=300, echo=_quiet) == 0
+    st = _status(cdir)
+    assert (st["t0"]["restarts"], st["t1"]["restarts"]) == (1, 0)
+    assert st["t0"]["job_id"] == f"{summary.array_jobs[0]}_0" and st["t0"]["attempts"] == 1
+
+
+def test_an_interrupted_resubmission_of_a_serial_run_stays_chained(slurm_cluster, tmp_path):
+    """A poll claimed a serial run's resubmission (infra_retry) and stopped before sbatch:
+    `submit --resume`, even without --serial, chains it after the newest live job."""
+    gate = tmp_path / "gate"
+    runs = [
+        {"run_id": "a", "body": [f"while [ ! -e {gate} ]; do sleep 0.2; done"]},
+        {"run_id": "c", "body": ["true"]},
+    ]
+    cdir = make_campaign(tmp_path, "chain", runs, scheduler="slurm", slurm=SLURM)
+    submit_campaign(cdir, serial=True, echo=_quiet)
+    wait_for(lambda: _status(cdir)["a"]["state"] == "RUNNING", timeout=60, interval=0.3)
+    cancel_campaign(cdir, run_ids=["c"], echo=_quiet)
+    wait_for(lambda: _status(cdir)["c"]["state"] == "CANCELLED", timeout=60, interval=0.3)
+    with CampaignStore.open(cdir) as store:  # what infra_retry._claim leaves behind
+        store.new_attempt("c", "slurm", "SUBMITTING", serial=1, message="resubmitted: ...")
+        a = store.attempts("a")[0]
+    submit_campaign(cdir, resume=True, echo=_quiet)
+    with CampaignStore.open(cdir) as store:
+        again = store.attempts("c")[-1]
+    assert (again.number, again.state, again.serial, again.depends_on) == (
+        2,
+        "PENDING",
+        1,
+        a.job_id,
+    )
+    gate.touch()
+    assert wait_campaign(cdir, timeout=120, echo=_quiet) == 0
+    with CampaignStore.open(cdir) as store:
+        a, again = store.attempts("a")[0], store.attempts("c")[-1]
+    assert again.start_time >= a.end_time

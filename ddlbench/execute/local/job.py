@@ -434,7 +434,10 @@ def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
     failure = find_task_failure([stderr_file])
     if failure is not None:
         values.update(
-            failed_task=failure.task, failed_signal=failure.signal, cause=failure.describe()
+            failed_task=failure.task,
+            failed_signal=failure.signal,
+            cause=failure.describe(),
+            cause_source="srun",
         )
     values.update(_disk_full_cause(run_dir, stderr_file))
     return values

@@ -305,15 +305,38 @@ SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,NodeList,JobName"
 
 
 def sacct_args(job_ids: Iterable[str]) -> List[str]:
+    """One sacct call for ``job_ids``: the jobs' records and their steps' (batch, 0, 1...)."""
     ids = ",".join(sorted(set(job_ids), key=_num_key))
-    return [
-        "sacct",
-        "--noheader",
-        "--parsable2",
-        "--allocations",
-        f"--format={SACCT_FIELDS}",
-        f"--jobs={ids}",
-    ]
+    return ["sacct", "--noheader", "--parsable2", f"--format={SACCT_FIELDS}", f"--jobs={ids}"]
+
+
+@dataclass
+class StepRecord:
+    """How one step of a job ended, by sacct (``123.0``, ``123_4.1``, ``123.batch``)."""
+
+    step: str  # sacct's JobID of the step
+    state: str
+    exit_code: Optional[int]
+    signal: Optional[int]  # None for 0
+    nodelist: Optional[str]
+
+    @property
+    def is_task_step(self) -> bool:
+        """An srun step (``.0``, ``.1``...), not the batch script or the extern step."""
+        return self.step.rsplit(".", 1)[-1].isdigit()
+
+
+def parse_sacct_steps(text: str) -> Dict[str, List[StepRecord]]:
+    """The step lines of sacct's output (without --allocations), by job key, in order."""
+    out: Dict[str, List[StepRecord]] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 8)
+        if len(parts) < 9 or "." not in parts[0]:
+            continue
+        code, sig = parse_exit(parts[3])
+        rec = StepRecord(parts[0].strip(), parts[2].strip(), code, sig or None, _none(parts[7]))
+        out.setdefault(rec.step.split(".", 1)[0], []).append(rec)
+    return out
 
 
 def parse_sacct(text: str) -> List[JobRecord]:

@@ -18,12 +18,14 @@ from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
 from ddlbench.execute.slurm.commands import (
     JobRecord,
     SlurmClient,
+    StepRecord,
     is_no_accounting,
     is_transient,
     no_sbatch_error,
     parse_config,
     parse_jobcomp,
     parse_sacct,
+    parse_sacct_steps,
     parse_sbatch_parsable,
     parse_scontrol_jobs,
     parse_squeue,
@@ -32,7 +34,7 @@ from ddlbench.execute.slurm.commands import (
 )
 from ddlbench.execute.slurm.infra_retry import resubmit_infra_failures
 from ddlbench.execute.store import Attempt, new_token
-from ddlbench.execute.task_failure import find_task_failure
+from ddlbench.execute.task_failure import find_cause
 
 COMMENT_PREFIX = "ddlbench:"
 #: a job missing from squeue and from every record of ended jobs for this long is LOST
@@ -53,6 +55,8 @@ class SlurmExecutor(Executor):
     def __init__(self, campaign, store, echo=print, client: Optional[SlurmClient] = None):
         super().__init__(campaign, store, echo)
         self.client = client or SlurmClient()
+        #: sacct's step records of the jobs of this poll, by job key (accounting only)
+        self.steps: Dict[str, List[StepRecord]] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -143,7 +147,10 @@ class SlurmExecutor(Executor):
                 break
             intent = unit[0][1]
             if len(unit) == 1 and (intent is None or intent.array_task_id is None):
-                job = self._submit_one(unit[0][0], intent, previous, summary)
+                # an interrupted resubmission of a serial run stays chained (infra_retry.py)
+                chained = serial or bool(intent and intent.serial)
+                after = previous if serial else (self._last_live_job() if chained else None)
+                job = self._submit_one(unit[0][0], intent, after, summary, serial=chained)
             else:
                 job = self._submit_array(unit, previous, serial, summary)
             if job and serial:
@@ -175,6 +182,8 @@ class SlurmExecutor(Executor):
         return units
 
     def _last_live_job(self) -> Optional[str]:
+        """The campaign's newest live job (the array's id for array tasks): what a serial
+        submission, or the resubmission of a serial run, waits for (afterany)."""
         live = [a for a in self.store.live_attempts("slurm") if a.job_id]
         if not live:
             return None
@@ -185,7 +194,13 @@ class SlurmExecutor(Executor):
         return [f"--dependency=afterany:{previous}"] if previous else []
 
     def _submit_one(
-        self, run: RunInfo, intent: Optional[Attempt], previous: Optional[str], summary
+        self,
+        run: RunInfo,
+        intent: Optional[Attempt],
+        previous: Optional[str],
+        summary: SubmitSummary,
+        *,
+        serial: bool = False,
     ) -> Optional[str]:
         token = intent.token if intent else new_token()
         if intent is None:
@@ -214,6 +229,8 @@ class SlurmExecutor(Executor):
             state=S.PENDING,
             job_id=job_id,
             submit_time=time.time(),
+            serial=int(serial),
+            depends_on=previous,
         )
         summary.add_submitted(run.run_id, job_id)
         return job_id
@@ -250,22 +267,6 @@ class SlurmExecutor(Executor):
             summary.add_failed(r.run_id, msg)
         self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
 
-    def _array_submitted(self, attempts: List[Attempt], array_id: str, summary) -> None:
-        now = time.time()
-        with self.store.tx():
-            for a in attempts:
-                self.store.update_attempt(
-                    a.id,
-                    if_state_in=[S.SUBMITTING],
-                    state=S.PENDING,
-                    job_id=f"{array_id}_{a.array_task_id}",
-                    array_job_id=array_id,
-                    submit_time=now,
-                )
-        for a in attempts:
-            summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
-        summary.array_jobs.append(array_id)
-
     def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
         token, attempts = self._array_attempts(unit)
         runs = [r for r, _ in unit]
@@ -288,8 +289,34 @@ class SlurmExecutor(Executor):
         if array_id is None:
             self._array_rejected(attempts, runs, res.message, summary)
             return None
-        self._array_submitted(attempts, array_id, summary)
+        self._record_array(attempts, array_id, serial, previous, summary)
         return array_id
+
+    def _record_array(
+        self,
+        attempts: List[Attempt],
+        array_id: str,
+        serial: bool,
+        previous: Optional[str],
+        summary: SubmitSummary,
+    ) -> None:
+        """The array's tasks are PENDING as ``<array>_<task>`` (one transaction)."""
+        now = time.time()
+        with self.store.tx():
+            for a in attempts:
+                self.store.update_attempt(
+                    a.id,
+                    if_state_in=[S.SUBMITTING],
+                    state=S.PENDING,
+                    job_id=f"{array_id}_{a.array_task_id}",
+                    array_job_id=array_id,
+                    submit_time=now,
+                    serial=int(serial),
+                    depends_on=previous,
+                )
+        for a in attempts:
+            summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
+        summary.array_jobs.append(array_id)
 
     def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:
         """One sbatch script for a group of same-shape runs; task i runs the i-th job script.
@@ -303,9 +330,9 @@ class SlurmExecutor(Executor):
             if opt in ("--job-name", "--output", "--error", "--array", "--comment"):
                 continue
             lines.append(f"#SBATCH {opt}" + (f"={val}" if val is not None else ""))
-        out_dir = self.campaign.work_dir / "arrays"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        lines.append(f"#SBATCH --output={out_dir}/{token}-%A_%a.out")
+        paths = self.campaign.paths
+        paths.arrays.mkdir(parents=True, exist_ok=True)
+        lines.append(f"#SBATCH --output={paths.array_output(token)}")
         lines.append("#")
         lines.append(f"# ddlbench job array for campaign {self.campaign.name}: task i runs the")
         lines.append("# i-th run's job script, with its output where that run's own job puts it.")
@@ -323,7 +350,7 @@ class SlurmExecutor(Executor):
             '  *) echo "ddlbench: no run for array task ${SLURM_ARRAY_TASK_ID}" >&2; exit 1 ;;'
         )
         lines.append("esac")
-        path = out_dir / f"{token}.sh"
+        path = paths.array_script(token)
         tmp = path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
@@ -429,7 +456,8 @@ class SlurmExecutor(Executor):
         return self.store.update_attempt(attempt.id, if_live=True, **changed)
 
     def _task_failure(self, attempt: Attempt, rec: JobRecord) -> Dict[str, object]:
-        """The first failing task and its signal, from srun's lines in the job's output."""
+        """The first failing task (or step) and its signal: sacct's step records when this
+        poll read them, else srun's lines in the job's output (task_failure.py)."""
         try:
             run_dir = self.campaign.run(attempt.run_id).run_dir
         except DDLBenchError:
@@ -437,13 +465,16 @@ class SlurmExecutor(Executor):
         ids = {i for i in (rec.own_id, rec.key, attempt.job_id) if i}
         files = RunPaths(run_dir)
         paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
-        failure = find_task_failure(p for p in paths if p.is_file())
-        if failure is None:
+        steps = self.steps.get(rec.key) if rec.source == "sacct" else None
+        found = find_cause(steps, (p for p in paths if p.is_file()))
+        if found is None:
             return {}
+        failure, source = found
         return {
             "failed_task": failure.task,
             "failed_signal": failure.signal,
             "cause": failure.describe(),
+            "cause_source": source,
         }
 
     def refresh(self) -> RefreshResult:
@@ -505,6 +536,7 @@ class SlurmExecutor(Executor):
             res = self.client.run(sacct_args({a.base_job_id for a, _ in need if a.base_job_id}))
             if res.ok:
                 recs.update({r.key: r for r in parse_sacct(res.stdout)})
+                self.steps.update(parse_sacct_steps(res.stdout))
             elif is_no_accounting(res.stderr + res.stdout):
                 self.store.set_meta("sacct_works", False)
             calls_left -= 1

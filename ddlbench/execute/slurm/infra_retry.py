@@ -7,6 +7,12 @@ new attempt, up to the profile's ``slurm.infra_retries`` times (as ReFrame's
 CANCELLED by a user) is never resubmitted by this policy; ``ddlbench retry`` does that on
 request. Whichever poll (``status``, ``wait``) first sees the failure resubmits; claiming the
 run and recording the new attempt is one store transaction, so two polls never both do.
+
+A run that was submitted chained (``--serial``: its attempt has ``serial`` set) is chained
+again: the new attempt waits (``afterany``) for the campaign's newest live job, as a serial
+``submit`` or ``retry`` would, so it starts after every job already queued and two runs of the
+campaign never overlap. Runs resubmitted by one poll are chained one after the other. A run
+submitted without ``--serial`` is resubmitted without a dependency.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ def _claim(store: CampaignStore, failed: Attempt, limit: int) -> Optional[Attemp
             message=f"resubmitted: attempt {failed.number} (job {failed.job_id}) ended "
             f"{failed.slurm_state}, an infrastructure failure "
             f"({used} of at most {limit} resubmissions)",
+            serial=failed.serial,
         )
 
 
@@ -92,14 +99,23 @@ def resubmit_infra_failures(executor: SlurmExecutor) -> List[str]:
             intent = _claim(store, failed, limit)
             if intent is None:
                 continue
-            run = executor.campaign.run(failed.run_id)
-            job = executor._submit_one(run, intent, None, summary)
-            notes.append(
-                f"{failed.run_id}: job {failed.job_id} ended {failed.slurm_state}; "
-                + (f"resubmitted as job {job}" if job else "resubmission rejected")
-            )
+            notes.append(_resubmit(executor, failed, intent, summary))
     finally:
         lock.release()
     for note in notes:
         executor.echo(note)
     return notes
+
+
+def _resubmit(
+    executor: SlurmExecutor, failed: Attempt, intent: Attempt, summary: SubmitSummary
+) -> str:
+    """Submit the claimed attempt (chained after the newest live job if the run was serial)."""
+    run = executor.campaign.run(failed.run_id)
+    serial = bool(failed.serial)
+    after = executor._last_live_job() if serial else None
+    job = executor._submit_one(run, intent, after, summary, serial=serial)
+    note = f"{failed.run_id}: job {failed.job_id} ended {failed.slurm_state}; "
+    if not job:
+        return note + "resubmission rejected"
+    return note + f"resubmitted as job {job}" + (f" (after job {after})" if after else "")
