@@ -40,6 +40,7 @@ This module imports Horovod only in the server (``main``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import signal
@@ -48,7 +49,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .common.env import RankInfo, node_addresses, parse_tasks_per_node, port_base
 
@@ -147,6 +148,18 @@ def check_horovod_rank(hvd: Any, info: RankInfo) -> None:
             f"Horovod rank {hvd.rank()}/{hvd.size()} differs from Slurm's "
             f"{info.rank}/{info.world_size}"
         )
+
+
+@contextlib.contextmanager
+def horovod_session(hvd: Any, info: RankInfo) -> Iterator[None]:
+    """``hvd.init()`` and :func:`check_horovod_rank`; ``hvd.shutdown()`` at the end, after a
+    failure too."""
+    hvd.init()
+    try:
+        check_horovod_rank(hvd, info)
+        yield
+    finally:
+        hvd.shutdown()
 
 
 def horovod_backend(hvd: Any, gpu: bool, controller: str) -> str:

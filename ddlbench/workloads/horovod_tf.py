@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 from . import models_tf
 from .common import Context, SGDSettings, eval_result, workload_main
 from .horovod_rendezvous import (
-    check_horovod_rank,
     horovod_backend,
     horovod_compression,
+    horovod_session,
     setup_horovod_env,
 )
 from .tensorflow import quiet_environment
@@ -108,15 +108,11 @@ def body(ctx: Context) -> None:
     controller = setup_horovod_env(cfg)
     quiet_environment(cfg)
     import horovod.tensorflow as hvd
-    import tensorflow as tf  # noqa: F401 - imported before hvd.init(), as Horovod expects
+    import tensorflow as tf  # noqa: F401 - TensorFlow is loaded before hvd.init()
 
-    hvd.init()
-    try:
-        check_horovod_rank(hvd, ctx.info)
+    with horovod_session(hvd, ctx.info):
         _train(ctx, hvd, controller)
         hvd.join()
-    finally:
-        hvd.shutdown()
 
 
 def _train(ctx: Context, hvd: Any, controller: str) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 from .common import Context, workload_main
 from .horovod_rendezvous import (
-    check_horovod_rank,
     horovod_backend,
     horovod_compression,
+    horovod_session,
     setup_horovod_env,
 )
 
@@ -31,13 +31,9 @@ def body(ctx: Context) -> None:
 
     from . import pytorch  # noqa: F401 - torch and the pytorch workload, before hvd.init()
 
-    hvd.init()
-    try:
-        check_horovod_rank(hvd, ctx.info)
+    with horovod_session(hvd, ctx.info):
         _train(ctx, hvd, controller)
         hvd.barrier()
-    finally:
-        hvd.shutdown()
 
 
 def _train(ctx: Context, hvd: Any, controller: str) -> None:
