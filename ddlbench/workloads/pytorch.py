@@ -441,10 +441,7 @@ def make_step_fn(
     cuda = device.type == "cuda"
     scaler = torch.amp.GradScaler(device.type) if precision == "amp" else None
     forward_loss = _forward_loss(model, device, AUTOCAST_DTYPES.get(precision))
-    if horovod_optimizer:
-        update = _horovod_update(optimizer, scaler, cuda)
-    else:
-        update = _local_update(optimizer, scaler)
+    hvd_update = _horovod_update(optimizer, scaler, cuda) if horovod_optimizer else None
     if channels_last and fixed is not None:
         fixed = (fixed[0].contiguous(memory_format=torch.channels_last), fixed[1])
 
@@ -457,8 +454,17 @@ def make_step_fn(
             comm_timer.begin_step()
         set_lr(optimizer, lr)
         model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
+        hvd_comm: Optional[float] = None
         loss = forward_loss(x, y)
-        hvd_comm = update(loss)
+        if hvd_update is not None:
+            hvd_comm = hvd_update(loss)
+        elif scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:  # DDP averages the gradients during backward
+            loss.backward()
+            optimizer.step()
         if cuda:
             torch.cuda.synchronize()
         value = loss.item()  # on the CPU this read is the synchronisation
@@ -490,37 +496,13 @@ def _forward_loss(
     return forward_loss
 
 
-Update = Callable[[torch.Tensor], Optional[float]]
-
-
-def _local_update(optimizer: torch.optim.Optimizer, scaler: Any) -> Update:
-    """Backward and optimizer step (DDP averages the gradients during backward); with a
-    GradScaler, scaled. Returns None (no Horovod wait)."""
-    if scaler is None:
-
-        def update(loss: torch.Tensor) -> Optional[float]:
-            loss.backward()
-            optimizer.step()
-            return None
-
-        return update
-
-    def scaled_update(loss: torch.Tensor) -> Optional[float]:
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return None
-
-    return scaled_update
-
-
-def _horovod_update(optimizer: Any, scaler: Any, cuda: bool) -> Update:
+def _horovod_update(optimizer: Any, scaler: Any, cuda: bool) -> Callable[[torch.Tensor], float]:
     """Backward (Horovod starts each gradient's allreduce as soon as it is ready), then an
     explicit, timed ``optimizer.synchronize()`` and the step under ``skip_synchronize()``;
     with a GradScaler (GPU only), unscaling between the two. Returns the wait in seconds."""
     if scaler is None:
 
-        def update(loss: torch.Tensor) -> Optional[float]:
+        def update(loss: torch.Tensor) -> float:
             loss.backward()
             if cuda:
                 torch.cuda.synchronize()  # so that the wait below is communication only
@@ -533,7 +515,7 @@ def _horovod_update(optimizer: Any, scaler: Any, cuda: bool) -> Update:
 
         return update
 
-    def scaled_update(loss: torch.Tensor) -> Optional[float]:
+    def scaled_update(loss: torch.Tensor) -> float:
         scaler.scale(loss).backward()
         torch.cuda.synchronize()
         t_wait = time.perf_counter()
