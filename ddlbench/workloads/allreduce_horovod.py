@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .common import Context, run_allreduce_sweep, workload_main
-from .horovod_rendezvous import setup_horovod_env
+from .horovod_rendezvous import horovod_backend, setup_horovod_env
 
 
 def body(ctx: Context) -> None:
@@ -27,12 +27,11 @@ def body(ctx: Context) -> None:
     try:
         device, device_name = setup_device(cfg, info)
         cuda = device.type == "cuda"
-        backend = "nccl" if cuda and hvd.nccl_built() else controller
         ctx.write_meta(
             f"horovod {horovod.__version__}, torch {torch.__version__}",
             device_name,
             None,
-            backend,
+            horovod_backend(hvd, cuda, controller),
             controller=controller,
         )
 

@@ -40,6 +40,7 @@ This module imports Horovod only in the server (``main``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import signal
@@ -48,9 +49,9 @@ import struct
 import sys
 import threading
 import time
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from .common.env import node_addresses, parse_tasks_per_node, port_base
+from .common.env import RankInfo, node_addresses, parse_tasks_per_node, port_base
 
 SIOCGIFADDR = 0x8915
 
@@ -138,6 +139,38 @@ def setup_horovod_env(cfg: Mapping[str, object]) -> str:
             timeout,
         )
     return controller
+
+
+def check_horovod_rank(hvd: Any, info: RankInfo) -> None:
+    """After ``hvd.init()``: Horovod's rank and size must be Slurm's."""
+    if hvd.rank() != info.rank or hvd.size() != info.world_size:
+        raise RuntimeError(
+            f"Horovod rank {hvd.rank()}/{hvd.size()} differs from Slurm's "
+            f"{info.rank}/{info.world_size}"
+        )
+
+
+@contextlib.contextmanager
+def horovod_session(hvd: Any, info: RankInfo) -> Iterator[None]:
+    """``hvd.init()`` and :func:`check_horovod_rank`; ``hvd.shutdown()`` at the end, after a
+    failure too."""
+    hvd.init()
+    try:
+        check_horovod_rank(hvd, info)
+        yield
+    finally:
+        hvd.shutdown()
+
+
+def horovod_backend(hvd: Any, gpu: bool, controller: str) -> str:
+    """The meta record's ``backend``: nccl on GPU when Horovod has it, else the controller."""
+    return "nccl" if gpu and hvd.nccl_built() else controller
+
+
+def horovod_compression(hvd: Any, cfg: Mapping[str, Any]) -> Any:
+    """fp16 gradient compression with ``framework_options.fp16_allreduce``, else none."""
+    opts: Mapping[str, Any] = cfg.get("framework_options") or {}
+    return hvd.Compression.fp16 if opts.get("fp16_allreduce") else hvd.Compression.none
 
 
 def wait_for_server(addr: str, port: int, timeout_s: float) -> None:

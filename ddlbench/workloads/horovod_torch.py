@@ -11,99 +11,87 @@ broadcast to all ranks.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any
 
-from .common import Context, LRSchedule, run_training, training_flops, workload_main
-from .horovod_rendezvous import setup_horovod_env
+from .common import Context, workload_main
+from .horovod_rendezvous import (
+    horovod_backend,
+    horovod_compression,
+    horovod_session,
+    setup_horovod_env,
+)
 
 
 def body(ctx: Context) -> None:
-    cfg, info = ctx.cfg, ctx.info
-    opts = cfg.get("framework_options") or {}
+    cfg = ctx.cfg
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is run by the allreduce_horovod workload")
     controller = setup_horovod_env(cfg)
-    import horovod
     import horovod.torch as hvd
+
+    from . import pytorch  # noqa: F401 - torch and the pytorch workload, before hvd.init()
+
+    with horovod_session(hvd, ctx.info):
+        _train(ctx, hvd, controller)
+        hvd.barrier()
+
+
+def _train(ctx: Context, hvd: Any, controller: str) -> None:
+    """The pytorch workload's model, data and step with ``hvd.DistributedOptimizer``."""
+    import horovod
     import torch
 
-    from .models_torch import build_model, param_count
+    from .models_torch import param_count
     from .pytorch import (
         apply_knobs,
-        evaluate,
+        build_rank_model,
         make_data,
+        make_evaluate,
         make_optimizer,
         make_step_fn,
+        meta_fields,
         model_checksum,
         setup_device,
     )
 
-    hvd.init()
-    try:
-        if hvd.rank() != info.rank or hvd.size() != info.world_size:
-            raise RuntimeError(
-                f"Horovod rank {hvd.rank()}/{hvd.size()} differs from Slurm's "
-                f"{info.rank}/{info.world_size}"
-            )
-        device, device_name = setup_device(cfg, info)
-        knobs = apply_knobs(cfg, device)
-        model = build_model(
-            cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
-        )
-        model = knobs.prepare_model(model.to(device), weights=False)
-        backend = "nccl" if device.type == "cuda" and hvd.nccl_built() else controller
-        ctx.write_meta(
-            f"horovod {horovod.__version__}, torch {torch.__version__}",
-            device_name,
-            param_count(model),
-            backend,
-            controller=controller,
-            threads=torch.get_num_threads(),
-            flops_per_sample=training_flops(cfg),
-            **knobs.knobs.meta(),
-        )
-        data = make_data(cfg, info, device)
-        optimizer = make_optimizer(cfg, model)
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-        compression = hvd.Compression.fp16 if opts.get("fp16_allreduce") else hvd.Compression.none
-        optimizer = hvd.DistributedOptimizer(
-            optimizer,
-            named_parameters=model.named_parameters(),
-            compression=compression,
-            op=hvd.Average,
-        )
-        step_fn = make_step_fn(
-            knobs.compiled(model),
-            optimizer,
-            device,
-            knobs.precision,
-            data.fixed,
-            horovod_optimizer=True,
-            channels_last=knobs.channels_last,
-        )
-        schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
+    cfg, info = ctx.cfg, ctx.info
+    device, device_name = setup_device(cfg, info)
+    knobs = apply_knobs(cfg, device)
+    model = build_rank_model(cfg, device, knobs, weights=False)
+    ctx.write_meta(
+        f"horovod {horovod.__version__}, torch {torch.__version__}",
+        device_name,
+        param_count(model),
+        horovod_backend(hvd, device.type == "cuda", controller),
+        controller=controller,
+        **meta_fields(cfg, knobs),
+    )
+    data = make_data(cfg, info, device)
+    optimizer = make_optimizer(cfg, model)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(
+        optimizer,
+        named_parameters=model.named_parameters(),
+        compression=horovod_compression(hvd, cfg),
+        op=hvd.Average,
+    )
+    step_fn = make_step_fn(
+        knobs.compiled(model),
+        optimizer,
+        device,
+        knobs.precision,
+        data.fixed,
+        horovod_optimizer=True,
+        channels_last=knobs.channels_last,
+    )
 
-        def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
-            return hvd.allreduce(t, op=hvd.Sum, name="ddlbench.eval")
+    def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
+        return hvd.allreduce(t, op=hvd.Sum, name="ddlbench.eval")
 
-        evaluate_fn = None
-        if cfg["mode"] == "convergence":
-            if data.val is None:
-                raise ValueError("convergence mode needs a validation split")
-            val = data.val
-
-            def evaluate_fn(_epoch: int) -> Tuple[float, float, int]:
-                return evaluate(model, val, device, allreduce_sum)
-
-        measurement = run_training(
-            cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn
-        )
-        psum, sha = model_checksum(model)
-        ctx.finish(measurement.summary_fields(), psum, sha)
-        hvd.barrier()
-    finally:
-        hvd.shutdown()
+    ctx.train(
+        step_fn, data, make_evaluate(model, device, allreduce_sum), lambda: model_checksum(model)
+    )
 
 
 def main() -> int:

@@ -35,21 +35,24 @@ See docs/workloads.md.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from . import models_tf
-from .common import Context, LRSchedule, run_training, training_flops, workload_main
+from .common import Context, SGDSettings, eval_result, workload_main
 from .tensorflow import (
     after,
     apply_knobs,
+    build_rank_model,
     communication_meta,
     make_data,
     make_strategy,
+    meta_fields,
     model_checksum,
     prepare_environment,
     setup_device,
+    strategy_sum,
 )
 
 
@@ -68,14 +71,9 @@ def import_keras() -> Tuple[Any, Any]:
 
 
 def make_optimizer(keras: Any, cfg: Dict[str, Any], use_amp: bool) -> Any:
-    opt = cfg["optimizer"]
-    if opt.get("name", "sgd") != "sgd":
-        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
-    momentum = float(opt.get("momentum") or 0.0)
+    sgd = SGDSettings.from_config(cfg)
     optimizer = keras.optimizers.SGD(
-        learning_rate=float(opt["lr"]),
-        momentum=momentum,
-        nesterov=bool(opt.get("nesterov")) and momentum > 0,
+        learning_rate=sgd.lr, momentum=sgd.momentum, nesterov=sgd.nesterov
     )
     if use_amp:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -93,38 +91,17 @@ def make_step_fn(
     fixed: Optional[Tuple[Any, Any]] = None,
     jit: bool = False,
 ) -> Callable[[Optional[Any], float], float]:
-    ops = keras.ops
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
-    global_batch = float(cfg["global_batch_size"])
     replicas = float(strategy.num_replicas_in_sync)
-    l2 = 0.5 * float(cfg["optimizer"].get("weight_decay") or 0.0) / replicas
     variables = model.trainable_variables
     lr_var = optimizer.learning_rate  # a Keras variable; assigned from the host when it changes
-
-    def local_grads(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = loss_fn(y, ops.cast(logits, "float32")) / global_batch
-            total = loss
-            if l2:
-                total = total + l2 * ops.sum(ops.stack([ops.sum(ops.square(v)) for v in variables]))
-            scaled = optimizer.scale_loss(total)
-        return loss, tape.gradient(scaled, variables)
-
+    local_grads = _local_grads(tf, keras, model, optimizer, cfg, replicas)
     if jit:  # XLA (Keras' jit_compile) for the replica's forward and backward
         local_grads = tf.function(local_grads, jit_compile=True)
 
     def replica_step(x: Any, y: Any) -> Any:
         loss, grads = local_grads(x, y)
         if use_amp:
-            ctx = tf.distribute.get_replica_context()
-            local_bad = ops.sum(
-                ops.stack(
-                    [ops.sum(ops.cast(ops.logical_not(ops.isfinite(g)), "float32")) for g in grads]
-                )
-            )
-            any_bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_bad) > 0
-            grads = [ops.where(any_bad, ops.full_like(g, float("nan")), g) for g in grads]
+            grads = _skip_together(tf, keras.ops, grads)
         optimizer.apply_gradients(zip(grads, variables))
         return after(tf, loss, variables)
 
@@ -143,6 +120,41 @@ def make_step_fn(
         return float(train_step(x, y).numpy()) * replicas
 
     return step_fn
+
+
+def _local_grads(
+    tf: Any, keras: Any, model: Any, optimizer: Any, cfg: Dict[str, Any], replicas: float
+) -> Callable[[Any, Any], Tuple[Any, Any]]:
+    """``(loss, gradients)`` of one replica: the cross-entropy summed and divided by the
+    global batch, plus its share of the L2 term, scaled by the optimizer (AMP)."""
+    ops = keras.ops
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    global_batch = float(cfg["global_batch_size"])
+    l2 = 0.5 * float(cfg["optimizer"].get("weight_decay") or 0.0) / replicas
+    variables = model.trainable_variables
+
+    def local_grads(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, ops.cast(logits, "float32")) / global_batch
+            total = loss
+            if l2:
+                total = total + l2 * ops.sum(ops.stack([ops.sum(ops.square(v)) for v in variables]))
+            scaled = optimizer.scale_loss(total)
+        return loss, tape.gradient(scaled, variables)
+
+    return local_grads
+
+
+def _skip_together(tf: Any, ops: Any, grads: List[Any]) -> List[Any]:
+    """The gradients, all NaN on every worker when any worker's are not finite (the
+    count is all-reduced), so that every LossScaleOptimizer skips the same steps."""
+    ctx = tf.distribute.get_replica_context()
+    local_bad = ops.sum(
+        ops.stack([ops.sum(ops.cast(ops.logical_not(ops.isfinite(g)), "float32")) for g in grads])
+    )
+    any_bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_bad) > 0
+    return [ops.where(any_bad, ops.full_like(g, float("nan")), g) for g in grads]
 
 
 def make_evaluate(
@@ -166,17 +178,13 @@ def make_evaluate(
             ]
         )
 
-    @tf.function
-    def global_sum(totals: Any) -> Any:
-        per_replica = strategy.run(tf.identity, args=(totals,))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    global_sum = strategy_sum(tf, strategy)
 
     def evaluate(_epoch: int) -> Tuple[float, float, int]:
         totals = np.zeros(3, dtype=np.float64)
         for x, y in val():
             totals += np.asarray(eval_batch(x, y))
-        correct, loss_sum, n = (float(v) for v in global_sum(tf.constant(totals)).numpy())
-        return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+        return eval_result(global_sum(tf.constant(totals)).numpy())
 
     return evaluate
 
@@ -192,9 +200,7 @@ def body(ctx: Context) -> None:
     use_amp = knobs.loss_scaling
     strategy, _options, comm_name = make_strategy(tf, cfg, info)
     with strategy.scope():
-        model = models_tf.build_model(
-            keras, cfg["model"], int(cfg["image_size"]), int(cfg["num_classes"]), seed=cfg["seed"]
-        )
+        model = build_rank_model(keras, cfg)
         optimizer = make_optimizer(keras, cfg, use_amp)
         optimizer.build(model.trainable_variables)
     ctx.write_meta(
@@ -205,24 +211,18 @@ def body(ctx: Context) -> None:
         strategy="MultiWorkerMirroredStrategy",
         tensorflow_version=tf.__version__,
         keras_backend=keras.backend.backend(),
-        threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
-        **communication_meta(cfg, comm_name, tf_config),
-        flops_per_sample=training_flops(cfg),
-        **knobs.knobs.meta(),
+        **meta_fields(tf, cfg, knobs, communication_meta(cfg, comm_name, tf_config)),
     )
     data = make_data(tf, cfg, info, device)
     step_fn = make_step_fn(
         tf, keras, strategy, model, optimizer, cfg, use_amp, data.fixed, knobs.jit
     )
-    schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
-    evaluate_fn = None
-    if cfg["mode"] == "convergence":
-        if data.val is None:
-            raise ValueError("convergence mode needs a validation split")
-        evaluate_fn = make_evaluate(tf, keras, strategy, model, data.val)
-    measurement = run_training(cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn)
-    psum, sha = model_checksum(model)
-    ctx.finish(measurement.summary_fields(), psum, sha)
+    ctx.train(
+        step_fn,
+        data,
+        lambda val: make_evaluate(tf, keras, strategy, model, val),
+        lambda: model_checksum(model),
+    )
 
 
 def main() -> int:

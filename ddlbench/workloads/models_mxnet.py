@@ -23,55 +23,61 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
-
-EXPECTED_PARAMS: Dict[str, int] = {
-    "resnet50": 25_557_032,
-    "vgg16": 138_357_544,
-    "vgg19": 143_667_240,
-    "lenet": 61_706,
-}
-
-
-_VGG_CFG: Dict[str, List[Any]] = {
-    "vgg16": [
-        64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
-        512, 512, 512, "M", 512, 512, 512, "M",
-    ],
-    "vgg19": [
-        64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
-        512, 512, 512, 512, "M", 512, 512, 512, 512, "M",
-    ],
-}  # fmt: skip
+from .common.architectures import EXPECTED_PARAMS as EXPECTED_PARAMS  # re-exported
+from .common.architectures import MODELS
+from .common.architectures import VGG_CONFIGS as _VGG_CFG
 
 
 def default_channels(model: str) -> int:
     return 1 if model == "lenet" else 3
 
 
-def _blocks(layout: str = "NCHW") -> Any:
-    """The block classes, with convolutions, pooling and batch norm in ``layout`` (NCHW, or
-    NHWC, which MXNet runs through cuDNN only)."""
-    import mxnet as mx
-    from mxnet import gluon
-    from mxnet.gluon import nn
+class _Layers:
+    """Gluon layers with convolutions, pooling and batch norm in one ``layout`` (NCHW, or
+    NHWC, which MXNet runs through cuDNN only), initialised as torchvision initialises them."""
 
-    def torch_default(fan_in: int) -> Dict[str, Any]:
+    def __init__(self, layout: str) -> None:
+        import mxnet as mx
+        from mxnet import gluon
+        from mxnet.gluon import nn
+
+        self.mx, self.gluon, self.nn = mx, gluon, nn
+        self.spatial = {"layout": layout}
+        self.channel_axis = 3 if layout == "NHWC" else 1
+
+    def torch_default(self, fan_in: int) -> Dict[str, Any]:
         # PyTorch's default for Conv2d/Linear: weights and biases uniform in +-1/sqrt(fan_in)
         bound = 1.0 / fan_in**0.5
         return {
-            "weight_initializer": mx.init.Uniform(bound),
-            "bias_initializer": mx.init.Uniform(bound),
+            "weight_initializer": self.mx.init.Uniform(bound),
+            "bias_initializer": self.mx.init.Uniform(bound),
         }
 
-    spatial = {"layout": layout}
-    channel_axis = 3 if layout == "NHWC" else 1
-
-    def kaiming_out() -> Any:
+    def kaiming_out(self) -> Any:
         # kaiming_normal_(mode="fan_out", nonlinearity="relu"): normal, std sqrt(2 / fan_out)
-        return mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
+        return self.mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
 
-    class LeNet(gluon.HybridBlock):
+    def conv(self, channels: int, kernel: int, strides: int = 1, padding: int = 0) -> Any:
+        """A ResNet convolution: no bias, Kaiming-normal (fan-out) weights."""
+        return self.nn.Conv2D(
+            channels,
+            kernel,
+            strides=strides,
+            padding=padding,
+            use_bias=False,
+            weight_initializer=self.kaiming_out(),
+            **self.spatial,
+        )
+
+    def bn(self) -> Any:
+        # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Gluon: 0.9).
+        return self.nn.BatchNorm(axis=self.channel_axis, epsilon=1e-5, momentum=0.9)
+
+
+def _lenet_class(layers: _Layers) -> Any:
+    nn, spatial, torch_default = layers.nn, layers.spatial, layers.torch_default
+
+    class LeNet(layers.gluon.HybridBlock):
         """conv 5x5 6 (pad 2) -> relu -> maxpool 2 -> conv 5x5 16 -> relu -> maxpool 2 ->
         flatten -> dense 120 -> relu -> dense 84 -> relu -> dense classes."""
 
@@ -97,56 +103,27 @@ def _blocks(layout: str = "NCHW") -> Any:
             # Dense flattens its input (flatten=True by default).
             return self.fc3(self.fc2(self.fc1(x)))
 
-    def bn() -> Any:
-        # PyTorch's BatchNorm2d defaults: eps 1e-5, running-average momentum 0.1 (Gluon: 0.9).
-        return nn.BatchNorm(axis=channel_axis, epsilon=1e-5, momentum=0.9)
+    return LeNet
 
-    class Bottleneck(gluon.HybridBlock):
+
+def _bottleneck_class(layers: _Layers) -> Any:
+    nn, conv, bn = layers.nn, layers.conv, layers.bn
+
+    class Bottleneck(layers.gluon.HybridBlock):
         """torchvision's Bottleneck (v1.5): the stride sits on the 3x3 convolution."""
 
         def __init__(self, planes: int, stride: int, downsample: bool, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             with self.name_scope():
                 self.body = nn.HybridSequential(prefix="")
+                self.body.add(conv(planes, 1), bn(), nn.Activation("relu"))
                 self.body.add(
-                    nn.Conv2D(
-                        planes, 1, use_bias=False, weight_initializer=kaiming_out(), **spatial
-                    ),
-                    bn(),
-                    nn.Activation("relu"),
+                    conv(planes, 3, strides=stride, padding=1), bn(), nn.Activation("relu")
                 )
-                self.body.add(
-                    nn.Conv2D(
-                        planes,
-                        3,
-                        strides=stride,
-                        padding=1,
-                        use_bias=False,
-                        weight_initializer=kaiming_out(),
-                        **spatial,
-                    ),
-                    bn(),
-                    nn.Activation("relu"),
-                )
-                self.body.add(
-                    nn.Conv2D(
-                        planes * 4, 1, use_bias=False, weight_initializer=kaiming_out(), **spatial
-                    ),
-                    bn(),
-                )
+                self.body.add(conv(planes * 4, 1), bn())
                 if downsample:
                     self.downsample = nn.HybridSequential(prefix="")
-                    self.downsample.add(
-                        nn.Conv2D(
-                            planes * 4,
-                            1,
-                            strides=stride,
-                            use_bias=False,
-                            weight_initializer=kaiming_out(),
-                            **spatial,
-                        ),
-                        bn(),
-                    )
+                    self.downsample.add(conv(planes * 4, 1, strides=stride), bn())
                 else:
                     self.downsample = None
 
@@ -154,33 +131,38 @@ def _blocks(layout: str = "NCHW") -> Any:
             identity = self.downsample(x) if self.downsample is not None else x
             return F.Activation(self.body(x) + identity, act_type="relu")
 
-    class ResNet50(gluon.HybridBlock):
+    return Bottleneck
+
+
+def _resnet50_class(layers: _Layers) -> Any:
+    nn, spatial = layers.nn, layers.spatial
+    bottleneck = _bottleneck_class(layers)
+
+    class ResNet50(layers.gluon.HybridBlock):
         def __init__(self, num_classes: int = 1000, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             with self.name_scope():
                 self.features = nn.HybridSequential(prefix="")
+                self.features.add(layers.conv(64, 7, strides=2, padding=3))
                 self.features.add(
-                    nn.Conv2D(
-                        64,
-                        7,
-                        strides=2,
-                        padding=3,
-                        use_bias=False,
-                        weight_initializer=kaiming_out(),
-                        **spatial,
-                    )
+                    layers.bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1, **spatial)
                 )
-                self.features.add(bn(), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1, **spatial))
                 for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
                     for b in range(blocks):
-                        self.features.add(Bottleneck(planes, stride if b == 0 else 1, b == 0))
+                        self.features.add(bottleneck(planes, stride if b == 0 else 1, b == 0))
                 self.features.add(nn.GlobalAvgPool2D(**spatial))
-                self.fc = nn.Dense(num_classes, **torch_default(2048))
+                self.fc = nn.Dense(num_classes, **layers.torch_default(2048))
 
         def hybrid_forward(self, F: Any, x: Any) -> Any:
             return self.fc(self.features(x))
 
-    class VGG(gluon.HybridBlock):
+    return ResNet50
+
+
+def _vgg_class(layers: _Layers) -> Any:
+    mx, nn, spatial = layers.mx, layers.nn, layers.spatial
+
+    class VGG(layers.gluon.HybridBlock):
         def __init__(self, config: List[Any], num_classes: int = 1000, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             with self.name_scope():
@@ -195,7 +177,7 @@ def _blocks(layout: str = "NCHW") -> Any:
                                 3,
                                 padding=1,
                                 activation="relu",
-                                weight_initializer=kaiming_out(),
+                                weight_initializer=layers.kaiming_out(),
                                 **spatial,
                                 bias_initializer="zeros",
                             )
@@ -209,7 +191,13 @@ def _blocks(layout: str = "NCHW") -> Any:
         def hybrid_forward(self, F: Any, x: Any) -> Any:
             return self.classifier(self.features(x))
 
-    return LeNet, ResNet50, VGG
+    return VGG
+
+
+def _blocks(layout: str = "NCHW") -> Any:
+    """The block classes ``(LeNet, ResNet50, VGG)`` with layers in ``layout``."""
+    layers = _Layers(layout)
+    return _lenet_class(layers), _resnet50_class(layers), _vgg_class(layers)
 
 
 def build_model(name: str, num_classes: int, image_size: int = 224, layout: str = "NCHW") -> Any:

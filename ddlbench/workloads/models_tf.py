@@ -30,26 +30,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence
 
-MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
-
-# Canonical trainable-parameter counts (1000 classes, 224x224x3; lenet: 10 classes, 28x28x1).
-EXPECTED_PARAMS: Dict[str, int] = {
-    "resnet50": 25_557_032,
-    "vgg16": 138_357_544,
-    "vgg19": 143_667_240,
-    "lenet": 61_706,
-}
-
-_VGG_CFG: Dict[str, List[Any]] = {
-    "vgg16": [
-        64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
-        512, 512, 512, "M", 512, 512, 512, "M",
-    ],
-    "vgg19": [
-        64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
-        512, 512, 512, 512, "M", 512, 512, 512, 512, "M",
-    ],
-}  # fmt: skip
+from .common.architectures import EXPECTED_PARAMS as EXPECTED_PARAMS  # re-exported
+from .common.architectures import MODELS
+from .common.architectures import VGG_CONFIGS as _VGG_CFG
 
 
 def default_channels(model: str) -> int:

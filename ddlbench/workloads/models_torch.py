@@ -14,6 +14,8 @@ from typing import Callable, Dict, List, Optional, Union
 import torch
 from torch import nn
 
+from .common.architectures import EXPECTED_PARAMS, VGG_CONFIGS
+
 
 class LeNet(nn.Module):
     """LeNet-5 variant for 28x28x1 inputs (docs/workloads.md): 61,706 parameters."""
@@ -104,53 +106,6 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-VGG_CONFIGS: Dict[str, List[Union[int, str]]] = {
-    "vgg16": [
-        64,
-        64,
-        "M",
-        128,
-        128,
-        "M",
-        256,
-        256,
-        256,
-        "M",
-        512,
-        512,
-        512,
-        "M",
-        512,
-        512,
-        512,
-        "M",
-    ],
-    "vgg19": [
-        64,
-        64,
-        "M",
-        128,
-        128,
-        "M",
-        256,
-        256,
-        256,
-        256,
-        "M",
-        512,
-        512,
-        512,
-        512,
-        "M",
-        512,
-        512,
-        512,
-        512,
-        "M",
-    ],  # fmt: skip
-}
-
-
 class VGG(nn.Module):
     """VGG without batch norm (configurations D and E)."""
 
@@ -211,7 +166,7 @@ MODELS: Dict[str, Callable[..., nn.Module]] = {
     "vgg19": vgg19,
 }
 
-PARAM_COUNTS = {"lenet": 61_706, "resnet50": 25_557_032, "vgg16": 138_357_544, "vgg19": 143_667_240}
+PARAM_COUNTS = EXPECTED_PARAMS
 
 
 def build_model(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -44,21 +45,21 @@ from . import models_mxnet
 from .common import (
     Context,
     Knobs,
-    LRSchedule,
     RankInfo,
+    SGDSettings,
     TrainData,
     cpu_name,
     cpu_threads,
-    data_seed,
+    data_workers,
+    eval_result,
+    framework_options,
     image_mean_std,
     imagefolder_split,
     input_channels,
-    load_rank_data,
     param_checksum,
-    run_training,
+    rank_train_data,
     shard_indices,
     steps_per_epoch,
-    synthetic_batch,
     training_flops,
     warmup_steps,
     workload_main,
@@ -119,7 +120,7 @@ def run_ps_role(which: str) -> int:
 
 
 def kvstore_type(cfg: Dict[str, Any]) -> str:
-    value = str((cfg.get("framework_options") or {}).get("kvstore") or "dist_sync")
+    value = str(framework_options(cfg).get("kvstore") or "dist_sync")
     if value not in KVSTORES:
         raise ValueError(f"framework_options.kvstore must be one of {', '.join(KVSTORES)}")
     return value
@@ -135,42 +136,20 @@ def make_data(
     mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any, layout: str = "NCHW"
 ) -> TrainData:
     """This rank's data in ``layout`` (NCHW or NHWC; common/data.py for the kinds)."""
-    kind = cfg["data"]["kind"]
-    batch = int(cfg["batch_size"])
-    seed = data_seed(cfg["seed"], info.rank)
 
     def to_nd(x: np.ndarray, y: np.ndarray) -> Tuple[Any, Any]:
         return mx.nd.array(x, ctx=ctx, dtype="float32"), mx.nd.array(y, ctx=ctx, dtype="float32")
 
-    if kind == "synthetic":
-        x, y = synthetic_batch(
-            batch,
-            int(cfg["image_size"]),
-            int(cfg["num_classes"]),
-            input_channels(cfg["model"]),
-            layout,
-            seed,
-        )
-        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
-        fixed = to_nd(x, y)
+    def fixed(x: np.ndarray, y: np.ndarray) -> Tuple[Any, Any]:
+        batch = to_nd(x, y)
         mx.nd.waitall()
-        return TrainData(samples / cfg["global_batch_size"], fixed=fixed)
-    if kind in ("digits", "mnist"):
-        data = load_rank_data(cfg, info, layout)
+        return batch
 
-        def batches(epoch: int) -> Iterator[Any]:
-            for bx, by in data.epoch_batches(epoch, batch, seed):
-                yield to_nd(bx, by)
-
-        def val() -> Iterator[Any]:
-            for bx, by in data.val.batches(max(batch, 256)):
-                yield to_nd(bx, by)
-
-        return TrainData(data.steps_per_epoch, batches=batches, val=val)
-    if kind == "imagefolder":
+    def imagefolder(seed: int) -> TrainData:
         folder = _imagefolder_data(mx, cfg, info, ctx, seed)
         return folder if layout == "NCHW" else _to_nhwc(folder)
-    raise ValueError(f"unknown data kind {kind!r}")
+
+    return rank_train_data(cfg, info, layout, fixed, to_nd, imagefolder)
 
 
 def _to_nhwc(data: TrainData) -> TrainData:
@@ -226,26 +205,35 @@ def apply_knobs(cfg: Dict[str, Any]) -> Knobs:
     return knobs
 
 
-def _imagefolder_data(
-    mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any, seed: int
-) -> TrainData:
-    """``train/<class>/<image>`` folders decoded with ``mx.image`` in a Gluon DataLoader:
-    resize the shorter side to ``size * 256 / 224``, random crop and flip (centre crop for
-    validation), normalised by ``image_mean_std`` (gray for 1-channel models). Each rank reads
-    its own shard of the file list."""
-    from mxnet import gluon
+class _DecodeImage:
+    """One image file to a normalised CHW array with ``mx.image``: shorter side resized to
+    ``size * 256 / 224``, random crop and flip for training, centre crop otherwise."""
 
-    (train_paths, train_labels, _classes), val_index = imagefolder_split(
-        cfg["data"].get("path"), cfg["num_classes"], DECODABLE
-    )
-    size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
-    workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
-    channels = input_channels(cfg["model"])
-    mean, std = (
-        np.array(v, dtype=np.float32).reshape(channels, 1, 1) * 255.0
-        for v in image_mean_std(channels)
-    )
-    short = int(round(size * 256 / 224))
+    def __init__(self, mx: Any, size: int, channels: int) -> None:
+        self.mx, self.size, self.channels = mx, size, channels
+        self.mean, self.std = (
+            np.array(v, dtype=np.float32).reshape(channels, 1, 1) * 255.0
+            for v in image_mean_std(channels)
+        )
+        self.short = int(round(size * 256 / 224))
+
+    def __call__(self, path: str, train: bool) -> np.ndarray:
+        mx, size = self.mx, self.size
+        img = mx.image.imread(path, flag=1 if self.channels == 3 else 0)
+        img = mx.image.resize_short(img, self.short)
+        if train:
+            img, _ = mx.image.random_crop(img, (size, size))
+            if np.random.rand() < 0.5:
+                img = mx.nd.flip(img, axis=1)
+        else:
+            img, _ = mx.image.center_crop(img, (size, size))
+        arr = img.asnumpy().astype(np.float32).transpose(2, 0, 1)
+        return (arr - self.mean) / self.std
+
+
+def _folder_dataset(decode: _DecodeImage) -> Any:
+    """A Gluon ``Dataset`` class over image paths and labels, decoded by ``decode``."""
+    from mxnet import gluon
 
     class Folder(gluon.data.Dataset):
         def __init__(self, paths: List[str], labels: np.ndarray, train: bool) -> None:
@@ -255,31 +243,53 @@ def _imagefolder_data(
             return len(self.paths)
 
         def __getitem__(self, i: int) -> Tuple[np.ndarray, np.float32]:
-            img = mx.image.imread(self.paths[i], flag=1 if channels == 3 else 0)
-            img = mx.image.resize_short(img, short)
-            if self.train:
-                img, _ = mx.image.random_crop(img, (size, size))
-                if np.random.rand() < 0.5:
-                    img = mx.nd.flip(img, axis=1)
-            else:
-                img, _ = mx.image.center_crop(img, (size, size))
-            arr = img.asnumpy().astype(np.float32).transpose(2, 0, 1)
-            return (arr - mean) / std, np.float32(self.labels[i])
+            return decode(self.paths[i], self.train), np.float32(self.labels[i])
 
-    def loader(paths: List[str], labels: np.ndarray, train: bool, epoch: int) -> Iterator[Any]:
-        idx = shard_indices(len(paths), info.rank, info.world_size)
+    return Folder
+
+
+@dataclass
+class _FolderLoader:
+    """Batches of this rank's shard of an image-folder split, on the device."""
+
+    dataset: Any
+    info: RankInfo
+    batch: int
+    workers: int
+    seed: int
+    ctx: Any
+
+    def __call__(
+        self, paths: List[str], labels: np.ndarray, train: bool, epoch: int
+    ) -> Iterator[Any]:
+        from mxnet import gluon
+
+        idx = shard_indices(len(paths), self.info.rank, self.info.world_size)
         if train:
-            idx = idx[np.random.RandomState((seed + epoch) % (2**31)).permutation(len(idx))]
-        ds = Folder([paths[i] for i in idx], labels[idx], train)
+            idx = idx[np.random.RandomState((self.seed + epoch) % (2**31)).permutation(len(idx))]
+        ds = self.dataset([paths[i] for i in idx], labels[idx], train)
         # thread_pool: forked loader processes would inherit the rank's SIGTERM handler and
         # raise in the middle of the pool's shutdown, which can hang the rank at the end
         dl = gluon.data.DataLoader(
-            ds, batch_size=batch, shuffle=False, last_batch="discard" if train else "keep",
-            num_workers=workers, thread_pool=True,
+            ds, batch_size=self.batch, shuffle=False, last_batch="discard" if train else "keep",
+            num_workers=self.workers, thread_pool=True,
         )  # fmt: skip
         for x, y in dl:
-            yield x.as_in_context(ctx), y.as_in_context(ctx)
+            yield x.as_in_context(self.ctx), y.as_in_context(self.ctx)
 
+
+def _imagefolder_data(
+    mx: Any, cfg: Dict[str, Any], info: RankInfo, ctx: Any, seed: int
+) -> TrainData:
+    """``train/<class>/<image>`` folders decoded with ``mx.image`` in a Gluon DataLoader
+    (:class:`_DecodeImage`, gray for 1-channel models). Each rank reads its own shard of the
+    file list."""
+    (train_paths, train_labels, _classes), val_index = imagefolder_split(
+        cfg["data"].get("path"), cfg["num_classes"], DECODABLE
+    )
+    batch = int(cfg["batch_size"])
+    decode = _DecodeImage(mx, int(cfg["image_size"]), input_channels(cfg["model"]))
+    loader = _FolderLoader(_folder_dataset(decode), info, batch, data_workers(cfg), seed, ctx)
     spe = steps_per_epoch(len(train_paths), info.world_size, batch)
 
     def batches(epoch: int) -> Iterator[Any]:
@@ -300,19 +310,11 @@ def _imagefolder_data(
 def make_trainer(mx: Any, cfg: Dict[str, Any], net: Any, kv: Any, use_amp: bool) -> Any:
     from mxnet import gluon
 
-    opt = cfg["optimizer"]
-    if opt.get("name", "sgd") != "sgd":
-        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
-    momentum = float(opt.get("momentum") or 0.0)
-    nesterov = bool(opt.get("nesterov")) and momentum > 0
+    sgd = SGDSettings.from_config(cfg)
     trainer = gluon.Trainer(
         net.collect_params(),
-        "nag" if nesterov else "sgd",
-        {
-            "learning_rate": float(opt["lr"]),
-            "momentum": momentum,
-            "wd": float(opt.get("weight_decay") or 0.0),
-        },
+        "nag" if sgd.nesterov else "sgd",
+        {"learning_rate": sgd.lr, "momentum": sgd.momentum, "wd": sgd.weight_decay},
         kvstore=kv,
         update_on_kvstore=False,
     )
@@ -415,8 +417,7 @@ def make_evaluate(
         buf = mx.nd.array(totals, ctx=ctx, dtype="float64")
         kv.push(EVAL_KEY, buf)
         kv.pull(EVAL_KEY, out=buf)
-        correct, loss_sum, n = (float(v) for v in buf.asnumpy())
-        return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+        return eval_result(buf.asnumpy())
 
     return evaluate
 
@@ -424,6 +425,60 @@ def make_evaluate(
 def model_checksum(net: Any) -> Tuple[float, str]:
     arrays = (np.asarray(a, dtype=np.float32) for a in models_mxnet.trainable_numpy(net))
     return param_checksum(arrays)
+
+
+def setup_device(mx: Any, cfg: Dict[str, Any], info: RankInfo) -> Tuple[Any, str]:
+    """``(context, device name)``: the rank's GPU by SLURM_LOCALID, else the CPU."""
+    if cfg["device"] != "gpu":
+        return mx.cpu(), cpu_name()
+    n_gpus = mx.context.num_gpus()
+    if n_gpus == 0:
+        raise RuntimeError("device gpu requested but MXNet sees no GPU")
+    dev = mx.gpu(info.local_rank % n_gpus)
+    return dev, _gpu_name(dev.device_id)
+
+
+def _gpu_name(index: int) -> str:
+    """The name nvidia-smi gives GPU ``index`` (``gpu <index>`` when it cannot say)."""
+    device_name = f"gpu {index}"
+    try:
+        import subprocess
+
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.splitlines()
+        device_name = names[index].strip() or device_name
+    except (OSError, IndexError, subprocess.SubprocessError):
+        pass
+    return device_name
+
+
+def create_kvstore(mx: Any, name: str, info: RankInfo) -> Any:
+    """The parameter-server kvstore; its worker count must be the world size."""
+    kv = mx.kv.create(name)
+    if kv.num_workers != info.world_size:
+        raise RuntimeError(
+            f"kvstore has {kv.num_workers} workers but the worker step has {info.world_size} "
+            "tasks (DMLC_NUM_WORKER must equal the world size)"
+        )
+    if not 0 <= kv.rank < kv.num_workers:
+        raise RuntimeError(f"kvstore rank {kv.rank} outside 0..{kv.num_workers - 1}")
+    return kv
+
+
+def build_net(cfg: Dict[str, Any], knobs: Knobs, dev: Any) -> Any:
+    """The run's model in the knobs' layout, seeded, initialised on ``dev``, hybridised."""
+    channels = models_mxnet.default_channels(cfg["model"])
+    image_size = int(cfg["image_size"])
+    layout = knobs.layout
+    net = models_mxnet.build_model(cfg["model"], int(cfg["num_classes"]), image_size, layout)
+    models_mxnet.initialize(net, dev, image_size, channels, int(cfg["seed"]), layout)
+    static = bool(knobs.requested["compile"])
+    net.hybridize(static_alloc=static, static_shape=static)
+    return net
 
 
 def body(ctx: Context) -> None:
@@ -437,48 +492,14 @@ def body(ctx: Context) -> None:
     knobs = apply_knobs(cfg)
     import mxnet as mx
 
-    if cfg["device"] == "gpu":
-        n_gpus = mx.context.num_gpus()
-        if n_gpus == 0:
-            raise RuntimeError("device gpu requested but MXNet sees no GPU")
-        dev = mx.gpu(info.local_rank % n_gpus)
-        device_name = f"gpu {dev.device_id}"
-        try:
-            import subprocess
-
-            names = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-            ).stdout.splitlines()
-            device_name = names[dev.device_id].strip() or device_name
-        except (OSError, IndexError, subprocess.SubprocessError):
-            pass
-    else:
-        dev, device_name = mx.cpu(), cpu_name()
+    dev, device_name = setup_device(mx, cfg, info)
     use_amp = knobs.precision == "amp"
     if use_amp:
         from mxnet.contrib import amp
 
         amp.init()
-
-    kv = mx.kv.create(kv_name)
-    if kv.num_workers != info.world_size:
-        raise RuntimeError(
-            f"kvstore has {kv.num_workers} workers but the worker step has {info.world_size} "
-            "tasks (DMLC_NUM_WORKER must equal the world size)"
-        )
-    if not 0 <= kv.rank < kv.num_workers:
-        raise RuntimeError(f"kvstore rank {kv.rank} outside 0..{kv.num_workers - 1}")
-
-    channels = models_mxnet.default_channels(cfg["model"])
-    image_size = int(cfg["image_size"])
-    layout = knobs.layout
-    net = models_mxnet.build_model(cfg["model"], int(cfg["num_classes"]), image_size, layout)
-    models_mxnet.initialize(net, dev, image_size, channels, int(cfg["seed"]), layout)
-    static = bool(knobs.requested["compile"])
-    net.hybridize(static_alloc=static, static_shape=static)
+    kv = create_kvstore(mx, kv_name, info)
+    net = build_net(cfg, knobs, dev)
     ctx.write_meta(
         mx.__version__,
         device_name,
@@ -491,18 +512,15 @@ def body(ctx: Context) -> None:
         flops_per_sample=training_flops(cfg),
         **knobs.meta(),
     )
-    data = make_data(mx, cfg, info, dev, layout)
+    data = make_data(mx, cfg, info, dev, knobs.layout)
     trainer = make_trainer(mx, cfg, net, kv, use_amp)
     step_fn = make_step_fn(mx, net, trainer, cfg, use_amp, data.fixed)
-    schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
-    evaluate_fn = None
-    if cfg["mode"] == "convergence":
-        if data.val is None:
-            raise ValueError("convergence mode needs a validation split")
-        evaluate_fn = make_evaluate(mx, net, kv, dev, data.val)
-    measurement = run_training(cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn)
-    psum, sha = model_checksum(net)
-    ctx.finish(measurement.summary_fields(), psum, sha)
+    ctx.train(
+        step_fn,
+        data,
+        lambda val: make_evaluate(mx, net, kv, dev, val),
+        lambda: model_checksum(net),
+    )
 
 
 def main() -> int:

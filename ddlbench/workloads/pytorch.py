@@ -23,23 +23,23 @@ from torch import nn
 from .common import (
     Context,
     Knobs,
-    LRSchedule,
     RankInfo,
+    SGDSettings,
     TrainData,
     cpu_name,
     cpu_threads,
-    data_seed,
+    data_workers,
+    eval_result,
+    framework_options,
     image_mean_std,
     imagefolder_split,
     input_channels,
-    load_rank_data,
     master_addr_port,
     param_checksum,
+    rank_train_data,
     resolve_precision,
-    run_training,
     shard_indices,
     steps_per_epoch,
-    synthetic_batch,
     training_flops,
     warmup_steps,
     workload_main,
@@ -140,23 +140,20 @@ def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
     mode = None
     knobs.compile = "eager"
     if knobs.requested["compile"]:
-        mode = str((cfg.get("framework_options") or {}).get("compile_mode") or "default")
+        mode = str(framework_options(cfg).get("compile_mode") or "default")
         knobs.compile = f"torch.compile(mode={mode})"
     warmup_steps(cfg, knobs)
     return TorchKnobs(knobs, precision, channels_last, mode)
 
 
 def make_optimizer(cfg: Dict[str, Any], model: nn.Module) -> torch.optim.Optimizer:
-    opt = cfg["optimizer"]
-    if opt.get("name", "sgd") != "sgd":
-        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
-    momentum = float(opt.get("momentum") or 0.0)
+    sgd = SGDSettings.from_config(cfg)
     return torch.optim.SGD(
         model.parameters(),
-        lr=float(opt["lr"]),
-        momentum=momentum,
-        weight_decay=float(opt.get("weight_decay") or 0.0),
-        nesterov=bool(opt.get("nesterov")) and momentum > 0,
+        lr=sgd.lr,
+        momentum=sgd.momentum,
+        weight_decay=sgd.weight_decay,
+        nesterov=sgd.nesterov,
     )
 
 
@@ -180,35 +177,119 @@ def _to_device(x: np.ndarray, y: np.ndarray, device: torch.device) -> Batch:
 
 def make_data(cfg: Dict[str, Any], info: RankInfo, device: torch.device) -> TrainData:
     """Training (and validation) data for this rank (see common/data.py for the kinds)."""
-    kind = cfg["data"]["kind"]
-    batch = int(cfg["batch_size"])
-    seed = data_seed(cfg["seed"], info.rank)
-    if kind == "synthetic":
-        x, y = synthetic_batch(
-            batch,
-            int(cfg["image_size"]),
-            int(cfg["num_classes"]),
-            input_channels(cfg["model"]),
-            "NCHW",
-            seed,
-        )
-        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
-        return TrainData(samples / cfg["global_batch_size"], fixed=_to_device(x, y, device))
-    if kind in ("digits", "mnist"):
-        data = load_rank_data(cfg, info, "NCHW")
 
-        def batches(epoch: int) -> Iterator[Batch]:
-            for bx, by in data.epoch_batches(epoch, batch, seed):
-                yield _to_device(bx, by, device)
+    def to_device(x: np.ndarray, y: np.ndarray) -> Batch:
+        return _to_device(x, y, device)
 
-        def val() -> Iterator[Batch]:
-            for bx, by in data.val.batches(max(batch, 256)):
-                yield _to_device(bx, by, device)
-
-        return TrainData(data.steps_per_epoch, batches=batches, val=val)
-    if kind == "imagefolder":
+    def imagefolder(seed: int) -> TrainData:
         return _imagefolder_data(cfg, info, device, seed)
-    raise ValueError(f"unknown data kind {kind!r}")
+
+    return rank_train_data(cfg, info, "NCHW", to_device, to_device, imagefolder)
+
+
+def _pillow_image() -> Any:
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("data kind imagefolder needs Pillow in the torch environment") from exc
+    return Image
+
+
+class _DecodeImage:
+    """One image file to a normalised CHW tensor with Pillow: shorter side resized to
+    ``size * 256 / 224``, random crop and flip for training, centre crop otherwise."""
+
+    def __init__(self, image_module: Any, size: int, channels: int) -> None:
+        self.image, self.size, self.channels = image_module, size, channels
+        self.mode = "L" if channels == 1 else "RGB"
+        self.mean, self.std = (
+            torch.tensor(v).view(channels, 1, 1) for v in image_mean_std(channels)
+        )
+        self.flip = getattr(image_module, "Transpose", image_module).FLIP_LEFT_RIGHT
+
+    def __call__(self, path: str, train: bool) -> torch.Tensor:
+        size = self.size
+        with self.image.open(path) as f:
+            img = f.convert(self.mode)
+        scale = size * 256 / 224 / min(img.size)
+        img = img.resize(
+            (max(size, round(img.size[0] * scale)), max(size, round(img.size[1] * scale)))
+        )
+        w, h = img.size
+        if train:
+            left, top = np.random.randint(0, w - size + 1), np.random.randint(0, h - size + 1)
+        else:
+            left, top = (w - size) // 2, (h - size) // 2
+        img = img.crop((left, top, left + size, top + size))
+        if train and np.random.rand() < 0.5:
+            img = img.transpose(self.flip)
+        arr = np.asarray(img, dtype=np.float32).reshape(size, size, self.channels) / 255.0
+        arr = torch.from_numpy(arr).permute(2, 0, 1)
+        return (arr - self.mean) / self.std
+
+
+class _ImageFolder(torch.utils.data.Dataset):
+    def __init__(
+        self, decode: _DecodeImage, paths: List[str], labels: np.ndarray, train: bool
+    ) -> None:
+        self.decode, self.paths, self.labels, self.train = decode, paths, labels, train
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> Batch:
+        return self.decode(self.paths[i], self.train), torch.tensor(int(self.labels[i]))
+
+
+class _ShardOrder(torch.utils.data.Sampler):
+    """This rank's shard, reshuffled every epoch (training: ``count`` samples)."""
+
+    def __init__(self, n: int, shuffle: bool, count: int, seed: int) -> None:
+        self.n, self.shuffle, self.count, self.seed, self.epoch = n, shuffle, count, seed, 0
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.shuffle:
+            return iter(range(self.n))
+        rng = np.random.RandomState((self.seed + 104729 * self.epoch) % (2**31 - 1))
+        return iter(rng.permutation(self.n)[: self.count].tolist())
+
+    def __len__(self) -> int:
+        return self.count
+
+
+@dataclass
+class _FolderLoaders:
+    """DataLoaders over this rank's shards of an image folder's splits."""
+
+    decode: _DecodeImage
+    info: RankInfo
+    batch: int
+    workers: int
+    seed: int
+    device: torch.device
+
+    def make(
+        self, paths: List[str], labels: np.ndarray, train: bool, count: int
+    ) -> Tuple[Any, _ShardOrder]:
+        idx = shard_indices(len(paths), self.info.rank, self.info.world_size)
+        ds = _ImageFolder(self.decode, [paths[i] for i in idx], labels[idx], train)
+        order = _ShardOrder(len(idx), train, count if train else len(idx), self.seed)
+        seed = self.seed
+        loader = torch.utils.data.DataLoader(
+            ds,
+            batch_size=self.batch,
+            sampler=order,
+            num_workers=self.workers,
+            persistent_workers=self.workers > 0,  # no worker start-up cost every epoch
+            pin_memory=self.device.type == "cuda",
+            worker_init_fn=lambda w: np.random.seed((seed + 7919 * w) % (2**31 - 1)),
+        )
+        return loader, order
+
+    def on_device(self, loader: Any) -> Iterator[Batch]:
+        device = self.device
+        for x, y in loader:
+            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
 def _imagefolder_data(
@@ -218,90 +299,22 @@ def _imagefolder_data(
     (train_paths, train_labels, _classes), val_index = imagefolder_split(
         cfg["data"].get("path"), cfg["num_classes"]
     )
-    try:
-        from PIL import Image
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise RuntimeError("data kind imagefolder needs Pillow in the torch environment") from exc
-    size, batch = int(cfg["image_size"]), int(cfg["batch_size"])
-    workers = int((cfg.get("framework_options") or {}).get("data_workers", 4))
-    channels = input_channels(cfg["model"])
-    mode = "L" if channels == 1 else "RGB"
-    mean, std = (torch.tensor(v).view(channels, 1, 1) for v in image_mean_std(channels))
-    flip = getattr(Image, "Transpose", Image).FLIP_LEFT_RIGHT
-
-    class Folder(torch.utils.data.Dataset):
-        def __init__(self, paths: List[str], labels: np.ndarray, train: bool) -> None:
-            self.paths, self.labels, self.train = paths, labels, train
-
-        def __len__(self) -> int:
-            return len(self.paths)
-
-        def __getitem__(self, i: int) -> Batch:
-            with Image.open(self.paths[i]) as f:
-                img = f.convert(mode)
-            scale = size * 256 / 224 / min(img.size)
-            img = img.resize(
-                (max(size, round(img.size[0] * scale)), max(size, round(img.size[1] * scale)))
-            )
-            w, h = img.size
-            if self.train:
-                left, top = np.random.randint(0, w - size + 1), np.random.randint(0, h - size + 1)
-            else:
-                left, top = (w - size) // 2, (h - size) // 2
-            img = img.crop((left, top, left + size, top + size))
-            if self.train and np.random.rand() < 0.5:
-                img = img.transpose(flip)
-            arr = np.asarray(img, dtype=np.float32).reshape(size, size, channels) / 255.0
-            arr = torch.from_numpy(arr).permute(2, 0, 1)
-            return (arr - mean) / std, torch.tensor(int(self.labels[i]))
-
-    class Order(torch.utils.data.Sampler):
-        """This rank's shard, reshuffled every epoch (training: ``count`` samples)."""
-
-        def __init__(self, n: int, shuffle: bool, count: int) -> None:
-            self.n, self.shuffle, self.count, self.epoch = n, shuffle, count, 0
-
-        def __iter__(self) -> Iterator[int]:
-            if not self.shuffle:
-                return iter(range(self.n))
-            rng = np.random.RandomState((seed + 104729 * self.epoch) % (2**31 - 1))
-            return iter(rng.permutation(self.n)[: self.count].tolist())
-
-        def __len__(self) -> int:
-            return self.count
-
-    def make_loader(paths: List[str], labels: np.ndarray, train: bool, count: int) -> Any:
-        idx = shard_indices(len(paths), info.rank, info.world_size)
-        ds = Folder([paths[i] for i in idx], labels[idx], train)
-        order = Order(len(idx), train, count if train else len(idx))
-        loader = torch.utils.data.DataLoader(
-            ds,
-            batch_size=batch,
-            sampler=order,
-            num_workers=workers,
-            persistent_workers=workers > 0,  # no worker start-up cost every epoch
-            pin_memory=device.type == "cuda",
-            worker_init_fn=lambda w: np.random.seed((seed + 7919 * w) % (2**31 - 1)),
-        )
-        return loader, order
-
-    def on_device(loader: Any) -> Iterator[Batch]:
-        for x, y in loader:
-            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-
+    decode = _DecodeImage(_pillow_image(), int(cfg["image_size"]), input_channels(cfg["model"]))
+    batch = int(cfg["batch_size"])
+    loaders = _FolderLoaders(decode, info, batch, data_workers(cfg), seed, device)
     spe = steps_per_epoch(len(train_paths), info.world_size, batch)
-    train_loader, train_order = make_loader(train_paths, train_labels, True, spe * batch)
+    train_loader, train_order = loaders.make(train_paths, train_labels, True, spe * batch)
 
     def batches(epoch: int) -> Iterator[Batch]:
         train_order.epoch = epoch
-        return on_device(train_loader)
+        return loaders.on_device(train_loader)
 
     val = None
     if val_index is not None:
-        val_loader, _ = make_loader(val_index[0], val_index[1], False, 0)
+        val_loader, _ = loaders.make(val_index[0], val_index[1], False, 0)
 
         def val() -> Iterator[Batch]:
-            return on_device(val_loader)
+            return loaders.on_device(val_loader)
 
     return TrainData(spe, batches=batches, val=val)
 
@@ -324,9 +337,23 @@ def evaluate(
             totals[1] += crit(out.float(), y).double()
             totals[2] += y.numel()
     model.train(was_training)
-    totals = allreduce_sum(totals)
-    correct, loss_sum, n = (float(v) for v in totals.cpu())
-    return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+    return eval_result(allreduce_sum(totals).cpu())
+
+
+def make_evaluate(
+    model: nn.Module,
+    device: torch.device,
+    allreduce_sum: Callable[[torch.Tensor], torch.Tensor],
+) -> Callable[[Callable[[], Iterator[Batch]]], Callable[[int], Tuple[float, float, int]]]:
+    """``make_evaluate(val)`` for :meth:`Context.train`: :func:`evaluate` of ``model``."""
+
+    def on_split(val: Callable[[], Iterator[Batch]]) -> Callable[[int], Tuple[float, float, int]]:
+        def evaluate_fn(_epoch: int) -> Tuple[float, float, int]:
+            return evaluate(model, val, device, allreduce_sum)
+
+        return evaluate_fn
+
+    return on_split
 
 
 # -- compute / communication split -----------------------------------------------------------
@@ -405,61 +432,37 @@ def make_step_fn(
 ) -> Callable[[Optional[Batch], float], Any]:
     """One training step: forward, backward (gradient averaging happens in DDP's backward
     hooks or in Horovod's optimizer), optimizer step; returns the loss read back from the
-    device (and, with ``comm_timer``, the compute/comm split).
+    device (and, with ``comm_timer`` or Horovod, the compute/comm split).
 
     ``precision`` is the applied one: ``amp`` runs the forward pass under fp16 autocast with
     a GradScaler, ``bf16`` under bf16 autocast without scaling (``True`` means ``amp``)."""
     if isinstance(precision, bool):
         precision = "amp" if precision else "fp32"
-    crit = nn.CrossEntropyLoss()
     cuda = device.type == "cuda"
     scaler = torch.amp.GradScaler(device.type) if precision == "amp" else None
-    dtype = AUTOCAST_DTYPES.get(precision)
+    forward_loss = _forward_loss(model, device, AUTOCAST_DTYPES.get(precision))
+    hvd_update = _horovod_update(optimizer, scaler, cuda) if horovod_optimizer else None
     if channels_last and fixed is not None:
         fixed = (fixed[0].contiguous(memory_format=torch.channels_last), fixed[1])
-
-    def forward_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if dtype is None:
-            return crit(model(x), y)
-        with torch.autocast(device.type, dtype=dtype):
-            return crit(model(x), y)
 
     def step_fn(batch: Optional[Batch], lr: float) -> Any:
         x, y = fixed if batch is None else batch
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         t0 = time.perf_counter()
-        hvd_comm: Optional[float] = None
         if comm_timer is not None:
             comm_timer.begin_step()
         set_lr(optimizer, lr)
         model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
-        if scaler is not None:
-            loss = forward_loss(x, y)
+        hvd_comm: Optional[float] = None
+        loss = forward_loss(x, y)
+        if hvd_update is not None:
+            hvd_comm = hvd_update(loss)
+        elif scaler is not None:
             scaler.scale(loss).backward()
-            if horovod_optimizer:
-                torch.cuda.synchronize()
-                t_wait = time.perf_counter()
-                optimizer.synchronize()  # type: ignore[attr-defined]
-                hvd_comm = time.perf_counter() - t_wait
-                scaler.unscale_(optimizer)
-                with optimizer.skip_synchronize():  # type: ignore[attr-defined]
-                    scaler.step(optimizer)
-            else:
-                scaler.step(optimizer)
+            scaler.step(optimizer)
             scaler.update()
-        elif horovod_optimizer:
-            loss = forward_loss(x, y)
-            loss.backward()  # Horovod starts each gradient's allreduce as soon as it is ready
-            if cuda:
-                torch.cuda.synchronize()  # so that the wait below is communication only
-            t_wait = time.perf_counter()
-            optimizer.synchronize()  # type: ignore[attr-defined]
-            hvd_comm = time.perf_counter() - t_wait
-            with optimizer.skip_synchronize():  # type: ignore[attr-defined]
-                optimizer.step()
-        else:
-            loss = forward_loss(x, y)
+        else:  # DDP averages the gradients during backward
             loss.backward()
             optimizer.step()
         if cuda:
@@ -476,6 +479,55 @@ def make_step_fn(
         return value, max(0.0, elapsed - comm), comm
 
     return step_fn
+
+
+def _forward_loss(
+    model: nn.Module, device: torch.device, dtype: Optional[torch.dtype]
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Cross-entropy of ``model(x)``, under autocast to ``dtype`` when one is given."""
+    crit = nn.CrossEntropyLoss()
+
+    def forward_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if dtype is None:
+            return crit(model(x), y)
+        with torch.autocast(device.type, dtype=dtype):
+            return crit(model(x), y)
+
+    return forward_loss
+
+
+def _horovod_update(optimizer: Any, scaler: Any, cuda: bool) -> Callable[[torch.Tensor], float]:
+    """Backward (Horovod starts each gradient's allreduce as soon as it is ready), then an
+    explicit, timed ``optimizer.synchronize()`` and the step under ``skip_synchronize()``;
+    with a GradScaler (GPU only), unscaling between the two. Returns the wait in seconds."""
+    if scaler is None:
+
+        def update(loss: torch.Tensor) -> float:
+            loss.backward()
+            if cuda:
+                torch.cuda.synchronize()  # so that the wait below is communication only
+            t_wait = time.perf_counter()
+            optimizer.synchronize()
+            hvd_comm = time.perf_counter() - t_wait
+            with optimizer.skip_synchronize():
+                optimizer.step()
+            return hvd_comm
+
+        return update
+
+    def scaled_update(loss: torch.Tensor) -> float:
+        scaler.scale(loss).backward()
+        torch.cuda.synchronize()
+        t_wait = time.perf_counter()
+        optimizer.synchronize()
+        hvd_comm = time.perf_counter() - t_wait
+        scaler.unscale_(optimizer)
+        with optimizer.skip_synchronize():
+            scaler.step(optimizer)
+        scaler.update()
+        return hvd_comm
+
+    return scaled_update
 
 
 # -- the workload ------------------------------------------------------------------------------
@@ -503,12 +555,51 @@ def init_distributed(cfg: Dict[str, Any], info: RankInfo, device: torch.device) 
     return backend
 
 
-def body(ctx: Context) -> None:
-    import torch.distributed as dist
+def build_rank_model(
+    cfg: Dict[str, Any], device: torch.device, knobs: TorchKnobs, weights: bool = True
+) -> nn.Module:
+    """The run's model, seeded (the same initial weights on every rank), on ``device`` in
+    the knobs' layout (``weights``: see :meth:`TorchKnobs.prepare_model`)."""
+    model = build_model(
+        cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
+    )
+    return knobs.prepare_model(model.to(device), weights=weights)
+
+
+def meta_fields(cfg: Dict[str, Any], knobs: TorchKnobs) -> Dict[str, Any]:
+    """The meta record's extras common to the torch workloads (threads, FLOPs, knobs)."""
+    return dict(
+        threads=torch.get_num_threads(),
+        flops_per_sample=training_flops(cfg),
+        **knobs.knobs.meta(),
+    )
+
+
+def wrap_ddp(
+    model: nn.Module, cfg: Dict[str, Any], info: RankInfo, device: torch.device, backend: str
+) -> Tuple[nn.Module, Optional[CommTimer]]:
+    """``DistributedDataParallel(model)`` and its :class:`CommTimer` hook (None when
+    ``framework_options.comm_timing`` is off or the backend is not one it knows)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    opts = framework_options(cfg)
+    ddp = DDP(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=int(opts.get("bucket_cap_mb", 25)),
+    )
+    comm_timer = None
+    if opts.get("comm_timing", True) and backend in ("gloo", "nccl", "mpi"):
+        comm_timer = CommTimer(info.world_size, device.type == "cuda")
+        ddp.register_comm_hook(None, comm_timer.hook)
+    return ddp, comm_timer
+
+
+def body(ctx: Context) -> None:
+    import torch.distributed as dist
+
     cfg, info = ctx.cfg, ctx.info
-    opts = cfg.get("framework_options") or {}
+    opts = framework_options(cfg)
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is run by the allreduce_torch workload")
     device, device_name = setup_device(cfg, info)
@@ -518,71 +609,59 @@ def body(ctx: Context) -> None:
     if distributed:
         backend = init_distributed(cfg, info, device)
     try:
-        model = build_model(
-            cfg["model"], int(cfg["num_classes"]), int(cfg["image_size"]), seed=cfg["seed"]
-        )
-        model = knobs.prepare_model(model.to(device))
-        n_params = param_count(model)
-        ctx.write_meta(
-            torch.__version__,
-            device_name,
-            n_params,
-            backend,
-            ddp=distributed,
-            threads=torch.get_num_threads(),
-            flops_per_sample=training_flops(cfg),
-            **knobs.knobs.meta(),
-        )
-        data = make_data(cfg, info, device)
-        comm_timer = None
-        train_model: nn.Module = model
-        if distributed:
-            ddp = DDP(
-                model,
-                device_ids=[device.index] if device.type == "cuda" else None,
-                bucket_cap_mb=int(opts.get("bucket_cap_mb", 25)),
-            )
-            if opts.get("comm_timing", True) and backend in ("gloo", "nccl", "mpi"):
-                comm_timer = CommTimer(info.world_size, device.type == "cuda")
-                ddp.register_comm_hook(None, comm_timer.hook)
-            train_model = ddp
-        optimizer = make_optimizer(cfg, model)
-        step_fn = make_step_fn(
-            knobs.compiled(train_model),
-            optimizer,
-            device,
-            knobs.precision,
-            data.fixed,
-            comm_timer,
-            channels_last=knobs.channels_last,
-        )
-        schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
-
-        def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
-            if distributed:
-                dist.all_reduce(t)
-            return t
-
-        evaluate_fn = None
-        if cfg["mode"] == "convergence":
-            if data.val is None:
-                raise ValueError("convergence mode needs a validation split")
-            val = data.val
-
-            def evaluate_fn(_epoch: int) -> Tuple[float, float, int]:
-                return evaluate(model, val, device, allreduce_sum)
-
-        measurement = run_training(
-            cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn
-        )
-        psum, sha = model_checksum(model)
-        ctx.finish(measurement.summary_fields(), psum, sha)
+        _train(ctx, device, device_name, knobs, backend, distributed)
         if distributed:
             dist.barrier()  # gloo can abort at exit when a peer tears down first
     finally:
         # after a failure there is no barrier: the peers may never reach it
         if distributed and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _train(
+    ctx: Context,
+    device: torch.device,
+    device_name: str,
+    knobs: TorchKnobs,
+    backend: str,
+    distributed: bool,
+) -> None:
+    """Model, meta record, data, optimizer and step (DDP when ``distributed``), training."""
+    import torch.distributed as dist
+
+    cfg, info = ctx.cfg, ctx.info
+    model = build_rank_model(cfg, device, knobs)
+    n_params = param_count(model)
+    ctx.write_meta(
+        torch.__version__,
+        device_name,
+        n_params,
+        backend,
+        ddp=distributed,
+        **meta_fields(cfg, knobs),
+    )
+    data = make_data(cfg, info, device)
+    train_model, comm_timer = model, None
+    if distributed:
+        train_model, comm_timer = wrap_ddp(model, cfg, info, device, backend)
+    optimizer = make_optimizer(cfg, model)
+    step_fn = make_step_fn(
+        knobs.compiled(train_model),
+        optimizer,
+        device,
+        knobs.precision,
+        data.fixed,
+        comm_timer,
+        channels_last=knobs.channels_last,
+    )
+
+    def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
+        if distributed:
+            dist.all_reduce(t)
+        return t
+
+    evaluate_on = make_evaluate(model, device, allreduce_sum)
+    ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model))
 
 
 def main() -> int:

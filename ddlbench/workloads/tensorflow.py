@@ -33,22 +33,21 @@ from . import models_tf
 from .common import (
     Context,
     Knobs,
-    LRSchedule,
     RankInfo,
+    SGDSettings,
     TrainData,
     cpu_name,
     cpu_threads,
-    data_seed,
+    eval_result,
+    framework_options,
     image_mean_std,
     imagefolder_split,
     input_channels,
-    load_rank_data,
     param_checksum,
+    rank_train_data,
     resolve_precision,
-    run_training,
     shard_indices,
     steps_per_epoch,
-    synthetic_batch,
     training_flops,
     warmup_steps,
     workload_main,
@@ -62,6 +61,13 @@ NumpyBatch = Tuple[np.ndarray, np.ndarray]
 # -- before TensorFlow is imported -------------------------------------------------------------
 
 
+def quiet_environment(cfg: Dict[str, Any]) -> None:
+    """Before ``import tensorflow``: quieten its C++ logging, hide the GPUs on a CPU run."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if cfg["device"] == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def prepare_environment(cfg: Dict[str, Any], info: RankInfo) -> Optional[Dict[str, Any]]:
     """Set what TensorFlow reads at import time; returns the ``TF_CONFIG`` in force (or None).
 
@@ -69,9 +75,7 @@ def prepare_environment(cfg: Dict[str, Any], info: RankInfo) -> Optional[Dict[st
     variables unless it is already set; a single process started by hand (no SLURM_NTASKS)
     runs without one, which ``MultiWorkerMirroredStrategy`` treats as one local worker.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if cfg["device"] == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    quiet_environment(cfg)
     if os.environ.get("TF_CONFIG"):
         config: Optional[Dict[str, Any]] = json.loads(os.environ["TF_CONFIG"])
     elif os.environ.get("SLURM_NTASKS"):
@@ -159,7 +163,7 @@ def apply_knobs(tf: Any, cfg: Dict[str, Any], keras: Any, xla: bool = True) -> T
 
 
 def communication(cfg: Dict[str, Any]) -> str:
-    value = str((cfg.get("framework_options") or {}).get("communication") or "auto").lower()
+    value = str(framework_options(cfg).get("communication") or "auto").lower()
     if value not in COMMUNICATIONS:
         raise ValueError(
             f"framework_options.communication must be one of {', '.join(COMMUNICATIONS)}, "
@@ -216,6 +220,26 @@ def after(tf: Any, value: Any, variables: List[Any]) -> Any:
         return tf.identity(value)
 
 
+def build_rank_model(keras: Any, cfg: Dict[str, Any]) -> Any:
+    """The run's ``models_tf`` model, seeded (the same initial weights on every rank)."""
+    return models_tf.build_model(
+        keras, cfg["model"], int(cfg["image_size"]), int(cfg["num_classes"]), seed=cfg["seed"]
+    )
+
+
+def meta_fields(
+    tf: Any, cfg: Dict[str, Any], knobs: TFKnobs, communication: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
+    """The meta record's extras common to the TensorFlow workloads: threads, the
+    ``communication`` fields (:func:`communication_meta`) if any, FLOPs, knobs."""
+    return dict(
+        threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
+        **(communication or {}),
+        flops_per_sample=training_flops(cfg),
+        **knobs.knobs.meta(),
+    )
+
+
 def model_checksum(model: Any) -> Tuple[float, str]:
     """Checksum of ``model.trainable_variables`` in the model's fixed order (float32)."""
     return param_checksum(
@@ -230,40 +254,18 @@ DECODABLE = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 def make_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, device: str) -> TrainData:
     """This rank's training (and validation) data, NHWC (common/data.py for the kinds)."""
-    kind = cfg["data"]["kind"]
-    batch = int(cfg["batch_size"])
-    seed = data_seed(cfg["seed"], info.rank)
-    if kind == "synthetic":
-        x, y = synthetic_batch(
-            batch,
-            int(cfg["image_size"]),
-            int(cfg["num_classes"]),
-            input_channels(cfg["model"]),
-            "NHWC",
-            seed,
-        )
+
+    def on_device(x: np.ndarray, y: np.ndarray) -> Tuple[Any, Any]:
         with tf.device(device):
-            fixed = (tf.identity(tf.constant(x)), tf.identity(tf.constant(y.astype(np.int32))))
-        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
-        return TrainData(samples / cfg["global_batch_size"], fixed=fixed)
-    if kind in ("digits", "mnist"):
-        data = load_rank_data(cfg, info, "NHWC")
+            return tf.identity(tf.constant(x)), tf.identity(tf.constant(y.astype(np.int32)))
 
-        def to_tensors(bx: np.ndarray, by: np.ndarray) -> Tuple[Any, Any]:
-            return tf.convert_to_tensor(bx), tf.convert_to_tensor(by.astype(np.int32))
+    def to_tensors(bx: np.ndarray, by: np.ndarray) -> Tuple[Any, Any]:
+        return tf.convert_to_tensor(bx), tf.convert_to_tensor(by.astype(np.int32))
 
-        def batches(epoch: int) -> Iterator[Any]:
-            for bx, by in data.epoch_batches(epoch, batch, seed):
-                yield to_tensors(bx, by)
-
-        def val() -> Iterator[Any]:
-            for bx, by in data.val.batches(max(batch, 256)):
-                yield to_tensors(bx, by)
-
-        return TrainData(data.steps_per_epoch, batches=batches, val=val)
-    if kind == "imagefolder":
+    def imagefolder(seed: int) -> TrainData:
         return _imagefolder_data(tf, cfg, info, seed)
-    raise ValueError(f"unknown data kind {kind!r}")
+
+    return rank_train_data(cfg, info, "NHWC", on_device, to_tensors, imagefolder)
 
 
 def _imagefolder_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, seed: int) -> TrainData:
@@ -317,13 +319,9 @@ def _imagefolder_data(tf: Any, cfg: Dict[str, Any], info: RankInfo, seed: int) -
 
 
 # -- evaluation --------------------------------------------------------------------------------
-def make_evaluate(
-    tf: Any, strategy: Any, model: Any, val: Callable[[], Iterator[Any]]
-) -> Callable[[int], Tuple[float, float, int]]:
-    """Global ``(accuracy, mean loss, samples)`` over all workers' validation shards.
-
-    Each worker evaluates its shard locally (no collective, so shards may differ in size);
-    the three totals are then summed across workers with one ``strategy.reduce``."""
+def local_eval_totals(tf: Any, model: Any) -> Callable[[Callable[[], Iterator[Any]]], np.ndarray]:
+    """``totals(val)``: this rank's ``(correct, loss sum, samples)`` over its validation
+    shard, evaluated locally (no collective, so shards may differ in size)."""
 
     @tf.function(reduce_retracing=True)
     def eval_batch(x: Any, y: Any) -> Any:
@@ -336,22 +334,93 @@ def make_evaluate(
         )
         return tf.stack([correct, loss, tf.cast(tf.shape(y)[0], tf.float64)])
 
+    def totals(val: Callable[[], Iterator[Any]]) -> np.ndarray:
+        out = np.zeros(3, dtype=np.float64)
+        for x, y in val():
+            out += eval_batch(x, y).numpy()
+        return out
+
+    return totals
+
+
+def strategy_sum(tf: Any, strategy: Any) -> Callable[[Any], Any]:
+    """A ``tf.function`` summing a tensor over all workers with one ``strategy.reduce``."""
+
     @tf.function
     def global_sum(totals: Any) -> Any:
         per_replica = strategy.run(tf.identity, args=(totals,))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
+    return global_sum
+
+
+def make_evaluate(
+    tf: Any, strategy: Any, model: Any, val: Callable[[], Iterator[Any]]
+) -> Callable[[int], Tuple[float, float, int]]:
+    """Global ``(accuracy, mean loss, samples)`` over all workers' validation shards: local
+    totals, then summed across workers with one ``strategy.reduce``."""
+    local_totals = local_eval_totals(tf, model)
+    global_sum = strategy_sum(tf, strategy)
+
     def evaluate(_epoch: int) -> Tuple[float, float, int]:
-        totals = np.zeros(3, dtype=np.float64)
-        for x, y in val():
-            totals += eval_batch(x, y).numpy()
-        correct, loss_sum, n = (float(v) for v in global_sum(tf.constant(totals)).numpy())
-        return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)
+        return eval_result(global_sum(tf.constant(local_totals(val))).numpy())
 
     return evaluate
 
 
 # -- the pure-TensorFlow training step ---------------------------------------------------------
+class TFSGD:
+    """The workloads' SGD on TensorFlow variables (as ``torch.optim.SGD``: L2 weight decay
+    added to the gradient, momentum, Nesterov) with, for AMP, dynamic loss scaling (initial
+    scale 2^15, halved, at least 1, and the update skipped on non-finite gradients, doubled
+    after 2000 finite steps in a row). Create it under the strategy's scope, if any."""
+
+    def __init__(self, tf: Any, sgd: SGDSettings, model: Any, use_amp: bool) -> None:
+        self.tf, self.sgd, self.use_amp = tf, sgd, use_amp
+        self.variables = [tf_variable(v) for v in model.trainable_variables]
+        self.buffers = [
+            tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"momentum_{i}")
+            for i, v in enumerate(self.variables)
+        ]
+        self.loss_scale = tf.Variable(
+            2.0**15 if use_amp else 1.0, trainable=False, dtype=tf.float32
+        )
+        self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64)
+
+    def optimizer_variables(self) -> List[Any]:
+        """The momentum buffers and the loss-scaling state."""
+        return self.buffers + [self.loss_scale, self.good_steps]
+
+    def update(self, var: Any, grad: Any, buf: Any, lr: Any) -> Any:
+        """One variable's update from its (averaged, unscaled) gradient."""
+        sgd = self.sgd
+        if sgd.weight_decay:
+            grad = grad + sgd.weight_decay * var
+        if sgd.momentum:
+            new_buf = sgd.momentum * buf + grad
+            grad = grad + sgd.momentum * new_buf if sgd.nesterov else new_buf
+            buf.assign(new_buf)
+        return var.assign_sub(lr * grad)
+
+    def unscale(self, grads: List[Any]) -> Tuple[List[Any], Any]:
+        """``(grads / loss scale, whether all of them are finite)``."""
+        tf = self.tf
+        grads = [g / self.loss_scale for g in grads]
+        return grads, tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+
+    def grows(self, finite: Any) -> Any:
+        """Whether this finite step is the 2000th in a row (the scale then doubles)."""
+        return self.tf.logical_and(finite, self.tf.equal(self.good_steps, 1999))
+
+    def next_scale(self, scale: Any, finite: Any, grow: Any) -> Any:
+        tf = self.tf
+        return tf.where(finite, tf.where(grow, scale * 2.0, scale), tf.maximum(scale * 0.5, 1.0))
+
+    def next_good_steps(self, count: Any, finite: Any, grow: Any) -> Any:
+        tf = self.tf
+        return tf.where(tf.logical_and(finite, tf.logical_not(grow)), count + 1, 0)
+
+
 def make_step_fn(
     tf: Any,
     strategy: Any,
@@ -362,69 +431,15 @@ def make_step_fn(
     fixed: Optional[Tuple[Any, Any]] = None,
     jit: bool = False,
 ) -> Callable[[Optional[Any], float], float]:
-    """SGD (momentum, Nesterov, L2 weight decay added to the gradient, as ``torch.optim.SGD``)
-    on gradients all-reduced across workers; with AMP, dynamic loss scaling (initial scale
-    2^15, halved and the update skipped on non-finite gradients, doubled after 2000 finite
-    steps; the decision is taken on the all-reduced gradients, so all workers agree)."""
-    opt = cfg["optimizer"]
-    if opt.get("name", "sgd") != "sgd":
-        raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
-    momentum = float(opt.get("momentum") or 0.0)
-    weight_decay = float(opt.get("weight_decay") or 0.0)
-    nesterov = bool(opt.get("nesterov")) and momentum > 0
-    global_batch = float(cfg["global_batch_size"])
-    variables = [tf_variable(v) for v in model.trainable_variables]
+    """SGD (:class:`TFSGD`) on gradients all-reduced across workers; with AMP, dynamic loss
+    scaling decided on the all-reduced gradients, so all workers agree."""
+    sgd = SGDSettings.from_config(cfg)
     with strategy.scope():
-        buffers = [
-            tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"momentum_{i}")
-            for i, v in enumerate(variables)
-        ]
-        loss_scale = tf.Variable(2.0**15 if use_amp else 1.0, trainable=False, dtype=tf.float32)
-        good_steps = tf.Variable(0, trainable=False, dtype=tf.int64)
-
-    def update(var: Any, grad: Any, buf: Any, lr: Any) -> Any:
-        if weight_decay:
-            grad = grad + weight_decay * var
-        if momentum:
-            new_buf = momentum * buf + grad
-            grad = grad + momentum * new_buf if nesterov else new_buf
-            buf.assign(new_buf)
-        return var.assign_sub(lr * grad)
-
-    def apply(distribution: Any, grads: List[Any], lr: Any, finite: Any) -> None:
-        def do_apply() -> Any:
-            for var, grad, buf in zip(variables, grads, buffers):
-                distribution.extended.update(var, update, args=(grad, buf, lr), group=False)
-            return tf.constant(True)
-
-        if not use_amp:
-            do_apply()
-            return
-        tf.cond(finite, do_apply, lambda: tf.constant(False))
-        grow = tf.logical_and(finite, tf.equal(good_steps, 1999))
-        distribution.extended.update(
-            loss_scale,
-            lambda s: s.assign(
-                tf.where(finite, tf.where(grow, s * 2.0, s), tf.maximum(s * 0.5, 1.0))
-            ),
-            group=False,
-        )
-        distribution.extended.update(
-            good_steps,
-            lambda c: c.assign(tf.where(tf.logical_and(finite, tf.logical_not(grow)), c + 1, 0)),
-            group=False,
-        )
-
-    def local_grads(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = tf.cast(model(x, training=True), tf.float32)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
-            loss = tf.reduce_sum(per_example) / global_batch
-            scaled = loss * loss_scale if use_amp else loss
-        return loss, tape.gradient(scaled, variables)
-
+        opt = TFSGD(tf, sgd, model, use_amp)
+    local_grads = _local_grads(tf, model, opt, float(cfg["global_batch_size"]))
     if jit:  # XLA compiles the replica's forward and backward; the all-reduce stays outside
         local_grads = tf.function(local_grads, jit_compile=True)
+    apply = _cross_replica_apply(tf, opt)
 
     def replica_step(x: Any, y: Any, lr: Any) -> Any:
         loss, grads = local_grads(x, y)
@@ -432,11 +447,10 @@ def make_step_fn(
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads, options=comm_options)
         finite = tf.constant(True)
         if use_amp:
-            grads = [g / loss_scale for g in grads]
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+            grads, finite = opt.unscale(grads)
         ctx.merge_call(apply, args=(grads, lr, finite))
         # this worker's share of the global mean loss, readable only after the update
-        return after(tf, loss, variables)
+        return after(tf, loss, opt.variables)
 
     @tf.function
     def train_step(x: Any, y: Any, lr: Any) -> Any:
@@ -454,6 +468,48 @@ def make_step_fn(
     return step_fn
 
 
+def _local_grads(
+    tf: Any, model: Any, opt: TFSGD, global_batch: float
+) -> Callable[[Any, Any], Tuple[Any, Any]]:
+    """``(loss, gradients)`` of one worker: its summed loss divided by the global batch
+    (the sum over workers is the global mean), the gradients of the scaled loss with AMP."""
+
+    def local_grads(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+            loss = tf.reduce_sum(per_example) / global_batch
+            scaled = loss * opt.loss_scale if opt.use_amp else loss
+        return loss, tape.gradient(scaled, opt.variables)
+
+    return local_grads
+
+
+def _cross_replica_apply(tf: Any, opt: TFSGD) -> Callable[..., None]:
+    """``apply(distribution, grads, lr, finite)`` for ``merge_call``: the updates with
+    ``strategy.extended.update``; with AMP only when ``finite``, and the loss scale moves."""
+
+    def apply(distribution: Any, grads: List[Any], lr: Any, finite: Any) -> None:
+        def do_apply() -> Any:
+            for var, grad, buf in zip(opt.variables, grads, opt.buffers):
+                distribution.extended.update(var, opt.update, args=(grad, buf, lr), group=False)
+            return tf.constant(True)
+
+        if not opt.use_amp:
+            do_apply()
+            return
+        tf.cond(finite, do_apply, lambda: tf.constant(False))
+        grow = opt.grows(finite)
+        distribution.extended.update(
+            opt.loss_scale, lambda s: s.assign(opt.next_scale(s, finite, grow)), group=False
+        )
+        distribution.extended.update(
+            opt.good_steps, lambda c: c.assign(opt.next_good_steps(c, finite, grow)), group=False
+        )
+
+    return apply
+
+
 # -- the workload ------------------------------------------------------------------------------
 def body(ctx: Context) -> None:
     cfg, info = ctx.cfg, ctx.info
@@ -467,33 +523,25 @@ def body(ctx: Context) -> None:
     knobs = apply_knobs(tf, cfg, keras)
     strategy, comm_options, comm_name = make_strategy(tf, cfg, info)
     with strategy.scope():
-        model = models_tf.build_model(
-            keras, cfg["model"], int(cfg["image_size"]), int(cfg["num_classes"]), seed=cfg["seed"]
-        )
+        model = build_rank_model(keras, cfg)
     ctx.write_meta(
         tf.__version__,
         device_name,
         models_tf.count_params(model.trainable_variables),
         comm_name,
         strategy="MultiWorkerMirroredStrategy",
-        threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
-        **communication_meta(cfg, comm_name, tf_config),
-        flops_per_sample=training_flops(cfg),
-        **knobs.knobs.meta(),
+        **meta_fields(tf, cfg, knobs, communication_meta(cfg, comm_name, tf_config)),
     )
     data = make_data(tf, cfg, info, device)
     step_fn = make_step_fn(
         tf, strategy, model, cfg, comm_options, knobs.loss_scaling, data.fixed, knobs.jit
     )
-    schedule = LRSchedule.from_config(cfg, data.steps_per_epoch)
-    evaluate_fn = None
-    if cfg["mode"] == "convergence":
-        if data.val is None:
-            raise ValueError("convergence mode needs a validation split")
-        evaluate_fn = make_evaluate(tf, strategy, model, data.val)
-    measurement = run_training(cfg, ctx.measurement(), step_fn, schedule, data.batches, evaluate_fn)
-    psum, sha = model_checksum(model)
-    ctx.finish(measurement.summary_fields(), psum, sha)
+    ctx.train(
+        step_fn,
+        data,
+        lambda val: make_evaluate(tf, strategy, model, val),
+        lambda: model_checksum(model),
+    )
 
 
 def main() -> int:

@@ -12,6 +12,8 @@ from .checksum import param_checksum
 from .config import (
     RUN_FORMAT,
     RunConfigError,
+    SGDSettings,
+    framework_options,
     input_channels,
     load_run_config,
     normalize_run_config,
@@ -22,6 +24,7 @@ from .data import (
     Shard,
     TrainData,
     data_seed,
+    data_workers,
     image_folder_index,
     image_mean_std,
     imagefolder_split,
@@ -29,6 +32,7 @@ from .data import (
     load_digits_split,
     load_mnist_split,
     load_rank_data,
+    rank_train_data,
     read_idx,
     shard_indices,
     steps_per_epoch,
@@ -48,7 +52,7 @@ from .env import (
 )
 from .knobs import MIN_COMPILE_WARMUP, Knobs, resolve_precision, training_flops, warmup_steps
 from .logger import FORMAT_VERSION, RankLogger, build_meta, warn
-from .loop import Measurement, run_training
+from .loop import Measurement, eval_result, run_training
 from .mllog import MLLog
 from .runner import Context, Terminated, workload_main
 from .schedule import LRSchedule
@@ -70,12 +74,16 @@ __all__ = [
     "RankInfo",
     "RankLogger",
     "RunConfigError",
+    "SGDSettings",
     "Shard",
     "Terminated",
     "bandwidths",
     "build_meta",
     "cpu_name",
     "data_seed",
+    "data_workers",
+    "eval_result",
+    "framework_options",
     "image_folder_index",
     "image_mean_std",
     "imagefolder_split",
@@ -96,6 +104,7 @@ __all__ = [
     "rank_info",
     "TrainData",
     "cpu_threads",
+    "rank_train_data",
     "read_idx",
     "run_allreduce_sweep",
     "run_training",

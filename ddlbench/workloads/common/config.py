@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from typing import Any, Dict
 
 RUN_FORMAT = "ddlbench-run/1"
@@ -130,3 +131,32 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
 def input_channels(model: str) -> int:
     """Channels of a model's input images: 1 for lenet, 3 for the ImageNet models."""
     return 1 if model == "lenet" else 3
+
+
+def framework_options(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """``framework_options`` of a run config (an empty dict when null)."""
+    return cfg.get("framework_options") or {}
+
+
+@dataclass(frozen=True)
+class SGDSettings:
+    """The run config's ``optimizer``, for the SGD every workload runs (as ``torch.optim.SGD``:
+    Nesterov only with momentum)."""
+
+    lr: float
+    momentum: float
+    weight_decay: float
+    nesterov: bool
+
+    @classmethod
+    def from_config(cls, cfg: Dict[str, Any]) -> SGDSettings:
+        opt = cfg["optimizer"]
+        if opt.get("name", "sgd") != "sgd":
+            raise ValueError(f"optimizer {opt.get('name')!r} is not supported (only sgd)")
+        momentum = float(opt.get("momentum") or 0.0)
+        return cls(
+            lr=float(opt["lr"]),
+            momentum=momentum,
+            weight_decay=float(opt.get("weight_decay") or 0.0),
+            nesterov=bool(opt.get("nesterov")) and momentum > 0,
+        )

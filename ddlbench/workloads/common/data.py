@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from .config import input_channels
+from .config import framework_options, input_channels
 from .env import RankInfo
 
 DIGITS_SPLIT_SEED = 2017
@@ -380,3 +380,55 @@ class TrainData:
         self.fixed = fixed
         self.batches = batches
         self.val = val
+
+
+def data_workers(cfg: Dict[str, Any]) -> int:
+    """Image-folder loader workers: ``framework_options.data_workers`` (default 4)."""
+    return int(framework_options(cfg).get("data_workers", 4))
+
+
+Convert = Callable[[np.ndarray, np.ndarray], Tuple[Any, Any]]
+
+
+def rank_train_data(
+    cfg: Dict[str, Any],
+    info: RankInfo,
+    layout: str,
+    fixed: Convert,
+    convert: Convert,
+    imagefolder: Callable[[int], TrainData],
+) -> TrainData:
+    """This rank's :class:`TrainData` for ``data.kind`` with arrays in ``layout``.
+
+    ``fixed(x, y)`` moves the synthetic batch to the device (once); ``convert(x, y)`` each
+    digits/MNIST batch; ``imagefolder(seed)`` builds the framework's image-folder loader. The
+    seed is :func:`data_seed` of the run seed and the rank."""
+    kind = cfg["data"]["kind"]
+    batch = int(cfg["batch_size"])
+    seed = data_seed(cfg["seed"], info.rank)
+    if kind == "synthetic":
+        x, y = synthetic_batch(
+            batch,
+            int(cfg["image_size"]),
+            int(cfg["num_classes"]),
+            input_channels(cfg["model"]),
+            layout,
+            seed,
+        )
+        samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
+        return TrainData(samples / cfg["global_batch_size"], fixed=fixed(x, y))
+    if kind in ("digits", "mnist"):
+        data = load_rank_data(cfg, info, layout)
+
+        def batches(epoch: int) -> Iterator[Any]:
+            for bx, by in data.epoch_batches(epoch, batch, seed):
+                yield convert(bx, by)
+
+        def val() -> Iterator[Any]:
+            for bx, by in data.val.batches(max(batch, 256)):
+                yield convert(bx, by)
+
+        return TrainData(data.steps_per_epoch, batches=batches, val=val)
+    if kind == "imagefolder":
+        return imagefolder(seed)
+    raise ValueError(f"unknown data kind {kind!r}")

@@ -200,26 +200,55 @@ def run_training(
     each epoch (it runs to the last epoch even when the target is reached).
     """
     mllog = measurement.mllog
-    samples = int(cfg["batch_size"])
     mllog.end("init_stop")
     mllog.start("run_start")
     if cfg["mode"] == "throughput":
-        warmup, measure = int(cfg["steps"]["warmup"]), int(cfg["steps"]["measure"])
-        epoch = -1
-        it: Optional[Iterator[Any]] = None
-        for step in range(warmup + measure):
-            step_epoch = schedule.epoch_of(step)
-            if batches is not None and (it is None or step_epoch != epoch):
-                it = iter(batches(step_epoch))
-            epoch = step_epoch
-            phase = "warmup" if step < warmup else "measure"
-            measurement.step(step_fn, step, epoch, phase, samples, schedule(step), it)
+        _run_throughput(cfg, measurement, step_fn, schedule, batches)
         mllog.end("run_stop", metadata={"status": "success"})
         return measurement
     if cfg["mode"] != "convergence":
         raise ValueError(f"run_training does not handle mode {cfg['mode']!r}")
     if batches is None or evaluate is None:
         raise ValueError("convergence mode needs batches and evaluate")
+    reached = _run_convergence(cfg, measurement, step_fn, schedule, batches, evaluate)
+    status = "success" if reached or measurement.target_accuracy is None else "aborted"
+    mllog.end("run_stop", metadata={"status": status})
+    return measurement
+
+
+def _run_throughput(
+    cfg: Dict[str, Any],
+    measurement: Measurement,
+    step_fn: Callable[[Any, float], StepReturn],
+    schedule: LRSchedule,
+    batches: Optional[Callable[[int], Iterable[Any]]],
+) -> None:
+    """Warmup then measured steps; real data restarts its iterator at each epoch boundary."""
+    samples = int(cfg["batch_size"])
+    warmup, measure = int(cfg["steps"]["warmup"]), int(cfg["steps"]["measure"])
+    epoch = -1
+    it: Optional[Iterator[Any]] = None
+    for step in range(warmup + measure):
+        step_epoch = schedule.epoch_of(step)
+        if batches is not None and (it is None or step_epoch != epoch):
+            it = iter(batches(step_epoch))
+        epoch = step_epoch
+        phase = "warmup" if step < warmup else "measure"
+        measurement.step(step_fn, step, epoch, phase, samples, schedule(step), it)
+
+
+def _run_convergence(
+    cfg: Dict[str, Any],
+    measurement: Measurement,
+    step_fn: Callable[[Any, float], StepReturn],
+    schedule: LRSchedule,
+    batches: Callable[[int], Iterable[Any]],
+    evaluate: Callable[[int], Tuple[float, Optional[float], Optional[int]]],
+) -> bool:
+    """``epochs`` epochs of measured steps, each followed by an evaluation; returns whether
+    an evaluation reached the target."""
+    mllog = measurement.mllog
+    samples = int(cfg["batch_size"])
     steps_per_epoch = int(round(schedule.steps_per_epoch))
     step = 0
     reached = False
@@ -235,6 +264,11 @@ def run_training(
         accuracy, loss, n = evaluate(epoch)
         mllog.end("eval_stop", metadata={"epoch_num": epoch + 1})
         reached = measurement.record_eval(epoch, accuracy, loss, n, eval_start) or reached
-    status = "success" if reached or measurement.target_accuracy is None else "aborted"
-    mllog.end("run_stop", metadata={"status": status})
-    return measurement
+    return reached
+
+
+def eval_result(totals: Iterable[Any]) -> Tuple[float, float, int]:
+    """``(accuracy, mean loss, samples)`` from the global ``(correct, loss sum, samples)``
+    totals of an evaluation (accuracy 0 and loss NaN when there were no samples)."""
+    correct, loss_sum, n = (float(v) for v in totals)
+    return (correct / n if n else 0.0), (loss_sum / n if n else float("nan")), int(n)

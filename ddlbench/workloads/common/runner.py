@@ -17,14 +17,18 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .config import load_run_config
+from .data import TrainData
 from .env import RankInfo, rank_info
 from .logger import RankLogger, build_meta
-from .loop import Measurement
+from .loop import Measurement, StepReturn, run_training
 from .mllog import MLLog
 from .provenance import write_packages
+from .schedule import LRSchedule
+
+Evaluate = Callable[[int], Tuple[float, Optional[float], Optional[int]]]
 
 
 class Terminated(Exception):
@@ -70,6 +74,28 @@ class Context:
             mllog=self.mllog,
             compiled=bool(self.cfg.get("compile")),
         )
+
+    def train(
+        self,
+        step_fn: Callable[[Any, float], StepReturn],
+        data: TrainData,
+        make_evaluate: Callable[[Callable[[], Iterator[Any]]], Evaluate],
+        checksum: Callable[[], Tuple[float, str]],
+    ) -> None:
+        """Train with ``step_fn`` on ``data`` (:func:`run_training`, the learning-rate
+        schedule from ``data.steps_per_epoch``; in convergence mode ``make_evaluate(data.val)``
+        evaluates after each epoch), then write the summary with the parameter ``checksum()``."""
+        schedule = LRSchedule.from_config(self.cfg, data.steps_per_epoch)
+        evaluate = None
+        if self.cfg["mode"] == "convergence":
+            if data.val is None:
+                raise ValueError("convergence mode needs a validation split")
+            evaluate = make_evaluate(data.val)
+        measurement = run_training(
+            self.cfg, self.measurement(), step_fn, schedule, data.batches, evaluate
+        )
+        param_sum, param_sha256 = checksum()
+        self.finish(measurement.summary_fields(), param_sum, param_sha256)
 
     def finish(
         self,
@@ -125,13 +151,9 @@ def _record_packages(cfg: Dict[str, Any]) -> None:
         sys.stderr.write(f"ddlbench: cannot record the installed packages: {exc}\n")
 
 
-def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = None) -> int:
-    """Run a workload body; returns the process exit code (0, 1 on failure, 2 on usage)."""
-    start_time = time.time()
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m ddlbench.workloads.<workload> /path/to/run.json\n")
-        return 2
+def _start(args: List[str], start_time: float) -> Optional[Context]:
+    """The run's :class:`Context` (config, rank, opened rank log), or None after a message
+    when the config cannot be read or the log not opened (nothing to log into yet)."""
     try:
         cfg = load_run_config(args[0])
         info = rank_info()
@@ -139,51 +161,71 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
         log_dir = os.environ.get("DDLBENCH_LOG_DIR") or cfg["log_dir"]
         cfg["log_dir"] = log_dir
         logger = RankLogger(log_dir, info.rank)
-    except Exception as exc:  # nothing to log into yet
+    except Exception as exc:
         sys.stderr.write(f"ddlbench: cannot start workload: {exc}\n")
-        return 2
+        return None
     mllog = MLLog(bool(cfg.get("mllog")) and info.is_root)
-    ctx = Context(cfg, info, logger, mllog, start_time)
+    return Context(cfg, info, logger, mllog, start_time)
+
+
+def _log_failure(ctx: Context) -> None:
+    """Print the current exception's traceback and log it as the ``error`` record (after a
+    fallback ``meta`` record when the body had not written one)."""
+    cfg, logger = ctx.cfg, ctx.logger
+    tb = traceback.format_exc()
+    sys.stderr.write(tb)
+    sys.stderr.flush()
+    exc = sys.exc_info()[1]
+    try:
+        if not logger.meta_written:
+            logger.meta(
+                build_meta(
+                    cfg,
+                    ctx.info,
+                    framework_version="unknown",
+                    device_name="unknown",
+                    param_count=None,
+                    backend=str(cfg.get("framework_options", {}).get("backend", "unknown")),
+                    start_time=ctx.start_time,
+                    incomplete=True,
+                )
+            )
+        message = f"{type(exc).__name__}: {exc}"
+        logger.error(message, tb)
+        ctx.mllog.end("run_stop", metadata={"status": "aborted"})
+    except Exception as log_exc:  # the log itself failed (disk full, ...)
+        sys.stderr.write(f"ddlbench: cannot write the error record: {log_exc}\n")
+
+
+def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = None) -> int:
+    """Run a workload body; returns the process exit code (0, 1 on failure, 2 on usage)."""
+    start_time = time.time()
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m ddlbench.workloads.<workload> /path/to/run.json\n")
+        return 2
+    ctx = _start(args, start_time)
+    if ctx is None:
+        return 2
     old = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(ValueError):  # not the main thread
             old[sig] = signal.signal(sig, _raise_terminated)
-    if info.is_root:
-        _record_packages(cfg)
+    if ctx.info.is_root:
+        _record_packages(ctx.cfg)
     try:
-        mllog.start("init_start")
-        mllog.run_config(cfg)
+        ctx.mllog.start("init_start")
+        ctx.mllog.run_config(ctx.cfg)
         body(ctx)
-        if not logger.summary_written:
+        if not ctx.logger.summary_written:
             raise RuntimeError("workload ended without a summary record")
         return 0
     except BaseException as exc:  # noqa: B036 - log every failure, including SystemExit
-        if isinstance(exc, SystemExit) and exc.code in (0, None) and logger.summary_written:
+        if isinstance(exc, SystemExit) and exc.code in (0, None) and ctx.logger.summary_written:
             return 0
-        tb = traceback.format_exc()
-        sys.stderr.write(tb)
-        sys.stderr.flush()
-        try:
-            if not logger.meta_written:
-                logger.meta(
-                    build_meta(
-                        cfg,
-                        info,
-                        framework_version="unknown",
-                        device_name="unknown",
-                        param_count=None,
-                        backend=str(cfg.get("framework_options", {}).get("backend", "unknown")),
-                        start_time=start_time,
-                        incomplete=True,
-                    )
-                )
-            message = f"{type(exc).__name__}: {exc}"
-            logger.error(message, tb)
-            mllog.end("run_stop", metadata={"status": "aborted"})
-        except Exception as log_exc:  # the log itself failed (disk full, ...)
-            sys.stderr.write(f"ddlbench: cannot write the error record: {log_exc}\n")
+        _log_failure(ctx)
         return 1
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        logger.close()
+        ctx.logger.close()
