@@ -252,7 +252,7 @@ def applied_precision(args: argparse.Namespace, combo: Combo, tmp: str) -> Tuple
 def measure_one(args: argparse.Namespace, combo: Combo, side: str, tmp: str) -> Dict[str, Any]:
     """One measurement of one side; compiled code starts from a clean slate each time, so no
     side reuses the other's graphs and dynamo's recompile limit is never reached (past it,
-    torch.compile silently runs eager)."""
+    torch.compile runs eager with no more than a logged warning)."""
     import torch
 
     if combo[2]:
