@@ -111,12 +111,14 @@ def body(ctx: Context) -> None:
     import tensorflow as tf  # noqa: F401 - TensorFlow is loaded before hvd.init()
 
     with horovod_session(hvd, ctx.info):
-        _train(ctx, hvd, controller)
+        # the model and its step outlive hvd.shutdown()
+        trained = _train(ctx, hvd, controller)  # noqa: F841
         hvd.join()
 
 
-def _train(ctx: Context, hvd: Any, controller: str) -> None:
-    """The tensorflow workload's model, data and set-up with Horovod's averaging."""
+def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
+    """The tensorflow workload's model, data and set-up with Horovod's averaging; returns
+    the model and its step function."""
     import horovod
     import tensorflow as tf
 
@@ -157,6 +159,7 @@ def _train(ctx: Context, hvd: Any, controller: str) -> None:
         lambda val: make_evaluate(tf, hvd, model, val),
         lambda: model_checksum(model),
     )
+    return model, step_fn
 
 
 def main() -> int:

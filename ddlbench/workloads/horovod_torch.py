@@ -11,7 +11,7 @@ broadcast to all ranks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Tuple
 
 from .common import Context, workload_main
 from .horovod_rendezvous import (
@@ -32,12 +32,14 @@ def body(ctx: Context) -> None:
     from . import pytorch  # noqa: F401 - torch and the pytorch workload, before hvd.init()
 
     with horovod_session(hvd, ctx.info):
-        _train(ctx, hvd, controller)
+        # the model and Horovod's optimizer (its gradient hooks) outlive hvd.shutdown()
+        trained = _train(ctx, hvd, controller)  # noqa: F841
         hvd.barrier()
 
 
-def _train(ctx: Context, hvd: Any, controller: str) -> None:
-    """The pytorch workload's model, data and step with ``hvd.DistributedOptimizer``."""
+def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
+    """The pytorch workload's model, data and step with ``hvd.DistributedOptimizer``;
+    returns the model and the optimizer."""
     import horovod
     import torch
 
@@ -92,6 +94,7 @@ def _train(ctx: Context, hvd: Any, controller: str) -> None:
     ctx.train(
         step_fn, data, make_evaluate(model, device, allreduce_sum), lambda: model_checksum(model)
     )
+    return model, optimizer
 
 
 def main() -> int:

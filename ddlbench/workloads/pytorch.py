@@ -609,7 +609,9 @@ def body(ctx: Context) -> None:
     if distributed:
         backend = init_distributed(cfg, info, device)
     try:
-        _train(ctx, device, device_name, knobs, backend, distributed)
+        # the DDP module outlives the process group's teardown below, as the reducer and
+        # its communication hook expect
+        trained = _train(ctx, device, device_name, knobs, backend, distributed)  # noqa: F841
         if distributed:
             dist.barrier()  # gloo can abort at exit when a peer tears down first
     finally:
@@ -625,8 +627,9 @@ def _train(
     knobs: TorchKnobs,
     backend: str,
     distributed: bool,
-) -> None:
-    """Model, meta record, data, optimizer and step (DDP when ``distributed``), training."""
+) -> nn.Module:
+    """Model, meta record, data, optimizer and step (DDP when ``distributed``), training;
+    returns the module trained (the DDP wrapper when distributed)."""
     import torch.distributed as dist
 
     cfg, info = ctx.cfg, ctx.info
@@ -662,6 +665,7 @@ def _train(
 
     evaluate_on = make_evaluate(model, device, allreduce_sum)
     ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model))
+    return train_model
 
 
 def main() -> int:
