@@ -121,7 +121,6 @@ def ddlbench_run(args: argparse.Namespace, combo: Tuple[str, str, bool], tmp: st
         "compile_s": summary["compile_s"],
         "applied": knobs.precision,
         "fallbacks": knobs.knobs.fallbacks,
-        "warmup": cfg["steps"]["warmup"],
     }
 
 
@@ -235,18 +234,18 @@ def load_results(path: Optional[Path], same: Dict[str, Any]) -> List[Dict[str, A
     return records
 
 
-def applied_precision(args: argparse.Namespace, combo: Combo, tmp: str) -> Tuple[str, List[str]]:
-    """The precision the workload runs for ``combo`` on this device, and its fallbacks, so
-    that the bare loop runs the same even when it goes first."""
+def applied_knobs(args: argparse.Namespace, combo: Combo, tmp: str) -> Tuple[str, List[str], int]:
+    """The precision the workload runs for ``combo`` on this device, its fallbacks and its
+    warmup steps (raised for compiled runs), from the workload's own ``apply_knobs``, so that
+    the bare loop runs the same even when it goes first."""
     import torch
 
     from ddlbench.workloads.common import normalize_run_config
     from ddlbench.workloads.pytorch import apply_knobs
 
-    knobs = apply_knobs(
-        normalize_run_config(run_config(args, combo, tmp)), torch.device(args.device)
-    )
-    return knobs.precision, list(knobs.knobs.fallbacks)
+    cfg = normalize_run_config(run_config(args, combo, tmp))
+    knobs = apply_knobs(cfg, torch.device(args.device))
+    return knobs.precision, list(knobs.knobs.fallbacks), int(cfg["steps"]["warmup"])
 
 
 def measure_one(args: argparse.Namespace, combo: Combo, side: str, tmp: str) -> Dict[str, Any]:
@@ -261,10 +260,7 @@ def measure_one(args: argparse.Namespace, combo: Combo, side: str, tmp: str) -> 
         out = ddlbench_run(args, combo, tmp)
         return {"throughput": out["throughput"], "compile_s": out["compile_s"],
                 "applied": out["applied"], "fallbacks": out["fallbacks"]}  # fmt: skip
-    from ddlbench.workloads.common.knobs import MIN_COMPILE_WARMUP
-
-    precision, fallbacks = applied_precision(args, combo, tmp)
-    warmup = max(args.warmup, MIN_COMPILE_WARMUP) if combo[2] else args.warmup
+    precision, fallbacks, warmup = applied_knobs(args, combo, tmp)
     return {"throughput": bare_run(args, combo, precision, warmup), "applied": precision,
             "fallbacks": fallbacks}  # fmt: skip
 

@@ -186,8 +186,7 @@ def _scontrol(*args: str) -> None:
 
 @pytest.mark.slurm
 def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
-    from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
-    from tests.execute.conftest import wait_for
+    from ddlbench.execute import campaign_status, submit_campaign
 
     body = ["if [ ! -e ../first-went ]; then touch ../first-went; sleep 120; fi", "echo done"]
     cdir = make_campaign(
@@ -199,18 +198,7 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
     )
     submit_campaign(cdir, echo=_quiet)
 
-    def running():
-        row = campaign_status(cdir, echo=_quiet)["runs"][0]
-        return row["nodelist"] if row["state"] == "RUNNING" else None
-
-    node = wait_for(running, timeout=60, interval=0.5)
-    wait_for(lambda: (cdir / "runs" / "first-went").exists(), timeout=30)
-    _scontrol("update", f"nodename={node}", "state=down", "reason=ddlbench-test")
-    try:
-        said: list = []
-        assert wait_campaign(cdir, timeout=120, echo=said.append) == 0
-    finally:
-        _scontrol("update", f"nodename={node}", "state=resume")
+    said = _node_down_under_first_run(cdir, wait_timeout=120)
     with CampaignStore.open(cdir) as store:
         attempts = store.attempts("victim")
     assert [(a.state, a.slurm_state) for a in attempts] == [
@@ -228,8 +216,7 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
 def test_resubmitted_serial_run_waits_for_the_newest_live_job(own_slurm, tmp_path):
     """--serial holds across an infrastructure resubmission: the new attempt is chained
     (afterany) after the campaign's newest live job, so no two runs ever overlap."""
-    from ddlbench.execute import campaign_status, submit_campaign, wait_campaign
-    from tests.execute.conftest import wait_for
+    from ddlbench.execute import campaign_status, submit_campaign
 
     body = ["if [ ! -e ../first-went ]; then touch ../first-went; sleep 120; fi", "echo done"]
     cdir = make_campaign(
@@ -244,18 +231,7 @@ def test_resubmitted_serial_run_waits_for_the_newest_live_job(own_slurm, tmp_pat
     )
     submit_campaign(cdir, serial=True, echo=_quiet)
 
-    def running():
-        row = campaign_status(cdir, echo=_quiet)["runs"][0]
-        return row["nodelist"] if row["state"] == "RUNNING" else None
-
-    node = wait_for(running, timeout=60, interval=0.5)
-    wait_for(lambda: (cdir / "runs" / "first-went").exists(), timeout=30)
-    _scontrol("update", f"nodename={node}", "state=down", "reason=ddlbench-test")
-    try:
-        said: list = []
-        assert wait_campaign(cdir, timeout=180, echo=said.append) == 0
-    finally:
-        _scontrol("update", f"nodename={node}", "state=resume")
+    said = _node_down_under_first_run(cdir, wait_timeout=180)
     with CampaignStore.open(cdir) as store:
         first, again = store.attempts("victim")
         (nxt,) = store.attempts("next")
@@ -567,3 +543,25 @@ def test_report_data_names_the_killed_task(tmp_path):
     row = runs.loc[run_id]
     assert (row["status"], row["slurm_state"], row["exit_code"]) == ("failed", "FAILED", 143)
     assert row["error_message"] == cause
+
+
+def _node_down_under_first_run(cdir, wait_timeout: float) -> list:
+    """Set the node of the campaign's first run DOWN once its body has started (it touches
+    ``runs/first-went``), wait for the campaign (exit 0 asserted) and resume the node;
+    returns the lines ``wait`` said."""
+    from ddlbench.execute import campaign_status, wait_campaign
+    from tests.execute.conftest import wait_for
+
+    def running():
+        row = campaign_status(cdir, echo=_quiet)["runs"][0]
+        return row["nodelist"] if row["state"] == "RUNNING" else None
+
+    node = wait_for(running, timeout=60, interval=0.5)
+    wait_for(lambda: (cdir / "runs" / "first-went").exists(), timeout=30)
+    _scontrol("update", f"nodename={node}", "state=down", "reason=ddlbench-test")
+    try:
+        said: list = []
+        assert wait_campaign(cdir, timeout=wait_timeout, echo=said.append) == 0
+    finally:
+        _scontrol("update", f"nodename={node}", "state=resume")
+    return said
