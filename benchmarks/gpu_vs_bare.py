@@ -277,7 +277,8 @@ def schedule(args: argparse.Namespace) -> List[Tuple[int, Combo, str]]:
 
 def measure(args: argparse.Namespace, same: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Run what the results file does not hold yet, appending each measurement as it ends;
-    stop starting new ones once ``--budget-s`` has passed."""
+    stop starting new ones once ``--budget-s`` has passed. The first one always runs, so every
+    call makes progress however small the budget."""
     path = Path(args.results) if args.results else None
     records = load_results(path, same)
     done = {(r["round"], tuple(r["combo"]), r["side"]) for r in records}
@@ -286,7 +287,7 @@ def measure(args: argparse.Namespace, same: Dict[str, Any]) -> List[Dict[str, An
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu-vs-bare-") as tmp:
         for n, (r, combo, side) in enumerate(todo):
-            if args.budget_s and time.monotonic() - t0 > args.budget_s:
+            if n and args.budget_s and time.monotonic() - t0 > args.budget_s:
                 print(f"budget of {args.budget_s} s spent: {len(todo) - n} measurements left "
                       f"(run again with --results {path} to go on)", file=sys.stderr)  # fmt: skip
                 break
@@ -382,7 +383,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     parser.add_argument(
         "--budget-s", type=float, default=0.0,
-        help="start no new measurement after this many seconds (0: no limit)",
+        help="start no new measurement after this many seconds, the first one always runs "
+        "(0: no limit)",
     )  # fmt: skip
     parser.add_argument(
         "--report-only", action="store_true", help="print the figures of --results, run nothing"
