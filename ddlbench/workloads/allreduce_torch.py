@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from .common import Context, run_allreduce_sweep, workload_main
+from .common import Context, end_process, run_allreduce_sweep, workload_main
 from .pytorch import init_distributed, setup_device
 
 
@@ -55,4 +55,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    end_process(main())

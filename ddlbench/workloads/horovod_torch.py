@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
-from .common import Context, workload_main
+from .common import Context, end_process, workload_main
 from .horovod_rendezvous import (
     horovod_backend,
     horovod_compression,
@@ -102,4 +102,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    end_process(main())

@@ -29,6 +29,7 @@ from .common import (
     cpu_name,
     cpu_threads,
     data_workers,
+    end_process,
     eval_result,
     framework_options,
     image_mean_std,
@@ -673,4 +674,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    end_process(main())

@@ -447,6 +447,24 @@ def test_workload_main_logs_error_after_fallback_meta(tmp_path, make_cfg, valida
     assert workload_main(failing, []) == 2
 
 
+def test_end_process_flushes_output_and_skips_the_teardown():
+    """The torch workloads end with ``end_process``: buffered output is written and the exit
+    code kept, while exit-time code (atexit handlers, libraries' destructors) never runs."""
+    program = (
+        "import atexit, sys\n"
+        "from ddlbench.workloads.common import end_process\n"
+        "atexit.register(lambda: print('TEARDOWN RAN'))\n"
+        "print('summary', end='')\n"
+        "sys.stderr.write('warning')\n"
+        "end_process(3)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == "summary" and proc.stderr == "warning"
+
+
 def test_workload_main_success(tmp_path, make_cfg, validate_log):
     cfg = make_cfg(mllog=True)
     path = tmp_path / "run.json"

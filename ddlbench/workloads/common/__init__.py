@@ -54,7 +54,7 @@ from .knobs import MIN_COMPILE_WARMUP, Knobs, resolve_precision, training_flops,
 from .logger import FORMAT_VERSION, RankLogger, build_meta, warn
 from .loop import Measurement, eval_result, run_training
 from .mllog import MLLog
-from .runner import Context, Terminated, workload_main
+from .runner import Context, Terminated, end_process, workload_main
 from .schedule import LRSchedule
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "cpu_name",
     "data_seed",
     "data_workers",
+    "end_process",
     "eval_result",
     "framework_options",
     "image_folder_index",

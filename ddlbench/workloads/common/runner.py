@@ -6,6 +6,9 @@
 its time limit), it writes an ``error`` record (preceded by a fallback ``meta``
 record if ``body`` had not written one yet, so the log still starts with meta),
 prints the traceback and returns 1.
+
+The torch workloads end their process with :func:`end_process`, without the interpreter's
+teardown.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Tuple
 
 from .config import load_run_config
 from .data import TrainData
@@ -229,3 +232,16 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
         for sig, handler in old.items():
             signal.signal(sig, handler)
         ctx.logger.close()
+
+
+def end_process(code: int) -> NoReturn:
+    """End the workload's process with ``code`` (:func:`workload_main`'s) once its logs are
+    closed, skipping the interpreter's teardown: a run that measured and wrote its summary
+    is never turned into a failure by a library's exit-time destructors. Gloo's threads
+    (and the TCP store's on rank 0) can abort that teardown with SIGABRT ("terminate called
+    without an active exception") after the process group was destroyed. Nothing is lost:
+    the rank log is written with ``os.write``, and stdout and stderr are flushed here."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
