@@ -37,7 +37,11 @@ RUNS_DIR = "runs"
 STORE = "state.sqlite"
 STORE_SIDE_FILES = ("state.sqlite-wal", "state.sqlite-shm")
 DATA_DIR = "data"
+#: written last by ``collect``: data with it is whole
+COLLECT_INFO = "collect.json"
 REPORT_DIR = "report"
+#: the report's formats, each written as ``report.<format>``
+REPORT_FORMATS = ("html", "md")
 WORK_DIR = ".ddlbench"
 LOCAL_JOBS_DIR = "jobs"  # under WORK_DIR: one folder per local-executor job
 ARRAYS_DIR = "arrays"  # under WORK_DIR: job array scripts and their own output files
@@ -250,8 +254,16 @@ class CampaignPaths:
         return self.root / DATA_DIR
 
     @property
+    def collect_info(self) -> Path:
+        return self.data / COLLECT_INFO
+
+    @property
     def report(self) -> Path:
         return self.root / REPORT_DIR
+
+    def reports(self) -> List[Path]:
+        """The report files in the campaign's own report folder (not a ``--report-dir``)."""
+        return [p for p in (self.report / f"report.{f}" for f in REPORT_FORMATS) if p.is_file()]
 
     @property
     def work(self) -> Path:

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ddlbench.campaign.paths import CampaignPaths
+from ddlbench.campaign.paths import COLLECT_INFO, CampaignPaths
 
-#: the collector's own files in ``data/``
-COLLECT_INFO = "collect.json"
+#: the collector's own files in ``data/`` (and COLLECT_INFO, named by the campaign's paths)
 DATA_FILES = ("runs.parquet", "ranks.parquet", "steps.parquet")
 COLLECTOR_VERSION = 3  # bump when the data files change meaning or columns
 

@@ -214,6 +214,13 @@ def test_quickstart_end_to_end_report(tmp_path):
     assert "http://" not in html and "https://" not in html  # self-contained
     for plot in ("throughput", "efficiency", "rank_step_times"):
         assert (report_dir / "plots" / f"{plot}.png").stat().st_size > 1000
+    listed = json.loads(ddlbench("list", "--json", results=results).stdout)["campaigns"]
+    assert [(c["name"], c["counts"], c["collected"]) for c in listed] == [
+        ("qs", {"COMPLETED": 6}, True)
+    ]
+    assert listed[0]["reports"] == [
+        str((report_dir / f"report.{f}").absolute()) for f in ("html", "md")
+    ]
     # re-running submit never submits twice
     again = ddlbench(
         "submit",

@@ -1,0 +1,97 @@
+"""``ddlbench list``: every campaign under the results folder, from its own files.
+
+The campaigns here are real: one submitted to the local executor and run to its end, one
+rendered with ``--dry-run``, and copies of them broken on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
+from tests.support.cli import invoke
+
+
+def ddlbench(*args, code: int = 0):
+    res = invoke(args)
+    assert res.exit_code == code, res.output
+    return res
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """``ran`` (6 runs, all completed, collected) then ``rendered`` (6 runs, dry run)."""
+    tmp = tmp_path_factory.mktemp("list")
+    profile = tmp / "profile.yaml"
+    profile.write_text(TRIVIAL_LOCAL)
+    res = tmp / "results"
+    common = ("--cluster", profile, "--results", res)
+    ddlbench("submit", QUICKSTART, *common, "--campaign", "ran")
+    ddlbench("wait", "ran", "--results", res, "--timeout", "180")
+    ddlbench("collect", "ran", "--results", res)
+    ddlbench("submit", QUICKSTART, *common, "--campaign", "rendered", "--dry-run")
+    return res
+
+
+def listing(results: Path) -> dict:
+    return json.loads(ddlbench("list", "--json", "--results", results).stdout)
+
+
+def test_list_json_counts_states_oldest_first_latest_last(results):
+    doc = listing(results)
+    assert doc["results"] == str(results.absolute())
+    ran, rendered = doc["campaigns"]
+    assert (ran["name"], rendered["name"]) == ("ran", "rendered")
+    assert ran["counts"] == {"COMPLETED": 6} and ran["ended"] is True and ran["runs"] == 6
+    assert rendered["counts"] == {"NOT_SUBMITTED": 6} and rendered["ended"] is False
+    assert (ran["latest"], rendered["latest"]) == (False, True)
+    assert (ran["collected"], rendered["collected"]) == (True, False)
+    for entry in (ran, rendered):
+        assert entry["cluster"] == "triv-local" and entry["scheduler"] == "local"
+        assert entry["created"] and entry["problems"] == [] and entry["reports"] == []
+        assert entry["path"] == str((results / entry["name"]).absolute())
+
+
+def test_list_table_names_each_campaign_and_where_states_come_from(results):
+    out = ddlbench("list", "--results", results).stdout
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "CAMPAIGN", "CREATED", "CLUSTER", "SCHEDULER", "RUNS", "STATES", "COLLECTED", "REPORT",
+    ]  # fmt: skip
+    assert lines[1].startswith("ran ") and "6 COMPLETED" in lines[1]
+    assert lines[1].split()[-2:] == ["yes", "-"]  # collected, no report
+    assert lines[2].startswith("rendered (latest)") and "6 NOT_SUBMITTED" in lines[2]
+    assert lines[-1].startswith(f"2 campaigns in {results.absolute()}; states as last recorded")
+
+
+def test_a_broken_campaign_is_listed_with_its_problem_and_hides_no_other(results, tmp_path):
+    res = tmp_path / "results"
+    shutil.copytree(results, res)
+    shutil.copytree(res / "ran", res / "torn")
+    (res / "torn" / "state.sqlite").write_bytes(b"not a database, " * 64)
+    shutil.copytree(res / "rendered", res / "garbled")
+    (res / "garbled" / "campaign.json").write_text('{"runs": [')
+    by_name = {e["name"]: e for e in listing(res)["campaigns"]}
+    assert by_name["ran"]["counts"] == {"COMPLETED": 6}
+    torn, garbled = by_name["torn"], by_name["garbled"]
+    assert torn["runs"] == 6 and torn["counts"] == {} and torn["ended"] is None
+    assert torn["problems"] == ["state.sqlite cannot be read: run states unknown"]
+    assert garbled["runs"] is None and garbled["counts"] == {}
+    assert garbled["problems"][0].startswith("campaign.json cannot be read: ")
+    out = ddlbench("list", "--results", res).stdout
+    assert "  torn: state.sqlite cannot be read" in out and "  garbled: campaign.json" in out
+
+
+def test_list_of_an_empty_or_missing_results_folder(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = ddlbench("list", "--results", empty)
+    assert res.stdout == "" and "no campaigns in" in res.stderr
+    assert listing(empty) == {"results": str(empty.absolute()), "campaigns": []}
+    missing = ddlbench("list", "--results", tmp_path / "typo", code=2)
+    assert "results folder" in missing.stderr and "does not exist" in missing.stderr
+    assert "Traceback" not in missing.output
