@@ -14,7 +14,7 @@ import pytest
 from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
 from tests.support.cli import invoke
 
-COMMANDS = ("submit", "status", "wait", "cancel", "retry", "collect", "report", "compare")
+COMMANDS = ("submit", "status", "list", "wait", "cancel", "retry", "collect", "report", "compare")
 
 
 def ddlbench(*args, code: int = 0):
