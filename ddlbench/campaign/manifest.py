@@ -74,6 +74,38 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+def manifest_head(path: Path, limit: int = 16384) -> Dict[str, Any]:
+    """The manifest's top-level scalar fields before its first nested value (``format``,
+    ``campaign``, ``created``...), read from the head of the file: ddlbench writes one
+    top-level key per line, so finding the latest of many large campaigns never parses their
+    lists of runs. A manifest written otherwise is parsed whole; an unreadable one gives {}."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(limit).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return {}
+    if not lines or lines[0].strip() != "{":
+        return _whole(path)
+    head: Dict[str, Any] = {}
+    for line in lines[1:]:
+        text = line.strip().rstrip(",")
+        if text == "}" or text.endswith(("{", "[")):
+            return head  # the object's end, or its first nested value
+        try:
+            head.update(json.loads("{" + text + "}"))
+        except (ValueError, TypeError):
+            return _whole(path)
+    return _whole(path)  # no nested value within the limit
+
+
+def _whole(path: Path) -> Dict[str, Any]:
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def load_campaign(campaign_dir: Path) -> Campaign:
     campaign_dir = Path(campaign_dir).resolve()
     paths = CampaignPaths(campaign_dir)
@@ -133,4 +165,5 @@ __all__ = [
     "Campaign",
     "RunInfo",
     "load_campaign",
+    "manifest_head",
 ]

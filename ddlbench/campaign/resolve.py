@@ -15,11 +15,11 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
+from ddlbench.campaign.manifest import manifest_head
 from ddlbench.campaign.paths import MANIFEST, CampaignPaths
 from ddlbench.errors import InputError, Problem, did_you_mean
 
@@ -40,10 +40,7 @@ def results_root(results: Optional[PathLike] = None) -> Path:
 def _created_key(campaign: Path) -> Tuple[str, float, str]:
     """The order of "latest": the manifest's ``created``, then its mtime, then the name."""
     manifest = CampaignPaths(campaign).manifest
-    try:
-        created = json.loads(manifest.read_text()).get("created") or ""
-    except (OSError, ValueError, AttributeError):
-        created = ""
+    created = manifest_head(manifest).get("created") or ""
     try:
         mtime = manifest.stat().st_mtime
     except OSError:

@@ -145,3 +145,37 @@ def test_collect_store_states_keeps_its_dataframe(tmp_path):
         "reason",
     ]
     assert len(df) == 0
+
+
+def test_latest_reads_only_the_head_of_a_rendered_manifest(tmp_path):
+    """Finding the latest campaign reads ``created`` from the manifest's first lines, so a
+    results folder of large campaigns is not parsed whole by every command."""
+    from ddlbench.campaign.manifest import manifest_head
+    from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(TRIVIAL_LOCAL)
+    results = tmp_path / "results"
+    for name in ("first", "second"):
+        res = CliRunner().invoke(
+            main,
+            ["submit", QUICKSTART, "--dry-run", "--cluster", str(profile), "--campaign", name,
+             "--results", str(results)],
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+    path = CampaignPaths(results / "second").manifest
+    whole = json.loads(path.read_text())
+    head = manifest_head(path)
+    assert head == {k: whole[k] for k in head} and {"format", "campaign", "created"} <= set(head)
+    assert "runs" not in head and "spec" not in head
+    # everything after the first nested value unreadable: the head is still read
+    text = path.read_text()
+    cut = text.index('"spec": {') + len('"spec": {')
+    path.write_text(text[:cut] + "\nnot JSON at all")
+    assert manifest_head(path)["created"] == whole["created"]
+    assert resolve_campaign(None, results).name == "second"
+    # a manifest not written one key per line is read whole; an unreadable one gives {}
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps({"created": "2026-01-01T00:00:00+00:00", "runs": []}))
+    assert manifest_head(compact) == {"created": "2026-01-01T00:00:00+00:00", "runs": []}
+    assert manifest_head(tmp_path / "missing.json") == {}
