@@ -52,7 +52,8 @@ def _manifest(paths: CampaignPaths, entry: CampaignEntry) -> List[str]:
         cluster = raw.get("cluster") or {}
         entry.cluster, entry.scheduler = cluster.get("name"), cluster.get("scheduler") or "slurm"
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        entry.problems.append(f"{paths.manifest.name} cannot be read: {exc}")
+        what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+        entry.problems.append(f"{paths.manifest.name} cannot be read: {what}")
         return []
     entry.created = raw.get("created")
     entry.runs = len(runs)
