@@ -951,9 +951,7 @@ def build_report(
         figures = _figures(worker, fig_input, out, say)
         model = _scaling_model(a, data, calibration, run_states, say)
         if model is not None:
-            from .plots import model_figure, save
-
-            figures["model"] = save(model_figure(model.predictions), out / "plots", "scaling_model")
+            figures["model"] = _model_figure(model, out)
         say("writing report")
         files = render(a, data, out, figures, formats, model)
     finally:
@@ -962,6 +960,13 @@ def build_report(
         if data is not None:
             finish_write(data)  # also when the report failed: keep what was collected
     return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)
+
+
+def _model_figure(model, out: Path) -> Dict[str, Path]:
+    """The scaling model's predicted against measured figure, in ``out/plots``."""
+    from .plots import model_figure, save
+
+    return save(model_figure(model.predictions), out / "plots", "scaling_model")
 
 
 def _scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say):
