@@ -14,7 +14,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 
@@ -827,27 +827,19 @@ def _base_note(a: Analysis) -> str:
     return "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)
 
 
-def render(
-    a: Analysis,
-    data: CampaignData,
-    out_dir: Path,
-    figures: Dict[str, Dict[str, Path]],
-    formats: Sequence[str],
-    model=None,
-) -> Dict[str, Path]:
-    env = _env()
-    fig_by_key = _figure_entries(figures, out_dir, formats)
+def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -> Dict[str, Any]:
+    """Everything the report templates show but the figures: built while the figure worker
+    draws."""
     tables = _tables(a)
     if model is not None:
         tables["model"] = _model_tables(model)
-    ctx = {
+    return {
         "title": f"ddlbench report: {data.name}",
         "campaign": data.name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
         "summary": _summary(a, data),
         "tables": tables,
-        "figs": fig_by_key,
         "settings": a.settings,
         "base_note": _base_note(a),
         "largest_run": a.largest_run,
@@ -858,6 +850,17 @@ def render(
         "md_cell": _md_cell,
         "fpct": fpct,
     }
+
+
+def write_reports(
+    ctx: Dict[str, Any],
+    figures: Dict[str, Dict[str, Path]],
+    out_dir: Path,
+    formats: Sequence[str],
+) -> Dict[str, Path]:
+    """Render each format's template with ``ctx`` and the figures, each file written whole."""
+    env = _env()
+    ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats))
     out: Dict[str, Path] = {}
     for fmt in formats:
         tpl = env.get_template(f"report.{fmt}.j2")
@@ -946,14 +949,16 @@ def build_report(
         fig_input = FigureInput.of(a)
         if worker is not None:
             worker.submit(fig_input, out / "plots")
-        finish_write(data)  # the data files, while the worker draws
+        # while the worker draws: the data files, the scaling model and the report's text
+        finish_write(data)
         _copy_data_files(data, out)
-        figures = _figures(worker, fig_input, out, say)
         model = _scaling_model(a, data, calibration, run_states, say)
+        ctx = report_context(a, data, out, model)
+        figures = _figures(worker, fig_input, out, say)
         if model is not None:
             figures["model"] = _model_figure(model, out)
         say("writing report")
-        files = render(a, data, out, figures, formats, model)
+        files = write_reports(ctx, figures, out, formats)
     finally:
         if worker is not None:
             worker.close()
