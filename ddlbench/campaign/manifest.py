@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ddlbench.campaign.paths import MANIFEST, STORE, WORK_DIR, CampaignPaths
 from ddlbench.errors import InputError
@@ -74,11 +74,12 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
-def manifest_head(path: Path, limit: int = 16384) -> Dict[str, Any]:
+def manifest_head(path: Path, need: Sequence[str] = (), limit: int = 16384) -> Dict[str, Any]:
     """The manifest's top-level scalar fields before its first nested value (``format``,
     ``campaign``, ``created``...), read from the head of the file: ddlbench writes one
     top-level key per line, so finding the latest of many large campaigns never parses their
-    lists of runs. A manifest written otherwise is parsed whole; an unreadable one gives {}."""
+    lists of runs. A manifest written otherwise, or whose head lacks a key in ``need``, is
+    parsed whole; an unreadable one gives {}."""
     try:
         with open(path, "rb") as f:
             lines = f.read(limit).decode("utf-8", "replace").splitlines()
@@ -89,8 +90,8 @@ def manifest_head(path: Path, limit: int = 16384) -> Dict[str, Any]:
     head: Dict[str, Any] = {}
     for line in lines[1:]:
         text = line.strip().rstrip(",")
-        if text == "}" or text.endswith(("{", "[")):
-            return head  # the object's end, or its first nested value
+        if text == "}" or text.endswith(("{", "[")):  # the end, or the first nested value
+            return head if all(k in head for k in need) else _whole(path)
         try:
             head.update(json.loads("{" + text + "}"))
         except (ValueError, TypeError):

@@ -40,7 +40,7 @@ def results_root(results: Optional[PathLike] = None) -> Path:
 def _created_key(campaign: Path) -> Tuple[str, float, str]:
     """The order of "latest": the manifest's ``created``, then its mtime, then the name."""
     manifest = CampaignPaths(campaign).manifest
-    created = manifest_head(manifest).get("created") or ""
+    created = manifest_head(manifest, need=("created",)).get("created") or ""
     try:
         mtime = manifest.stat().st_mtime
     except OSError:

@@ -179,3 +179,8 @@ def test_latest_reads_only_the_head_of_a_rendered_manifest(tmp_path):
     compact.write_text(json.dumps({"created": "2026-01-01T00:00:00+00:00", "runs": []}))
     assert manifest_head(compact) == {"created": "2026-01-01T00:00:00+00:00", "runs": []}
     assert manifest_head(tmp_path / "missing.json") == {}
+    # a key asked for that comes after the first nested value: read whole
+    late = tmp_path / "late.json"
+    late.write_text(json.dumps({"format": "f", "spec": {"a": 1}, "created": "2026"}, indent=1))
+    assert manifest_head(late) == {"format": "f"}
+    assert manifest_head(late, need=("created",))["created"] == "2026"
