@@ -196,6 +196,54 @@ def test_status_with_and_without_sacct(slurm_cluster, tmp_path, monkeypatch):
     assert (tmp_path / "sacct-calls").read_text().split() == [a.job_id]
 
 
+def _fake_sacct(tmp_path: Path, state: str, exit_code: str) -> Path:
+    """A stand-in sacct that answers for the jobs asked about with ``state`` and ``exit_code``."""
+    return _fake_bin(
+        tmp_path,
+        "sacct",
+        'ids=""; for a in "$@"; do case $a in --jobs=*) ids=${a#--jobs=};; esac; done\n'
+        f'echo "$ids|$ids|{state}|{exit_code}|2026-01-01T00:00:00|2026-01-01T00:00:01|'
+        'Unknown|n1|x"\n',
+    )
+
+
+def test_a_job_that_just_ended_waits_for_its_accounting_record(
+    slurm_cluster, tmp_path, monkeypatch
+):
+    """squeue lists a failed job as FAILED at once; slurmdbd may record its end (exit code,
+    failing step) a moment later. While the end is recent, the attempt is not recorded from
+    squeue alone: the next poll asks sacct again. Past the grace, squeue's word is taken."""
+    from ddlbench.execute.slurm import executor
+
+    cdir = make_campaign(
+        tmp_path, "lag", [{"run_id": "bad", "body": ["exit 5"]}], scheduler="slurm", slurm=SLURM
+    )
+    submit_campaign(cdir, echo=_quiet)
+    monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "no")
+    wait_for(lambda: _status(cdir)["bad"]["state"] == "FAILED", timeout=60, interval=0.3)
+
+    def reset() -> None:
+        with CampaignStore.open(cdir) as store:
+            a = store.attempts()[0]
+            store.update_attempt(a.id, if_state_in=["FAILED"], state="RUNNING", exit_code=None)
+
+    reset()
+    monkeypatch.setenv("DDLBENCH_SLURM_SACCT", "yes")
+    monkeypatch.setenv("DDLBENCH_JOBCOMP", "none")
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{_fake_sacct(tmp_path, 'RUNNING', '0:0')}:{path}")
+    lagging = _status(cdir)["bad"]
+    assert (lagging["state"], lagging["exit_code"]) == ("RUNNING", None)
+    _fake_sacct(tmp_path, "FAILED", "5:0")  # slurmdbd has the end now
+    ended = _status(cdir)["bad"]
+    assert (ended["state"], ended["exit_code"]) == ("FAILED", 5)
+    reset()
+    _fake_sacct(tmp_path, "RUNNING", "0:0")
+    monkeypatch.setattr(executor, "ACCOUNTING_GRACE_S", 0.0)  # an end long past
+    late = _status(cdir)["bad"]
+    assert (late["state"], late["exit_code"]) == ("FAILED", None)
+
+
 def test_sacct_disabled_falls_back(slurm_cluster, tmp_path, monkeypatch):
     cdir = make_campaign(
         tmp_path, "acct2", [{"run_id": "bad", "body": ["exit 6"]}], scheduler="slurm", slurm={}

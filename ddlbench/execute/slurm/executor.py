@@ -39,6 +39,10 @@ from ddlbench.execute.task_failure import find_cause
 COMMENT_PREFIX = "ddlbench:"
 #: a job missing from squeue and from every record of ended jobs for this long is LOST
 LOST_AFTER_S = float(os.environ.get("DDLBENCH_LOST_AFTER", "60"))
+#: squeue lists a job as ended at once, while slurmdbd may get its record (exit code, the
+#: failing step) a moment later: a job that ended this recently, on a cluster whose sacct
+#: answers, is not recorded from squeue alone; the next poll asks sacct again
+ACCOUNTING_GRACE_S = 60.0
 
 
 def token_of(comment: Optional[str], name: Optional[str]) -> Optional[str]:
@@ -530,11 +534,12 @@ class SlurmExecutor(Executor):
     ) -> int:
         """How jobs ended: sacct, else the jobcomp file (no call), else scontrol."""
         recs: Dict[str, JobRecord] = {}
-        tried_sacct = False
+        tried_sacct = sacct_answered = False
         if calls_left > 0 and self.sacct_mode() == "yes":
             tried_sacct = True
             res = self.client.run(sacct_args({a.base_job_id for a, _ in need if a.base_job_id}))
             if res.ok:
+                sacct_answered = True
                 recs.update({r.key: r for r in parse_sacct(res.stdout)})
                 self.steps.update(parse_sacct_steps(res.stdout))
             elif is_no_accounting(res.stderr + res.stdout):
@@ -559,7 +564,8 @@ class SlurmExecutor(Executor):
                         rec.reason = sq.reason
                     changed += self._apply(a, rec)
                 elif sq is not None:
-                    changed += self._apply(a, sq)
+                    if not (sacct_answered and _just_ended(sq, now)):
+                        changed += self._apply(a, sq)
                 elif a.missing_since is None:
                     changed += self.store.update_attempt(a.id, if_live=True, missing_since=now)
                 elif now - a.missing_since > LOST_AFTER_S:
@@ -623,6 +629,15 @@ class SlurmExecutor(Executor):
                     if a.job_id:
                         self.store.update_attempt(a.id, if_live=True, cancel_requested=1)
         return msgs
+
+
+def _just_ended(rec: JobRecord, now: float) -> bool:
+    """Whether squeue shows the job ended less than :data:`ACCOUNTING_GRACE_S` ago."""
+    return (
+        rec.state in S.FINAL
+        and rec.end_time is not None
+        and now - rec.end_time < ACCOUNTING_GRACE_S
+    )
 
 
 def _job_sort(text: str):
