@@ -39,7 +39,7 @@ class Campaign:
 
     @property
     def scheduler(self) -> str:
-        return str(self.cluster.get("scheduler") or "slurm")
+        return scheduler_of(self.cluster)
 
     @property
     def paths(self) -> CampaignPaths:
@@ -65,6 +65,11 @@ class Campaign:
 
     def local_setting(self, key: str, default: Any = None) -> Any:
         return (self.cluster.get("local") or {}).get(key, default)
+
+
+def scheduler_of(cluster: Dict[str, Any]) -> str:
+    """A cluster profile's scheduler (``slurm`` unless it says otherwise)."""
+    return str(cluster.get("scheduler") or "slurm")
 
 
 def _int(value: Any, default: int) -> int:
@@ -107,34 +112,52 @@ def _whole(path: Path) -> Dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+class ManifestError(InputError):
+    """A ``campaign.json`` that cannot be read; ``detail`` says why, without the path."""
+
+    def __init__(self, path: Path, detail: str):
+        self.detail = detail
+        super().__init__(f"{path}: {detail}")
+
+
+def read_manifest(path: Path) -> Dict[str, Any]:
+    """The manifest as plain values, checked: a ddlbench campaign whose every run has a
+    ``run_id`` (no per-run objects, so even 10,000 runs are cheap). Raises ManifestError."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ManifestError(path, f"not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ManifestError(path, "not a ddlbench campaign (a JSON object was expected)")
+    fmt = str(raw.get("format", ""))
+    if not fmt.startswith("ddlbench-campaign/"):
+        raise ManifestError(path, f"format {fmt!r} is not a ddlbench campaign")
+    entries = raw.get("runs") or []
+    if not isinstance(entries, list):
+        raise ManifestError(path, "'runs' is not a list")
+    for seq, r in enumerate(entries):
+        if not isinstance(r, dict) or not r.get("run_id"):
+            raise ManifestError(
+                path,
+                f"runs[{seq}] has no 'run_id' (ddlbench submit writes this file; "
+                "restore it from a copy, or render the campaign again)",
+            )
+    raw["runs"] = entries
+    return raw
+
+
 def load_campaign(campaign_dir: Path) -> Campaign:
     campaign_dir = Path(campaign_dir).resolve()
     paths = CampaignPaths(campaign_dir)
-    path = paths.manifest
     try:
-        raw = json.loads(path.read_text())
+        raw = read_manifest(paths.manifest)
     except FileNotFoundError:
         raise InputError(
             f"{campaign_dir} is not a campaign folder (no {MANIFEST}); "
             "create one with `ddlbench submit SPEC`"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise InputError(f"{path}: not a ddlbench campaign (a JSON object was expected)")
-    fmt = str(raw.get("format", ""))
-    if not fmt.startswith("ddlbench-campaign/"):
-        raise InputError(f"{path}: format {fmt!r} is not a ddlbench campaign")
     runs: List[RunInfo] = []
-    entries = raw.get("runs") or []
-    if not isinstance(entries, list):
-        raise InputError(f"{path}: 'runs' is not a list")
-    for seq, r in enumerate(entries):
-        if not isinstance(r, dict) or not r.get("run_id"):
-            raise InputError(
-                f"{path}: runs[{seq}] has no 'run_id' (ddlbench submit writes this file; "
-                "restore it from a copy, or render the campaign again)"
-            )
+    for seq, r in enumerate(raw["runs"]):
         run_id = str(r["run_id"])
         run_dir = campaign_dir / str(r.get("run_dir") or paths.rel_run_dir(run_id))
         script = campaign_dir / str(r.get("script") or paths.rel_job_script(run_id))
@@ -165,6 +188,9 @@ __all__ = [
     "WORK_DIR",
     "Campaign",
     "RunInfo",
+    "ManifestError",
     "load_campaign",
     "manifest_head",
+    "read_manifest",
+    "scheduler_of",
 ]

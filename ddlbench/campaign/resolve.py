@@ -72,6 +72,14 @@ def latest_campaign(results: Optional[PathLike] = None) -> Path:
     return found[-1]
 
 
+def existing_results_root(results: Optional[PathLike] = None) -> Path:
+    """The results folder (absolute); an input error naming it when it does not exist."""
+    root = results_root(results).absolute()
+    if not root.is_dir():
+        raise InputError(Problem(_nothing_there(root)))
+    return root
+
+
 def _nothing_there(root: Path) -> str:
     root = root.absolute()
     if not root.is_dir():

@@ -78,17 +78,9 @@ def command(results: Path, as_json: bool) -> None:
     only the campaigns' own files; it never polls the scheduler.
     """
     from ddlbench.campaign.listing import list_entries
-    from ddlbench.campaign.resolve import results_root
-    from ddlbench.errors import InputError, Problem
+    from ddlbench.campaign.resolve import existing_results_root
 
-    root = results_root(results).absolute()
-    if not root.is_dir():
-        raise InputError(
-            Problem(
-                f"results folder {root} does not exist; name the folder that "
-                "holds your campaigns with --results DIR (or $DDLBENCH_RESULTS)"
-            )
-        )
+    root = existing_results_root(results)
     entries = list_entries(results)
     if as_json:
         import json

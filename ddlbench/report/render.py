@@ -20,14 +20,14 @@ import pandas as pd
 
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
-from ..campaign.paths import CampaignPaths
+from ..campaign.paths import REPORT_FORMATS, CampaignPaths
 from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
 from ..diskfull import atomic_path
 from .efficiency import efficiency_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
-FORMATS = ("html", "md")
+FORMATS = REPORT_FORMATS
 #: the report folder's copy of the collected data files
 REPORT_DATA_DIR = "data"
 DATA_FILES = (
