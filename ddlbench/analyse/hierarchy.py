@@ -15,7 +15,7 @@ Definitions (docs/scaling-model.md#the-hierarchical-allreduce):
 * NCCL's tuner runs the algorithm with the lower predicted time; so does this model. On one
   node only the ring is used.
 
-Presets of link figures, each with its public source: ``data/interconnects.yaml``.
+Presets of link figures, each with its public source: ``reference/interconnects.yaml``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Tuple
 
-PRESETS_FILE = Path(__file__).parent / "data" / "interconnects.yaml"
+PRESETS_FILE = Path(__file__).parent / "reference" / "interconnects.yaml"
 
 
 class UnknownPreset(ValueError):
-    """A preset name that ``data/interconnects.yaml`` does not define."""
+    """A preset name that ``reference/interconnects.yaml`` does not define."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _load() -> dict:
 
 
 def presets() -> Dict[str, Link]:
-    """Every preset of ``data/interconnects.yaml`` by name."""
+    """Every preset of ``reference/interconnects.yaml`` by name."""
     out = {}
     for name, p in _load()["presets"].items():
         out[name] = Link(name, float(p["busbw_gbps"]), 1e-6 * float(p["alpha_us"]),

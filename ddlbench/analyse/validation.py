@@ -1,8 +1,8 @@
 """The scaling model against published multi-GPU tables (docs/scaling-model.md#validation).
 
-``data/published_scaling.csv`` holds each published point with its source and the inputs the
+``reference/published_scaling.csv`` holds each published point with its source and the inputs the
 model gets: the model, the per-GPU batch, the measured single-GPU throughput, GPUs per node,
-nodes, the interconnect presets (``data/interconnects.yaml``, the same constants for every
+nodes, the interconnect presets (``reference/interconnects.yaml``, the same constants for every
 table) and the framework's gradient bucket (DDP 25 MB, Horovod's 64 MB fusion buffer, 0: one
 allreduce per tensor). Nothing is fitted to the tables.
 
@@ -18,7 +18,7 @@ from typing import Dict, List
 
 from . import hierarchy, whatif
 
-DATA = Path(__file__).parent / "data" / "published_scaling.csv"
+DATA = Path(__file__).parent / "reference" / "published_scaling.csv"
 TARGET_MEAN_ABS = 0.10
 TARGET_MAX_ABS = 0.20
 

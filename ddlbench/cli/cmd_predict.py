@@ -27,7 +27,7 @@ Examples:
   ddlbench predict --from resnet50-scaling --nodes 1,2,4,8,16 --plot curve.png
   ddlbench predict --list-presets
 
-Presets (ddlbench/analyse/data/interconnects.yaml, each with its source): intra-node
+Presets (ddlbench/analyse/reference/interconnects.yaml, each with its source): intra-node
 nvlink-p100, nvlink-v100, nvlink-a100, nvlink-h100, pcie3, pcie4; inter-node (per NIC)
 edr, hdr, ndr, 10gbe, 25gbe, 100gbe. Or a bus bandwidth in GB/s.
 

@@ -35,8 +35,14 @@ def test_predict_json_matches_the_model(tmp_path):
     assert out["inter"]["busbw_gbps"] == 3.125 and out["nics_per_node"] == 2
     pts = {p["devices"]: p for p in out["points"]}
     assert sorted(pts) == [1, 8, 32]
-    topo = hierarchy.Topology(8, 4, hierarchy.preset("nvlink-a100"),
-                              hierarchy.link("3.125", "inter"), 2, hierarchy.base_latency_s())
+    topo = hierarchy.Topology(
+        8,
+        4,
+        hierarchy.preset("nvlink-a100"),
+        hierarchy.link("3.125", "inter"),
+        2,
+        hierarchy.base_latency_s(),
+    )
     want = whatif.point(whatif.Case("resnet50", 256, 1200.0), topo)  # fmt: skip
     assert pts[32]["efficiency"] == pytest.approx(want["efficiency"])
     assert pts[32]["comm_s"] > pts[8]["comm_s"] > 0

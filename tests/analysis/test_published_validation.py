@@ -1,5 +1,5 @@
 """The scaling model against published multi-GPU tables: the validation table of
-docs/scaling-model.md is reproduced from ``ddlbench/analyse/data/published_scaling.csv``, so a
+docs/scaling-model.md is reproduced from ``ddlbench/analyse/reference/published_scaling.csv``, so a
 model change that breaks it fails here."""
 
 from __future__ import annotations
