@@ -153,11 +153,12 @@ def tree(topo: Topology, nbytes: float) -> Allreduce:
 
 
 def allreduce(topo: Topology, nbytes: float) -> Allreduce:
-    """The faster of ring and tree (tree only across nodes); zero on one rank."""
+    """The faster of ring and tree (tree only across nodes); zero on one rank. Links fitted
+    from a sweep get the ring only: the sweep measured whatever algorithm NCCL chose."""
     if topo.ranks <= 1:
         return Allreduce(0.0, "none", 0.0, 0.0, "none")
     best = ring(topo, nbytes)
-    if topo.nodes > 1:
+    if topo.nodes > 1 and "fitted" not in (topo.intra.basis, topo.inter.basis):
         t = tree(topo, nbytes)
         if t.time_s < best.time_s:
             best = t

@@ -129,13 +129,15 @@ def links_from_fits(fits: List[AlphaBeta]) -> Tuple[hierarchy.Link, hierarchy.Li
     intra = inter = None
     if one:
         r = max(one, key=lambda f: f.world_size)
-        intra = hierarchy.Link("fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)))
+        intra = hierarchy.Link(
+            "fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)), "fitted"
+        )
     if many:
         r = max(many, key=lambda f: (f.world_size, f.nodes))
         a_in = intra.alpha_s if intra else r.alpha_s / (2 * (r.world_size - 1))
         cross = 2 * (r.nodes - 1)
         a_net = max(0.0, (r.alpha_s - (2 * (r.world_size - 1) - cross) * a_in) / cross)
-        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net)
+        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net, "fitted")
     return intra or inter, inter or intra  # type: ignore[return-value]
 
 

@@ -105,3 +105,27 @@ def test_predict_from_a_campaign_uses_its_base_sweep_and_links(results):
     res = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
                   "--inter-busbw", "ndr", "--json", "--no-plot"])  # fmt: skip
     assert json.loads(res.stdout)["inter"]["name"] == "ndr"
+
+
+@pytest.mark.parametrize(
+    "fraction, says",
+    [(None, "estimated by wait-free backprop"), (0.8, "measured: 1 - logged exposed comm_s")],
+)
+def test_the_report_model_says_which_overlap_it_used(results, fraction, says):
+    from ddlbench.analyse.analysis import analyse
+    from ddlbench.analyse.scaling_model import build
+    from ddlbench.collect.collector import collect_campaign
+
+    sizes = [1 << k for k in range(10, 27, 2)]
+    sweep = [SynthRun("pytorch", model="allreduce", mode="allreduce", nodes=1, tasks_per_node=4,
+                      allreduce_sizes=sizes, workload="allreduce_torch")]  # fmt: skip
+    cal = collect_campaign(write_campaign(results, "sw", sweep))
+    train = [SynthRun("pytorch", nodes=1, tasks_per_node=tp, measure_steps=6,
+                      compute_fraction=fraction) for tp in (1, 4)]  # fmt: skip
+    d = collect_campaign(write_campaign(results, "tr", train))
+    model = build(analyse(d), d, cal)
+    line = next(a for a in model.assumptions if "overlapped fraction" in a)
+    assert says in line
+    p = model.predictions.set_index("devices")
+    assert (p["predicted_exposed_s"] <= p["predicted_allreduce_s"] + 1e-12).all()
+    assert p.loc[1, "predicted_exposed_s"] == 0.0
