@@ -110,8 +110,8 @@ def preset(name: str, level: str = "") -> Link:
 
 def link(value: str, level: str) -> Link:
     """A ``--intra-busbw``/``--inter-busbw`` value: a preset name or a bandwidth in GB/s
-    (latency then that of the level's slowest preset step, NVLink 3.4 us / network 9.6 us
-    as NCCL's tuning model has them)."""
+    (latency per step then the smallest of the level's presets: 3.4 us inside a node, 9.6 us
+    across, as NCCL's tuning model has them)."""
     try:
         bw = float(value)
     except ValueError:

@@ -74,7 +74,7 @@ def command(**kw) -> None:
     from ddlbench.analyse import whatif
 
     rows = whatif.curve(case, *topo_args)
-    meta = _meta(case, topo_args, note)
+    meta = {**_meta(case, topo_args, note), "precision": kw["precision"]}
     if kw["as_json"]:
         click.echo(json.dumps({**meta, "points": rows}, indent=2, default=float))
     else:
