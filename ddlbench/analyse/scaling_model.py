@@ -5,9 +5,8 @@ From measured inputs only:
 1. an allreduce sweep (``mode: allreduce`` runs of this campaign or of a calibration
    campaign on the same cluster) fitted per layout to the alpha-beta model of a ring
    allreduce, ``t(M) = alpha + (2 (n - 1) / n) M / busbw`` (least squares on relative error);
-   ``alpha`` is scaled by the ``2 (n - 1)`` ring steps to reach other device counts, and
-   ``busbw`` of the largest measured layout of the same kind (one node / several nodes) is
-   used for other device counts of that kind;
+   a layout that was not swept gets the hierarchical ring of ``hierarchy.py`` on the links
+   of the largest one-node and several-node fits (:func:`links_from_fits`);
 2. the gradient bytes, ``param_count`` (rank ``meta`` record) x 4 bytes (fp32 gradients,
    which DDP also keeps under amp);
 3. the compute time per step ``C`` of the series' smallest scale: its median step time when
@@ -15,10 +14,12 @@ From measured inputs only:
    ``compute_s`` (else the step time); weak scaling keeps ``C`` at every ``N``, strong
    scaling scales it by the per-device batch;
 4. the overlapped fraction ``f`` of the gradient allreduce: ``f = 1 - comm_s / t_ar(N)``
-   (median over the measured ``N > 1`` that log the exposed ``comm_s``), else ``f = 0``
-   (nothing overlaps, the conservative assumption).
+   (median over the measured ``N > 1`` that log the exposed ``comm_s``); without a logged
+   ``comm_s`` the exposed time is estimated by wait-free backprop over the model's layer
+   sizes (``overlap.py``), and for a model without a layer table ``f = 0``.
 
-Predicted step time ``T(N) = C + (1 - f) t_ar(N, grad bytes)`` (``t_ar = 0`` for ``N = 1``),
+Predicted step time ``T(N) = C + exposed(N)``, ``exposed = (1 - f) t_ar(N, grad bytes)``
+(``t_ar = 0`` for ``N = 1``),
 throughput ``N b / T(N)``, efficiency ``T(base) / T(N)`` (weak scaling; strong: with the
 global batch fixed, ``(T(base) base) / (T(N) N)``).
 """
@@ -27,10 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
+
+from . import hierarchy, overlap
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -103,16 +106,39 @@ def fit_alpha_beta(allreduce: pd.DataFrame) -> List[AlphaBeta]:
 
 
 def allreduce_time(fits: List[AlphaBeta], n: int, nodes: int, nbytes: float) -> float:
-    """Predicted allreduce time of ``nbytes`` on ``n`` ranks over ``nodes`` nodes."""
+    """Predicted allreduce time of ``nbytes`` on ``n`` ranks over ``nodes`` nodes: the fit of
+    that layout when it was swept, else the hierarchical ring (``hierarchy.ring``) on the
+    links that the sweep's fits give (:func:`links_from_fits`)."""
     if n <= 1:
         return 0.0
     exact = [f for f in fits if f.world_size == n and f.nodes == nodes]
     if exact:
         return exact[0].time(nbytes)
-    kind = [f for f in fits if (f.nodes > 1) == (nodes > 1)] or fits
-    ref = max(kind, key=lambda f: (f.world_size, f.nodes))
-    alpha = ref.alpha_s * (n - 1) / (ref.world_size - 1)  # per ring step
-    return alpha + 2 * (n - 1) / n * nbytes / (ref.busbw_gbps * 1e9)
+    intra, inter = links_from_fits(fits)
+    nodes = max(1, nodes)
+    topo = hierarchy.Topology(max(1, math.ceil(n / nodes)), nodes, intra, inter)
+    return hierarchy.ring(topo, nbytes).time_s
+
+
+def links_from_fits(fits: List[AlphaBeta]) -> Tuple[hierarchy.Link, hierarchy.Link]:
+    """The intra- and inter-node links of a sweep: bus bandwidth of the largest one-node and
+    the largest several-node layout; latency per ring step from their alpha, split as
+    NCCL's ring counts steps (``2(n-1) - 2(k-1)`` inside nodes, ``2(k-1)`` across)."""
+    one = [f for f in fits if f.nodes <= 1 and f.world_size > 1]
+    many = [f for f in fits if f.nodes > 1]
+    intra = inter = None
+    if one:
+        r = max(one, key=lambda f: f.world_size)
+        intra = hierarchy.Link(
+            "fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)), "fitted"
+        )
+    if many:
+        r = max(many, key=lambda f: (f.world_size, f.nodes))
+        a_in = intra.alpha_s if intra else r.alpha_s / (2 * (r.world_size - 1))
+        cross = 2 * (r.nodes - 1)
+        a_net = max(0.0, (r.alpha_s - (2 * (r.world_size - 1) - cross) * a_in) / cross)
+        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net, "fitted")
+    return intra or inter, inter or intra  # type: ignore[return-value]
 
 
 def _run_inputs(runs: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
@@ -132,10 +158,12 @@ def predict(
     """Predictions for every throughput scaling series of the analysis."""
     rows = []
     assumptions = [
-        "ring allreduce: time = alpha + 2(n-1)/n x bytes / busbw, alpha scaled by the ring's "
-        "2(n-1) steps to other device counts",
+        "ring allreduce: time = alpha + 2(n-1)/n x bytes / busbw per swept layout; other "
+        "layouts: NCCL's ring over the fitted intra- and inter-node links "
+        "(docs/scaling-model.md)",
         f"gradient bytes = parameter count x {GRAD_BYTES_PER_PARAM} (fp32 gradients)",
-        "one gradient allreduce per step of all the gradient bytes (buckets summed)",
+        "measured overlap: one allreduce of all the gradient bytes per step; estimated "
+        "overlap: one allreduce per gradient bucket, each paying the latency",
     ]
     inputs = _run_inputs(analysis.runs, data.ranks)
     pts, series = analysis.points, analysis.series
@@ -156,6 +184,53 @@ def _group_inputs(inputs: pd.DataFrame, group: str) -> pd.Series:
     return g.median(numeric_only=True) if len(g) else pd.Series(dtype=float)
 
 
+@dataclass
+class _Comm:
+    """The communication of one series: measured overlap ``f`` when logged, else the
+    wait-free-backprop estimate from the model's layer sizes (``overlap.wait_free``)."""
+
+    fits: List[AlphaBeta]
+    gpn: int
+    grad_bytes: float
+    f: Optional[float]
+    layers: Optional[list]
+    bucket_bytes: float
+    first_bucket_bytes: float
+
+    def allreduce(self, n: int, nbytes: float) -> float:
+        return allreduce_time(self.fits, n, math.ceil(n / self.gpn), nbytes)
+
+    def exposed(self, n: int, compute_s: float) -> float:
+        t_ar = self.allreduce(n, self.grad_bytes)
+        if n <= 1 or t_ar <= 0:
+            return 0.0
+        if self.f is not None or not self.layers:
+            return (1 - (self.f or 0.0)) * t_ar
+        per_param = self.grad_bytes / sum(la.params for la in self.layers)
+        est = overlap.wait_free(
+            self.layers, compute_s, lambda b: self.allreduce(n, b), per_param,
+            self.bucket_bytes, self.first_bucket_bytes,
+        )  # fmt: skip
+        return est.exposed_s
+
+
+def _comm(s, p, inputs, fits, gpn, grad_bytes, assumptions) -> _Comm:
+    f, how = _overlap(p, inputs, fits, grad_bytes)
+    model = str(s.get("model", ""))
+    layers = overlap.layer_sizes(model) if model in overlap.MODEL_INPUT else None
+    horovod = "horovod" in str(s.get("framework", ""))
+    bucket = (64.0 if horovod else overlap.DDP_BUCKET_MB) * 1e6
+    first = 0 if horovod else overlap.DDP_FIRST_BUCKET_BYTES
+    if f is None and layers:
+        how = (
+            f"no comm_s logged: estimated by wait-free backprop over the {model} layer sizes, "
+            f"{bucket / 1e6:g} MB buckets, backward = 2/3 of the compute"
+        )
+    shown = f"{f:.2f}" if f is not None else ("estimated per N" if layers else "0.00")
+    assumptions.append(f"{s['label']}: overlapped fraction of the allreduce f = {shown} ({how})")
+    return _Comm(fits, gpn, grad_bytes, f, layers, bucket, first)
+
+
 def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions) -> List[dict]:
     p = p.sort_values("devices")
     base = p.iloc[0]
@@ -173,50 +248,43 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions) -> List[dict
         f"{s['label']}: compute per step C = {1e3 * c_base:.2f} ms (median {c_src} at "
         f"N={int(base['devices'])}); gradients {grad_bytes / 1e6:.2f} MB"
     )
-    f, f_src = _overlap(p, inputs, fits, grad_bytes)
-    assumptions.append(f"{s['label']}: overlapped fraction of the allreduce f = {f:.2f} ({f_src})")
+    comm = _comm(s, p, inputs, fits, gpn, grad_bytes, assumptions)
     strong = s["scaling"] == "strong"
     b0 = int(base["devices"])
     top = max_devices or 4 * int(p["devices"].max())
     ns = sorted(
         set(int(d) for d in p["devices"]) | {2**k for k in range(0, 20) if b0 <= 2**k <= top}
     )
-    t_base = _step(c_base, f, fits, b0, gpn, grad_bytes, 1.0)
-    rows = []
-    for n in ns:
-        scale = (b0 / n) if strong else 1.0  # strong: per-device work shrinks with N
-        t = _step(c_base, f, fits, n, gpn, grad_bytes, scale)
-        meas = p[p["devices"] == n]
-        samples = float(s["global_batch_size"]) if strong else float(s["batch_size"]) * n
-        thr = samples / t
-        eff = (t_base * b0) / (t * n) if strong else t_base / t
-        row = {
-            "series": s["series"],
-            "label": s["label"],
-            "devices": n,
-            "nodes": math.ceil(n / gpn),
-            "measured": bool(len(meas)),
-            "predicted_step_s": t,
-            "predicted_allreduce_s": allreduce_time(fits, n, math.ceil(n / gpn), grad_bytes),
-            "predicted_throughput": thr,
-            "predicted_efficiency": eff,
-            "throughput_median": float(meas["throughput_median"].iloc[0])
-            if len(meas)
-            else math.nan,
-            "efficiency": float(meas["efficiency"].iloc[0]) if len(meas) else math.nan,
-        }
-        m = row["throughput_median"]
-        row["throughput_error"] = (thr - m) / m if _ok(m) and m else math.nan
-        rows.append(row)
-    return rows
+    t_base = c_base + comm.exposed(b0, c_base)
+    return [_row(s, p, n, b0, c_base, t_base, strong, comm) for n in ns]
 
 
-def _step(c_base, f, fits, n, gpn, grad_bytes, scale) -> float:
-    nodes = math.ceil(n / gpn)
-    return c_base * scale + (1 - f) * allreduce_time(fits, n, nodes, grad_bytes)
+def _row(s, p, n, b0, c_base, t_base, strong, comm: _Comm) -> dict:
+    compute = c_base * ((b0 / n) if strong else 1.0)  # strong: per-device work shrinks
+    exposed = comm.exposed(n, compute)
+    t = compute + exposed
+    meas = p[p["devices"] == n]
+    samples = float(s["global_batch_size"]) if strong else float(s["batch_size"]) * n
+    thr = samples / t
+    m = float(meas["throughput_median"].iloc[0]) if len(meas) else math.nan
+    return {
+        "series": s["series"],
+        "label": s["label"],
+        "devices": n,
+        "nodes": math.ceil(n / comm.gpn),
+        "measured": bool(len(meas)),
+        "predicted_step_s": t,
+        "predicted_allreduce_s": comm.allreduce(n, comm.grad_bytes),
+        "predicted_exposed_s": exposed,
+        "predicted_throughput": thr,
+        "predicted_efficiency": (t_base * b0) / (t * n) if strong else t_base / t,
+        "throughput_median": m,
+        "efficiency": float(meas["efficiency"].iloc[0]) if len(meas) else math.nan,
+        "throughput_error": (thr - m) / m if _ok(m) and m else math.nan,
+    }
 
 
-def _overlap(p, inputs, fits, grad_bytes):
+def _overlap(p, inputs, fits, grad_bytes) -> Tuple[Optional[float], str]:
     vals, ratios = [], []
     for _, r in p[p["devices"] > 1].iterrows():
         gi = _group_inputs(inputs, r["group"])
@@ -230,7 +298,7 @@ def _overlap(p, inputs, fits, grad_bytes):
             vals.append(min(max(1 - float(comm) / t_ar, 0.0), 1.0))
             ratios.append(float(comm) / t_ar)
     if vals:
-        how = "1 - logged exposed comm_s / predicted allreduce time"
+        how = "measured: 1 - logged exposed comm_s / predicted allreduce time"
         ratio = float(np.median(ratios))
         if ratio > 1:
             how += (
@@ -238,7 +306,7 @@ def _overlap(p, inputs, fits, grad_bytes):
                 "time: ranks wait for each other (imbalance, contention) beyond the allreduce"
             )
         return float(np.median(vals)), how
-    return 0.0, "no comm_s logged: no overlap assumed"
+    return None, "no comm_s logged and no layer table for this model: no overlap assumed"
 
 
 def _ok(v) -> bool:
@@ -273,3 +341,59 @@ def build(analysis, data, calibration=None) -> Optional[ScalingModel]:
             "the cluster profile sets no max_nodes: predictions reach 4x the largest measured N"
         )
     return model if len(model.predictions) else None
+
+
+@dataclass
+class CampaignInputs:
+    """What ``ddlbench predict --from CAMPAIGN`` takes from a campaign."""
+
+    label: str
+    model: str
+    precision: str
+    framework: str
+    batch: int
+    single_throughput: float
+    base_devices: int
+    gpus_per_node: int
+    intra: Optional[hierarchy.Link]
+    inter: Optional[hierarchy.Link]
+    overlap_fraction: Optional[float]
+    overlap_source: str
+
+
+def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs]:
+    """The first weak-scaling throughput series of a campaign: its per-device throughput at
+    its smallest scale, its model and batch; the links fitted from the allreduce sweep (this
+    campaign's or ``calibration``'s); its measured overlap when ``comm_s`` was logged."""
+    from .analysis import allreduce_table
+
+    sweep = (
+        allreduce_table(calibration.runs, calibration.allreduce)
+        if calibration is not None
+        else analysis.allreduce
+    )
+    fits = fit_alpha_beta(sweep) if len(sweep) else []
+    series, pts = analysis.series, analysis.points
+    if not len(series) or not len(pts):
+        return None
+    weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
+    for _, s in weak.iterrows():
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        if not len(p):
+            continue
+        base = p.sort_values("devices").iloc[0]
+        f, how = (None, "")
+        if fits:
+            inputs = _run_inputs(analysis.runs, data.ranks)
+            params = _group_inputs(inputs, base["group"]).get("param_count", math.nan)
+            if len(inputs) and _ok(params):
+                f, how = _overlap(p, inputs, fits, float(params) * GRAD_BYTES_PER_PARAM)
+        intra, inter = links_from_fits(fits) if fits else (None, None)
+        cluster = (data.manifest or {}).get("cluster") or {}
+        return CampaignInputs(
+            str(s["label"]), str(s["model"]), str(s.get("precision", "")),
+            str(s.get("framework", "")), int(s["batch_size"]),
+            float(base["throughput_median"]) / int(base["devices"]), int(base["devices"]),
+            int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
+        )  # fmt: skip
+    return None

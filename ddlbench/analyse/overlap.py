@@ -1,0 +1,134 @@
+"""How much of the gradient allreduce hides behind the backward pass, estimated without a
+measurement (docs/scaling-model.md#overlap).
+
+Wait-free backpropagation (Zhang et al., "Poseidon: An Efficient Communication Architecture
+for Distributed Deep Learning on GPU Clusters", USENIX ATC 2017; PyTorch DDP's buckets, Li et
+al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020):
+the backward pass produces gradients from the last layer to the first; they are packed into
+buckets of ``bucket_bytes`` (DDP: 25 MB, the first bucket 1 MiB; Horovod: a 64 MB fusion
+buffer), and a bucket's allreduce starts once its last gradient exists and the previous
+bucket's allreduce has ended. The backward pass takes 2/3 of the step's compute (training
+FLOPs = 3 x forward, docs/mfu.md), spread over the layers by their multiply-accumulates.
+Whatever allreduce time is left when the backward pass ends is exposed.
+
+The per-layer parameter counts are computed here from the same architecture walks as the FLOP
+counter (``ddlbench.workloads.flops``), standard library only; their sums are the canonical
+counts of ``ddlbench.workloads.common.architectures.EXPECTED_PARAMS`` (a test checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Tuple
+
+from ddlbench.workloads.flops import TRAINING_FACTOR, model_layers
+
+DDP_BUCKET_MB = 25.0
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+MODEL_INPUT = {"resnet50": (224, 1000), "vgg16": (224, 1000), "vgg19": (224, 1000),
+               "lenet": (28, 10)}  # fmt: skip
+BACKWARD_SHARE = (TRAINING_FACTOR - 1) / TRAINING_FACTOR
+
+
+@dataclass(frozen=True)
+class LayerSize:
+    name: str
+    params: int
+    macs: int
+
+
+def _resnet50_params(classes: int) -> List[int]:
+    out = [64 * 3 * 49 + 2 * 64]  # stem convolution and its batch norm
+    inplanes = 64
+    for planes, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for b in range(blocks):
+            out += [planes * inplanes + 2 * planes, planes * planes * 9 + 2 * planes,
+                    4 * planes * planes + 8 * planes]  # fmt: skip
+            if b == 0:
+                out.append(4 * planes * inplanes + 8 * planes)  # downsample and its norm
+            inplanes = 4 * planes
+    return out + [2048 * classes + classes]
+
+
+def _conv_linear_params(model: str, classes: int) -> List[int]:
+    """VGG (no batch norm) and LeNet: weights and biases of every counted layer."""
+    if model == "lenet":
+        shapes = [(6, 1 * 25), (16, 6 * 25), (120, 400), (84, 120), (classes, 84)]
+    else:
+        from ddlbench.workloads.common.architectures import VGG_CONFIGS
+
+        shapes, c = [], 3
+        for width in (w for w in VGG_CONFIGS[model] if isinstance(w, int)):
+            shapes.append((width, c * 9))
+            c = width
+        shapes += [(4096, 512 * 49), (4096, 4096), (classes, 4096)]
+    return [out * fan_in + out for out, fan_in in shapes]
+
+
+def layer_sizes(model: str) -> List[LayerSize]:
+    """Forward-order layers of ``model`` with their parameters and multiply-accumulates
+    (``KeyError`` for a model without an architecture table)."""
+    side, classes = MODEL_INPUT[model]
+    layers = model_layers(model, side, classes)
+    params = (_resnet50_params if model == "resnet50" else
+              lambda c: _conv_linear_params(model, c))(classes)  # fmt: skip
+    assert len(params) == len(layers), model
+    return [LayerSize(lay.name, p, lay.macs) for lay, p in zip(layers, params)]
+
+
+def param_count(model: str) -> int:
+    return sum(layer.params for layer in layer_sizes(model))
+
+
+def buckets(
+    layers: List[LayerSize], bytes_per_param: float, bucket_bytes: float, first_bytes: float = 0
+) -> List[Tuple[float, int]]:
+    """(bytes, index of the layer that closes it) per bucket, in backward order. A bucket
+    closes when it reaches its cap (``first_bytes`` for the first, when given); a cap of 0
+    means one allreduce per layer."""
+    out: List[Tuple[float, int]] = []
+    size = 0.0
+    for i in range(len(layers) - 1, -1, -1):
+        size += layers[i].params * bytes_per_param
+        cap = first_bytes if (first_bytes and not out) else bucket_bytes
+        if size >= cap or i == 0:
+            out.append((size, i))
+            size = 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class Overlap:
+    comm_s: float  # sum of the buckets' allreduce times
+    exposed_s: float  # what is left after the backward pass
+    buckets: int
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 - self.exposed_s / self.comm_s if self.comm_s > 0 else 1.0
+
+
+def wait_free(
+    layers: List[LayerSize],
+    compute_s: float,
+    allreduce_s: Callable[[float], float],
+    bytes_per_param: float,
+    bucket_bytes: float,
+    first_bytes: float = 0,
+) -> Overlap:
+    """Simulate wait-free backpropagation over one step (see the module's docstring)."""
+    total_macs = sum(layer.macs for layer in layers) or 1
+    backward = BACKWARD_SHARE * compute_s
+    done_at = []  # backward time at which each layer's gradient exists, forward order
+    t = 0.0
+    for layer in reversed(layers):
+        t += backward * layer.macs / total_macs
+        done_at.append(t)
+    done_at.reverse()
+    comm = end = 0.0
+    packed = buckets(layers, bytes_per_param, bucket_bytes, first_bytes)
+    for nbytes, last in packed:
+        dt = allreduce_s(nbytes)
+        comm += dt
+        end = max(end, done_at[last]) + dt
+    return Overlap(comm, max(0.0, end - backward), len(packed))
