@@ -54,7 +54,7 @@ def _manifest_stamp(campaign: Campaign) -> list:
 
 
 def submit_lock(campaign: Campaign) -> FileLock:
-    return FileLock(campaign.work_dir / "submit.lock")
+    return FileLock(campaign.paths.submit_lock)
 
 
 def _hold_submit_lock(campaign: Campaign) -> FileLock:

@@ -388,7 +388,7 @@ def _wait_script(store: CampaignStore, job: LocalJob, started: _Started) -> int:
 def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
     if not _claim(store, job):
         return 0
-    bin_dir = install_shims(campaign.work_dir / "bin")
+    bin_dir = install_shims(campaign.paths.shims)
     jdir = job_dir(campaign.dir, job.job_id)
     jdir.mkdir(parents=True, exist_ok=True)
     env = job_environment(
