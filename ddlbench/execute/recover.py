@@ -281,11 +281,11 @@ def _recover_run(
 def _squeue_lines(campaign: Campaign, store) -> List[SqueueLine]:
     """This user's jobs that Slurm lists, one line per array task: (job, state, working
     folder, own job id, name)."""
+    from ddlbench.execute.slurm.commands import squeue_recover_args
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
     ex = SlurmExecutor(campaign, store)
-    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%A|%j"]
-    res = ex.client.run(args)
+    res = ex.client.run(squeue_recover_args())
     if not res.ok:
         raise DDLBenchError(f"squeue failed: {res.message}; recover needs the Slurm controller")
     lines: List[SqueueLine] = []
@@ -325,9 +325,10 @@ def _settle(campaign: Campaign, store, fallbacks: Dict[int, Verdict], out: Recov
     """Slurm: one poll settles what the scheduler knows; the folder's verdict does the rest."""
     if campaign.scheduler != "slurm" or not store.live_attempts("slurm"):
         return
+    from ddlbench.execute.infra_retry import refresh
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
-    SlurmExecutor(campaign, store, echo).refresh()
+    refresh(SlurmExecutor(campaign, store, echo))  # a poll, with its resubmissions
     for a in store.live_attempts("slurm"):
         if a.missing_since is None:
             continue  # Slurm still lists it: followed as usual

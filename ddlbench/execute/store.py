@@ -140,7 +140,7 @@ class Attempt:
     #: script starts again and logs into a new logs/attempt-<k>/ folder)
     restarts: int = 0
     #: submitted chained (``--serial``): runs of the campaign never overlap; kept so that an
-    #: infrastructure resubmission is chained again (execute/slurm/infra_retry.py)
+    #: infrastructure resubmission is chained again (execute/infra_retry.py)
     serial: Optional[int] = None
     #: the job this attempt waited for (``--dependency=afterany:<job>``), if any
     depends_on: Optional[str] = None
@@ -429,6 +429,21 @@ class CampaignStore:
         got = self.get_attempt(attempt_id)
         assert got is not None
         return got
+
+    @patient
+    def new_attempt_after(
+        self, previous: Attempt, scheduler: str, state: str, **values: Any
+    ) -> Optional[Attempt]:
+        """A new attempt of ``previous``'s run, only while ``previous`` is still the run's
+        newest (one transaction): of two processes that both try, one gets it, the other
+        None."""
+        with self.tx():
+            row = self.conn.execute(
+                "SELECT MAX(number) FROM attempts WHERE run_id=?", (previous.run_id,)
+            ).fetchone()
+            if int(row[0] or 0) != previous.number:
+                return None
+            return self.new_attempt(previous.run_id, scheduler, state, **values)
 
     def get_attempt(self, attempt_id: int) -> Optional[Attempt]:
         row = self.conn.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()

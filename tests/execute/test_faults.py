@@ -90,7 +90,7 @@ def _store_with(tmp_path, ended):
 
 
 def test_infra_policy_resubmits_only_infrastructure_failures(tmp_path):
-    from ddlbench.execute.slurm.infra_retry import due, is_infra_failure
+    from ddlbench.execute.infra_retry import due, is_infra_failure
 
     ended = {
         "node": [("NODE_FAIL", "NODE_FAIL")],
@@ -115,7 +115,7 @@ def test_infra_policy_resubmits_only_infrastructure_failures(tmp_path):
 
 
 def test_infra_claim_is_taken_once(tmp_path):
-    from ddlbench.execute.slurm.infra_retry import _claim
+    from ddlbench.execute.infra_retry import claim as _claim
 
     with _store_with(tmp_path, {"node": [("NODE_FAIL", "NODE_FAIL")]}) as store:
         failed = store.latest()["node"]
