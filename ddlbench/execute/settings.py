@@ -29,6 +29,11 @@ class ExecuteSettings:
     #: between them (``DDLBENCH_SLURM_RETRIES``, ``DDLBENCH_SLURM_BACKOFF``)
     slurm_retries: int = 4
     slurm_backoff: float = 1.0
+    #: the local executor: seconds between SIGTERM and SIGKILL when a job is stopped
+    #: (``DDLBENCH_LOCAL_KILL_WAIT``), and how long its runner and job supervisors wait for
+    #: disk space to record a job's end (``DDLBENCH_DISKFULL_WAIT``)
+    local_kill_wait_s: float = 5.0
+    diskfull_wait_s: float = 600.0
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> ExecuteSettings:
@@ -41,4 +46,6 @@ class ExecuteSettings:
             infra_retries=env.get("DDLBENCH_INFRA_RETRIES") or None,
             slurm_retries=int(env.get("DDLBENCH_SLURM_RETRIES") or 4),
             slurm_backoff=float(env.get("DDLBENCH_SLURM_BACKOFF") or 1.0),
+            local_kill_wait_s=float(env.get("DDLBENCH_LOCAL_KILL_WAIT") or 5.0),
+            diskfull_wait_s=float(env.get("DDLBENCH_DISKFULL_WAIT") or 600.0),
         )

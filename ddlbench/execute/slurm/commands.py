@@ -256,9 +256,8 @@ RECOVER_SQUEUE_FORMAT = "%i|%T|%Z|%A|%j"
 
 def squeue_recover_args() -> List[str]:
     """This user's jobs, one line per array task, as :data:`RECOVER_SQUEUE_FORMAT`."""
-    return ["squeue", "--me", "--noheader", "--array", "--states=all"] + [
-        f"--format={RECOVER_SQUEUE_FORMAT}"
-    ]
+    fmt = f"--format={RECOVER_SQUEUE_FORMAT}"
+    return ["squeue", "--me", "--noheader", "--array", "--states=all", fmt]
 
 
 #: a job's comment: ``ddlbench:<token>`` names the submission (as does ``~<token>`` at the
@@ -378,9 +377,8 @@ def sacct_args(job_ids: Iterable[str]) -> List[str]:
 
 def sacct_since_args(start: str) -> List[str]:
     """One sacct call for this user's jobs (no steps) that started since ``start``."""
-    return ["sacct", "--noheader", "--parsable2", "--allocations", f"--starttime={start}"] + [
-        _SACCT_FORMAT
-    ]
+    since = f"--starttime={start}"
+    return ["sacct", "--noheader", "--parsable2", "--allocations", since, _SACCT_FORMAT]
 
 
 def sacct_row(line: str) -> Optional[Dict[str, str]]:

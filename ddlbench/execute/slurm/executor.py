@@ -46,8 +46,6 @@ from ddlbench.execute.slurm.commands import (
 from ddlbench.execute.store import Attempt, new_token
 from ddlbench.execute.task_failure import find_cause
 
-__all__ = ["SlurmExecutor", "token_of"]
-
 
 class SlurmExecutor(Executor):
     name = "slurm"
@@ -220,13 +218,12 @@ class SlurmExecutor(Executor):
         summary: SubmitSummary,
     ) -> Optional[str]:
         """sbatch one run (its recorded ``intent``, else a new attempt), after job ``after``."""
-        previous = after
         token = intent.token if intent else new_token()
         if intent is None:
             intent = self.store.new_attempt(run.run_id, "slurm", S.SUBMITTING, token=token)
         script = JobScript.read(run.script)
         name = f"{script.job_name or run.run_id}~{token}"
-        args = sbatch_args(str(run.script), token=token, name=name, after=previous)
+        args = sbatch_args(str(run.script), token=token, name=name, after=after)
         res, found = self._sbatch(args, run.run_dir, token)
         if found:
             self._apply(intent, found[0])
@@ -248,7 +245,7 @@ class SlurmExecutor(Executor):
             job_id=job_id,
             submit_time=time.time(),
             serial=int(serial),
-            depends_on=previous,
+            depends_on=after,
         )
         summary.add_submitted(run.run_id, job_id)
         return job_id
