@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from ddlbench.errors import DDLBenchError
 from ddlbench.execute.recover_arrays import ArrayTask, SqueueLine, array_tasks, fold_own_ids
 from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import CampaignStore, new_token
+from ddlbench.execute.store_guard import store_is_intact
 
 _JOB_FILE = re.compile(r"^slurm-(\d+(?:_\d+)?)\.(?:out|err)$")
 _TOKEN = re.compile(r"~([0-9a-f]{12})$")
@@ -57,21 +57,6 @@ class Recovered:
 
     def as_dict(self) -> Dict:
         return dict(self.__dict__)
-
-
-def store_is_intact(path: Path) -> bool:
-    """A non-empty SQLite file with ddlbench's schema marker."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return False
-    return row is not None
 
 
 def job_ids_in_folder(run: RunPaths) -> List[str]:

@@ -89,6 +89,21 @@ def refuse_new_store_over_output(campaign_dir: Path) -> None:
     )
 
 
+def store_is_intact(path: Path) -> bool:
+    """A non-empty SQLite file with ddlbench's schema marker."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
+
+
 def damaged(path: Path, why: object) -> StoreDamaged:
     campaign = path.parent.name
     return StoreDamaged(
