@@ -8,8 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from campaigns import make_campaign
-from fake_slurm import FakeJob, FakeSlurmClient
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
@@ -19,6 +17,8 @@ from ddlbench.execute.slurm import poll
 from ddlbench.execute.slurm.commands import JobRecord, parse_sacct, parse_squeue
 from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.store import Attempt, CampaignStore
+from tests.execute.campaigns import make_campaign
+from tests.execute.fake_slurm import FakeJob, FakeSlurmClient
 
 NOW = 1_800_000_000.0
 
