@@ -45,6 +45,9 @@ REPORT_FORMATS = ("html", "md")
 WORK_DIR = ".ddlbench"
 LOCAL_JOBS_DIR = "jobs"  # under WORK_DIR: one folder per local-executor job
 ARRAYS_DIR = "arrays"  # under WORK_DIR: job array scripts and their own output files
+SUBMIT_LOCK = "submit.lock"  # under WORK_DIR: held while runs of the campaign are submitted
+RUNNER_LOCK = "runner.lock"  # under WORK_DIR: held by the local executor's runner
+SHIMS_DIR = "bin"  # under WORK_DIR: the local executor's srun/scontrol shims
 #: a job array's own output file: array job id, task id and the task's own job id, which
 #: ``ddlbench recover`` reads back (%j is what the task's ``slurm-%j.out`` is named after)
 _ARRAY_OUTPUT = re.compile(r"^([0-9a-f]+)-(\d+)_(\d+)(?:-(\d+))?\.out$")
@@ -268,6 +271,21 @@ class CampaignPaths:
     @property
     def work(self) -> Path:
         return self.root / WORK_DIR
+
+    @property
+    def submit_lock(self) -> Path:
+        """``.ddlbench/submit.lock``: held while a submit, a retry or a resubmission submits."""
+        return self.work / SUBMIT_LOCK
+
+    @property
+    def runner_lock(self) -> Path:
+        """``.ddlbench/runner.lock``: held by the local executor's runner."""
+        return self.work / RUNNER_LOCK
+
+    @property
+    def shims(self) -> Path:
+        """``.ddlbench/bin/``: the local executor's ``srun`` and ``scontrol`` shims."""
+        return self.work / SHIMS_DIR
 
     def local_job_dir(self, job_id: Union[str, int]) -> Path:
         """``.ddlbench/jobs/<job-id>/``: a local-executor job's pgid, status and shims' files."""

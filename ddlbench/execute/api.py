@@ -11,7 +11,16 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
 from ddlbench.errors import DDLBenchError, InputError
-from ddlbench.execute.base import Echo, Executor, FileLock, RefreshResult, SubmitSummary
+from ddlbench.execute.base import (
+    EXIT_UNREACHABLE,
+    Echo,
+    Executor,
+    FileLock,
+    RefreshResult,
+    SchedulerUnreachable,
+    SubmitSummary,
+)
+from ddlbench.execute.infra_retry import refresh as poll_once
 from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import Attempt, CampaignStore
 from ddlbench.execute.summary import summary_lines
@@ -54,7 +63,7 @@ def _manifest_stamp(campaign: Campaign) -> list:
 
 
 def submit_lock(campaign: Campaign) -> FileLock:
-    return FileLock(campaign.work_dir / "submit.lock")
+    return FileLock(campaign.paths.submit_lock)
 
 
 def _hold_submit_lock(campaign: Campaign) -> FileLock:
@@ -178,7 +187,7 @@ def select_runs(
 def refresh(campaign_dir: Path, echo: Echo = print) -> RefreshResult:
     """Poll the scheduler once and update the store (1-2 scheduler calls for Slurm)."""
     with open_campaign(campaign_dir, echo) as (_c, _s, ex):
-        return ex.refresh()
+        return poll_once(ex)
 
 
 #: the facts of every attempt that ``status --json`` lists in a run's ``history``
@@ -248,7 +257,7 @@ def campaign_status(campaign_dir: Path, *, poll: bool = True, echo: Echo = print
     """Runs, their newest attempt's state and counts; polls the scheduler first if ``poll``."""
     with open_campaign(campaign_dir, echo) as (campaign, store, ex):
         live = store.live_attempts() if poll else []
-        result = ex.refresh() if poll else RefreshResult()
+        result = poll_once(ex) if poll else RefreshResult()
         note_restarts(campaign, store, live)  # Slurm requeues, from the attempt folders
         rows = _run_rows(campaign, store)
         counts: Dict[str, int] = {}
@@ -314,7 +323,7 @@ def cancel_campaign(
             echo(m)
         if targets and ex.name == "slurm":
             time.sleep(0.5)
-            ex.refresh()
+            poll_once(ex)
         done = sorted({a.run_id for a in targets} | set(never))
         if not done:
             echo(f"campaign {campaign.name}: nothing to cancel (no run is pending or running)")
@@ -342,7 +351,7 @@ def retry_campaign(
         lock = _hold_submit_lock(campaign)
         try:
             store.del_meta("cancel_requested")
-            ex.refresh()
+            poll_once(ex)
             latest = store.latest()
             todo = []
             if run_ids:
@@ -395,8 +404,6 @@ class _Outage:
         self, exc: Exception, name: str, started: float, timeout: Optional[float]
     ) -> Optional[int]:
         """Note a poll that found the scheduler down; the exit code when waiting must stop."""
-        from ddlbench.execute.slurm.commands import EXIT_UNREACHABLE
-
         now = self.seen_at = time.monotonic()
         if self.since is None:
             self.since = now
@@ -474,8 +481,6 @@ def wait_campaign(
     unsuccessful, with a hint. A poll that finds the scheduler unreachable is repeated until
     it answers again or ``patience`` runs out (ReFrame's ``max_sacct_failures``, in seconds).
     """
-    from ddlbench.execute.slurm.commands import SchedulerUnreachable
-
     started = time.monotonic()
     campaign = load_campaign(campaign_dir)
     with open_campaign(campaign_dir, echo) as (_c, _s, ex):

@@ -17,9 +17,20 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ddlbench.campaign.manifest import Campaign, RunInfo
+from ddlbench.errors import DDLBenchError
 from ddlbench.execute.store import Attempt, CampaignStore
 
 Echo = Callable[[str], None]
+
+#: exit code of any command that gave up because the scheduler did not answer (EX_TEMPFAIL)
+EXIT_UNREACHABLE = 75
+
+
+class SchedulerUnreachable(DDLBenchError):
+    """The scheduler (the Slurm controller) did not answer after the retries."""
+
+    exit_code = EXIT_UNREACHABLE
+
 
 #: what happened to one run in one submit: the scheduler accepted it now; an earlier,
 #: interrupted submit had already put it there (found by its token); it had been submitted
@@ -201,6 +212,34 @@ class Executor(ABC):
     def refresh(self) -> RefreshResult:
         """Bring the store up to date with the scheduler."""
         return RefreshResult()
+
+    # -- what the resubmission policy needs (execute/infra_retry.py) -------------------------
+
+    @property
+    def scheduler_calls(self) -> int:
+        """Scheduler commands run so far by this executor."""
+        return 0
+
+    def infra_retry_limit(self) -> int:
+        """How many times a run ended by the infrastructure is resubmitted (0: never)."""
+        return 0
+
+    def last_live_job(self) -> Optional[str]:
+        """The campaign's newest live job: what a chained (serial) submission waits for."""
+        return None
+
+    def submit_attempt(
+        self,
+        run: RunInfo,
+        intent: Attempt,
+        *,
+        after: Optional[str],
+        serial: bool,
+        summary: SubmitSummary,
+    ) -> Optional[str]:
+        """Submit the recorded ``intent`` (a SUBMITTING attempt) of ``run``, after job
+        ``after`` if given; the job id, or None when the scheduler refused it."""
+        raise NotImplementedError(f"the {self.name} executor does not resubmit single runs")
 
     @abstractmethod
     def cancel(self, attempts: List[Attempt]) -> List[str]:

@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from ddlbench.errors import DDLBenchError
 from ddlbench.execute.recover_arrays import ArrayTask, SqueueLine, array_tasks, fold_own_ids
 from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import CampaignStore, new_token
+from ddlbench.execute.store_guard import store_is_intact
 
 _JOB_FILE = re.compile(r"^slurm-(\d+(?:_\d+)?)\.(?:out|err)$")
 _TOKEN = re.compile(r"~([0-9a-f]{12})$")
@@ -57,21 +57,6 @@ class Recovered:
 
     def as_dict(self) -> Dict:
         return dict(self.__dict__)
-
-
-def store_is_intact(path: Path) -> bool:
-    """A non-empty SQLite file with ddlbench's schema marker."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return False
-    return row is not None
 
 
 def job_ids_in_folder(run: RunPaths) -> List[str]:
@@ -281,11 +266,11 @@ def _recover_run(
 def _squeue_lines(campaign: Campaign, store) -> List[SqueueLine]:
     """This user's jobs that Slurm lists, one line per array task: (job, state, working
     folder, own job id, name)."""
+    from ddlbench.execute.slurm.commands import squeue_recover_args
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
     ex = SlurmExecutor(campaign, store)
-    args = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%Z|%A|%j"]
-    res = ex.client.run(args)
+    res = ex.client.run(squeue_recover_args())
     if not res.ok:
         raise DDLBenchError(f"squeue failed: {res.message}; recover needs the Slurm controller")
     lines: List[SqueueLine] = []
@@ -325,9 +310,10 @@ def _settle(campaign: Campaign, store, fallbacks: Dict[int, Verdict], out: Recov
     """Slurm: one poll settles what the scheduler knows; the folder's verdict does the rest."""
     if campaign.scheduler != "slurm" or not store.live_attempts("slurm"):
         return
+    from ddlbench.execute.infra_retry import refresh
     from ddlbench.execute.slurm.executor import SlurmExecutor
 
-    SlurmExecutor(campaign, store, echo).refresh()
+    refresh(SlurmExecutor(campaign, store, echo))  # a poll, with its resubmissions
     for a in store.live_attempts("slurm"):
         if a.missing_since is None:
             continue  # Slurm still lists it: followed as usual

@@ -12,11 +12,9 @@ facts, the local runner's pid, ...). See docs/campaigns.md.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import secrets
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,8 +22,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.paths import CampaignPaths
-from ddlbench.diskfull import DiskFull, is_disk_full
-from ddlbench.errors import DDLBenchError, InputError
+from ddlbench.execute.store_guard import (
+    check_store_file,
+    damaged,
+    is_new_store,
+    patient,
+    refuse_new_store_over_output,
+    storage_error,
+)
 
 SCHEMA_VERSION = 2  # 2: attempts.restarts and the events table (state history)
 # attempt columns added since (serial, depends_on, cause_source) are added in place by
@@ -98,36 +102,6 @@ CREATE TABLE IF NOT EXISTS counters(
 """
 
 
-class StoreLostError(DDLBenchError):
-    """The store is missing or empty while run folders hold output: a new store would forget
-    what ran and submit it again, over its logs."""
-
-    exit_code = 2
-
-
-def _is_new(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except FileNotFoundError:
-        return True
-
-
-def refuse_new_store_over_output(campaign_dir: Path) -> None:
-    """Raise :class:`StoreLostError` when a run folder of ``campaign_dir`` holds output."""
-    paths = CampaignPaths.of(campaign_dir)
-    used = [r for r in paths.run_folders() if r.has_output()]
-    if not used:
-        return
-    state = "is empty" if paths.store.exists() else "is missing"
-    raise StoreLostError(
-        f"{paths.store}: the campaign store {state}, but {len(used)} run folder(s) under "
-        f"{paths.runs}/ already hold output (first: {used[0].dir.name}/); ddlbench will not "
-        "start a new store over them, as it would submit those runs again. Rebuild the store "
-        f"from the run folders, the manifest and the scheduler with: ddlbench recover "
-        f"{paths.name} (or, to start the campaign over, remove {paths.root})"
-    )
-
-
 @dataclass
 class Attempt:
     id: int
@@ -166,7 +140,7 @@ class Attempt:
     #: script starts again and logs into a new logs/attempt-<k>/ folder)
     restarts: int = 0
     #: submitted chained (``--serial``): runs of the campaign never overlap; kept so that an
-    #: infrastructure resubmission is chained again (execute/slurm/infra_retry.py)
+    #: infrastructure resubmission is chained again (execute/infra_retry.py)
     serial: Optional[int] = None
     #: the job this attempt waited for (``--dependency=afterany:<job>``), if any
     depends_on: Optional[str] = None
@@ -196,74 +170,6 @@ def new_token() -> str:
     return secrets.token_hex(6)
 
 
-class StoreDamaged(InputError):
-    """``state.sqlite`` is not a readable SQLite database (garbage, truncated)."""
-
-
-def _damaged(path: Path, why: object) -> StoreDamaged:
-    campaign = path.parent.name
-    return StoreDamaged(
-        f"{path}: the campaign store is damaged ({why}); ddlbench neither reads nor changes "
-        f"it. Move it aside (`mv {path} {path}.damaged`) and rebuild it from the run folders "
-        f"with `ddlbench recover {campaign}`"
-    )
-
-
-def check_store_file(path: Path) -> Optional[str]:
-    """Refuse a store file without SQLite's header; say if it is shorter than its header says.
-
-    A short file is only suspect (a checkpoint of another process may be extending it right
-    now): the caller then has SQLite check it.
-    """
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None
-    if not head:
-        return None  # empty: SQLite creates a database in it
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
-        raise _damaged(path, "file is not a database")
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96]
-    if valid and pages and size < page * pages:
-        return f"truncated: {size} of {page * pages} bytes"
-    return None
-
-
-def _patient(method):
-    """Retry a one-transaction write while the disk is full, for ``wait_when_full`` seconds.
-
-    The local executor's runner and job supervisors set it: a full disk then delays how a
-    job's end is recorded, instead of losing it (the run would end LOST).
-    """
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        waited = 0.0
-        while True:
-            try:
-                return method(self, *args, **kwargs)
-            except DiskFull as exc:
-                if self._depth or waited >= self.wait_when_full:
-                    raise
-                if not self._told_full:
-                    self._told_full = True
-                    print(
-                        f"ddlbench: {exc}. Waiting up to {self.wait_when_full:g} s for space "
-                        "to record it.",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                time.sleep(1.0)
-                waited += 1.0
-
-    return wrapper
-
-
 class CampaignStore:
     """Access to one campaign's ``state.sqlite``. Not shared between threads."""
 
@@ -274,7 +180,7 @@ class CampaignStore:
 
     def __init__(self, path: Path, *, timeout: float = 60.0, rebuild: bool = False):
         self.path = Path(path)
-        if not rebuild and _is_new(self.path):
+        if not rebuild and is_new_store(self.path):
             refuse_new_store_over_output(self.path.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         suspect = check_store_file(self.path)
@@ -284,15 +190,18 @@ class CampaignStore:
                 ok = self.conn.execute("PRAGMA quick_check(1)").fetchone()
                 if ok is None or ok[0] != "ok":
                     self.conn.close()
-                    raise _damaged(self.path, suspect)
+                    raise damaged(self.path, suspect)
         except sqlite3.OperationalError as exc:
-            if is_disk_full(exc):
-                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
+            full = storage_error(self.path, exc)
+            if full is not None:
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                raise full from None
             raise
         except sqlite3.DatabaseError as exc:  # not a database, malformed image
             with contextlib.suppress(Exception):
                 self.conn.close()
-            raise _damaged(self.path, exc) from None
+            raise damaged(self.path, exc) from None
 
     def _open(self, timeout: float) -> None:
         self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
@@ -377,7 +286,7 @@ class CampaignStore:
             finally:
                 self._depth -= 1
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._begin("BEGIN IMMEDIATE")
         self._depth = 1
         try:
             yield self.conn
@@ -386,9 +295,21 @@ class CampaignStore:
         except BaseException as exc:
             self._depth = 0
             if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and is_disk_full(exc):
-                raise DiskFull(self.path.parent, f"writing {self.path.name}: {exc}") from None
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            full = storage_error(self.path, exc) if isinstance(exc, sqlite3.Error) else None
+            if full is not None:
+                raise full from None
+            raise
+
+    def _begin(self, statement: str) -> None:
+        """Start a transaction; a full disk (reported as an I/O error) is said as such."""
+        try:
+            self.conn.execute(statement)
+        except sqlite3.OperationalError as exc:
+            full = storage_error(self.path, exc)
+            if full is not None:
+                raise full from None
             raise
 
     @contextlib.contextmanager
@@ -397,7 +318,7 @@ class CampaignStore:
         if self._depth:
             yield self.conn
             return
-        self.conn.execute("BEGIN")
+        self._begin("BEGIN")
         self._depth = 1
         try:
             yield self.conn
@@ -411,7 +332,7 @@ class CampaignStore:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if row is None else json.loads(row[0])
 
-    @_patient
+    @patient
     def set_meta(self, key: str, value: Any) -> None:
         with self.tx():
             self.conn.execute(
@@ -420,12 +341,12 @@ class CampaignStore:
                 (key, json.dumps(value)),
             )
 
-    @_patient
+    @patient
     def del_meta(self, key: str) -> None:
         with self.tx():
             self.conn.execute("DELETE FROM meta WHERE key=?", (key,))
 
-    @_patient
+    @patient
     def next_counter(self, name: str, start: int = 1) -> int:
         """Next value of a counter that never repeats within this store."""
         with self.tx():
@@ -466,7 +387,7 @@ class CampaignStore:
 
     # -- attempts -------------------------------------------------------------------------
 
-    @_patient
+    @patient
     def new_attempt(
         self,
         run_id: str,
@@ -509,11 +430,26 @@ class CampaignStore:
         assert got is not None
         return got
 
+    @patient
+    def new_attempt_after(
+        self, previous: Attempt, scheduler: str, state: str, **values: Any
+    ) -> Optional[Attempt]:
+        """A new attempt of ``previous``'s run, only while ``previous`` is still the run's
+        newest (one transaction): of two processes that both try, one gets it, the other
+        None."""
+        with self.tx():
+            row = self.conn.execute(
+                "SELECT MAX(number) FROM attempts WHERE run_id=?", (previous.run_id,)
+            ).fetchone()
+            if int(row[0] or 0) != previous.number:
+                return None
+            return self.new_attempt(previous.run_id, scheduler, state, **values)
+
     def get_attempt(self, attempt_id: int) -> Optional[Attempt]:
         row = self.conn.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()
         return _attempt(row) if row else None
 
-    @_patient
+    @patient
     def update_attempt(
         self,
         attempt_id: int,

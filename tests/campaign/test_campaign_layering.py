@@ -38,6 +38,8 @@ FILE_NAMES = {
     "cluster.yaml",
     "slurm-%j.out",
     "slurm-%j.err",
+    "submit.lock",
+    "runner.lock",
 }
 FOLDER_NAMES = {"runs", "jobs", "logs", "data", "report", "provenance", "pkg", "exit_code"}
 FRAGMENTS = ("slurm-%j", "runs/", "jobs/", "/logs", "/run.json", "campaign.json")
@@ -102,3 +104,28 @@ def test_pending_modules_exist_and_still_need_the_exemption():
 def test_the_scanner_finds_what_it_must():
     sample = ROOT / "ddlbench" / "campaign" / "paths.py"
     assert list(offences(sample)), "paths.py spells every name; the scanner must see them"
+
+
+#: names of the work folder's own entries that are also common words of other paths (a
+#: virtualenv's ``bin``): an offence only under the campaign's work folder
+WORK_FOLDER_NAMES = {"bin"}
+
+
+def _work_folder_offences(path: Path) -> Iterator[Tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        left = node.left
+        on_work = isinstance(left, ast.Attribute) and left.attr in ("work", "work_dir")
+        right = node.right
+        if on_work and isinstance(right, ast.Constant) and right.value in WORK_FOLDER_NAMES:
+            yield node.lineno, f"work folder entry {right.value!r}"
+
+
+def test_the_work_folder_entries_are_named_by_the_campaign_paths():
+    found = [
+        f"{rel}:{line}: {what}"
+        for rel, path in _modules()
+        for line, what in _work_folder_offences(path)
+    ]
+    assert not found, "use CampaignPaths.shims (ddlbench/campaign/paths.py):\n" + "\n".join(found)

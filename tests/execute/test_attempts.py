@@ -9,7 +9,8 @@ import pytest
 
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from ddlbench.campaign.restarts import restarted_runs, restarts_sentence, run_starts
-from ddlbench.execute.store import CampaignStore, StoreLostError
+from ddlbench.execute.store import CampaignStore
+from ddlbench.execute.store_guard import StoreLostError
 
 
 def _start(run: RunPaths, k: int, job: str, restarts: int, ranks: int = 2) -> None:

@@ -90,7 +90,7 @@ def _store_with(tmp_path, ended):
 
 
 def test_infra_policy_resubmits_only_infrastructure_failures(tmp_path):
-    from ddlbench.execute.slurm.infra_retry import due, is_infra_failure
+    from ddlbench.execute.infra_retry import due, is_infra_failure
 
     ended = {
         "node": [("NODE_FAIL", "NODE_FAIL")],
@@ -115,7 +115,7 @@ def test_infra_policy_resubmits_only_infrastructure_failures(tmp_path):
 
 
 def test_infra_claim_is_taken_once(tmp_path):
-    from ddlbench.execute.slurm.infra_retry import _claim
+    from ddlbench.execute.infra_retry import claim as _claim
 
     with _store_with(tmp_path, {"node": [("NODE_FAIL", "NODE_FAIL")]}) as store:
         failed = store.latest()["node"]
@@ -565,3 +565,34 @@ def _node_down_under_first_run(cdir, wait_timeout: float) -> list:
     finally:
         _scontrol("update", f"nodename={node}", "state=resume")
     return said
+
+
+def test_store_on_a_full_disk_says_so_and_loses_nothing(tmpfs):
+    """SQLite reports a full tmpfs as "disk I/O error" (creating the -shm index, growing the
+    log) as often as "database or disk is full": both are a full disk, named with its folder
+    and what to do, exit 1. Once space is freed, ``submit --resume`` submits every run."""
+    from ddlbench.diskfull import DiskFull
+    from ddlbench.execute.store import CampaignStore
+
+    disk = tmpfs("400k")
+    cdir = make_campaign(disk, "full", [{"run_id": f"r{i}", "body": ["true"]} for i in range(2)])
+    filler = _fill(disk, leave=8 * 1024)
+    for args in (("submit", "--resume", "full"), ("wait", "full", "--timeout", "30")):
+        res = _cli(*args, "--results", disk)
+        assert res.exit_code == 1, res.output
+        _assert_disk_full_said_once(res, cdir)
+        assert "campaign store state.sqlite" in res.output, res.output
+        assert "`ddlbench submit --resume full`" in res.output, res.output
+    filler.unlink()
+    res = _cli("submit", "--resume", "full", "--results", disk)
+    assert res.exit_code == 0, res.output
+    assert _cli("wait", "full", "--results", disk, "--timeout", "60").exit_code == 0
+    # the store API itself: a write on the full disk raises DiskFull, the store stays whole
+    with CampaignStore.open(cdir) as store:
+        _fill(disk)
+        with pytest.raises(DiskFull, match=f"no space left on the disk that holds {cdir} "):
+            for i in range(200):
+                store.set_meta(f"k{i}", "x" * 4096)
+    (disk / "filler").unlink()
+    with CampaignStore.open(cdir) as store:
+        assert {a.state for a in store.latest().values()} == {"COMPLETED"}

@@ -213,7 +213,7 @@ def test_a_job_that_just_ended_waits_for_its_accounting_record(
     """squeue lists a failed job as FAILED at once; slurmdbd may record its end (exit code,
     failing step) a moment later. While the end is recent, the attempt is not recorded from
     squeue alone: the next poll asks sacct again. Past the grace, squeue's word is taken."""
-    from ddlbench.execute.slurm import executor
+    from ddlbench.execute.slurm import poll
 
     cdir = make_campaign(
         tmp_path, "lag", [{"run_id": "bad", "body": ["exit 5"]}], scheduler="slurm", slurm=SLURM
@@ -239,7 +239,7 @@ def test_a_job_that_just_ended_waits_for_its_accounting_record(
     assert (ended["state"], ended["exit_code"]) == ("FAILED", 5)
     reset()
     _fake_sacct(tmp_path, "RUNNING", "0:0")
-    monkeypatch.setattr(executor, "ACCOUNTING_GRACE_S", 0.0)  # an end long past
+    monkeypatch.setattr(poll, "ACCOUNTING_GRACE_S", 0.0)  # an end long past
     late = _status(cdir)["bad"]
     assert (late["state"], late["exit_code"]) == ("FAILED", None)
 
@@ -284,7 +284,7 @@ def test_controller_unreachable(slurm_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(bad))
     monkeypatch.setenv("DDLBENCH_SLURM_RETRIES", "1")
     from ddlbench.campaign.manifest import load_campaign
-    from ddlbench.execute.slurm.commands import SchedulerUnreachable
+    from ddlbench.execute.base import SchedulerUnreachable
 
     campaign = load_campaign(cdir)
     with CampaignStore.open(cdir) as store:
@@ -465,7 +465,7 @@ def test_an_interrupted_resubmission_of_a_serial_run_stays_chained(slurm_cluster
     wait_for(lambda: _status(cdir)["a"]["state"] == "RUNNING", timeout=60, interval=0.3)
     cancel_campaign(cdir, run_ids=["c"], echo=_quiet)
     wait_for(lambda: _status(cdir)["c"]["state"] == "CANCELLED", timeout=60, interval=0.3)
-    with CampaignStore.open(cdir) as store:  # what infra_retry._claim leaves behind
+    with CampaignStore.open(cdir) as store:  # what infra_retry.claim leaves behind
         store.new_attempt("c", "slurm", "SUBMITTING", serial=1, message="resubmitted: ...")
         a = store.attempts("a")[0]
     submit_campaign(cdir, resume=True, echo=_quiet)

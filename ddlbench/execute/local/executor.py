@@ -35,7 +35,7 @@ SHIMS = ("srun", "scontrol")
 def runner_lock(campaign_dir: Path) -> FileLock:
     from ddlbench.campaign.paths import CampaignPaths
 
-    return FileLock(CampaignPaths.of(campaign_dir).work / "runner.lock")
+    return FileLock(CampaignPaths.of(campaign_dir).runner_lock)
 
 
 def install_shims(bin_dir: Path) -> Path:
@@ -139,7 +139,7 @@ class LocalExecutor(Executor):
         super().__init__(campaign, store, echo)
 
     def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
-        install_shims(self.campaign.work_dir / "bin")
+        install_shims(self.campaign.paths.shims)
         if serial:
             self.store.set_meta("local_serial", True)
         if array:

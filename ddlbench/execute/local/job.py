@@ -30,12 +30,10 @@ from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.local.machine import Slot, holders, wait_for_slot
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
+from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.store import CampaignStore
 from ddlbench.execute.task_failure import find_task_failure
 
-KILL_WAIT_S = float(os.environ.get("DDLBENCH_LOCAL_KILL_WAIT", "5"))
-#: how long the runner and supervisors wait for disk space to record a job's end
-DISKFULL_WAIT_S = float(os.environ.get("DDLBENCH_DISKFULL_WAIT", "600"))
 _STOP = {"why": None}
 
 
@@ -53,7 +51,7 @@ def read_pgid(campaign_dir: Path, job_id: str) -> Optional[int]:
         return None
 
 
-def kill_group(pgid: int, grace: float = KILL_WAIT_S) -> None:
+def kill_group(pgid: int, grace: float) -> None:
     """SIGTERM (with SIGCONT) the process group, then SIGKILL after ``grace`` seconds."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         try:
@@ -193,13 +191,15 @@ class LocalJob:
     cpus_per_task: Optional[int]
     submit_dir: str
     limit_s: Optional[float]
+    #: seconds between SIGTERM and SIGKILL when the job is stopped (ExecuteSettings)
+    kill_wait_s: float
 
     @property
     def names(self) -> List[str]:
         return [f"{NODE_PREFIX}{i + 1}" for i in range(self.nodes)]
 
 
-def _job_of(campaign, a) -> LocalJob:
+def _job_of(campaign, a, settings: ExecuteSettings) -> LocalJob:
     run = campaign.run(a.run_id)
     script = JobScript.read(run.script)
     nodes = script.get_int("--nodes") or run.nodes or 1
@@ -219,17 +219,19 @@ def _job_of(campaign, a) -> LocalJob:
         cpus_per_task=script.get_int("--cpus-per-task"),
         submit_dir=script.get("--chdir") or str(run.run_dir),
         limit_s=limit_s,
+        kill_wait_s=settings.local_kill_wait_s,
     )
 
 
 def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
+    settings = ExecuteSettings.from_env()  # once, for this job's supervisor
     store = CampaignStore.open(campaign_dir)
-    store.wait_when_full = DISKFULL_WAIT_S
+    store.wait_when_full = settings.diskfull_wait_s
     a = store.get_attempt(attempt_id)
     if a is None or a.token != token or a.state != S.PENDING:
         return 0
     campaign = load_campaign(campaign_dir)
-    job = _job_of(campaign, a)
+    job = _job_of(campaign, a, settings)
 
     def stop(signum, _frame):
         _STOP["why"] = _STOP["why"] or "cancel"
@@ -381,14 +383,14 @@ def _wait_script(store: CampaignStore, job: LocalJob, started: _Started) -> int:
                 f"slurmstepd: error: *** JOB {job.job_id} ON {job.names[0]} "
                 f"CANCELLED AT {_stamp()}{note} ***\n"
             )
-            kill_group(proc.pid)
+            kill_group(proc.pid, job.kill_wait_s)
             return proc.wait()
 
 
 def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
     if not _claim(store, job):
         return 0
-    bin_dir = install_shims(campaign.work_dir / "bin")
+    bin_dir = install_shims(campaign.paths.shims)
     jdir = job_dir(campaign.dir, job.job_id)
     jdir.mkdir(parents=True, exist_ok=True)
     env = job_environment(

@@ -19,7 +19,7 @@ from typing import Dict, List
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.execute.local.executor import pid_runs, runner_lock
-from ddlbench.execute.local.job import DISKFULL_WAIT_S
+from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.store import CampaignStore
 
 MAX_START_FAILURES = 3
@@ -104,7 +104,7 @@ def run(campaign_dir: Path) -> int:
         return 0  # another runner is draining this campaign
     campaign = load_campaign(campaign_dir)
     store = CampaignStore.open(campaign_dir)
-    store.wait_when_full = DISKFULL_WAIT_S
+    store.wait_when_full = ExecuteSettings.from_env().diskfull_wait_s  # once, for this runner
     store.set_meta("local_runner", {"pid": os.getpid(), "started": time.time()})
     _log(f"draining {campaign.dir}")
     children: Dict[int, subprocess.Popen] = {}

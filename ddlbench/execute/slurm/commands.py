@@ -2,14 +2,14 @@
 
 Every call goes through :class:`SlurmClient`, which counts calls (a poll of a whole campaign
 costs one or two), retries with backoff while the controller cannot be reached, and turns a
-missing client into a clear error. The parsers are plain functions over text so that recorded
-outputs (tests/fixtures/slurm/) exercise them.
+missing client into a clear error. Every command line ddlbench gives Slurm is built here
+(``*_args``), and the parsers are plain functions over text so that recorded outputs
+(tests/fixtures/slurm/) exercise them.
 """
 
 from __future__ import annotations
 
 import calendar
-import os
 import re
 import shutil
 import subprocess
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ddlbench.campaign import states as S
-from ddlbench.errors import DDLBenchError, InputError
+from ddlbench.errors import InputError
+from ddlbench.execute.base import SchedulerUnreachable
+from ddlbench.execute.settings import ExecuteSettings
 
 # what Slurm's clients print when the controller did not answer (worth retrying)
 _TRANSIENT = re.compile(
@@ -34,16 +36,6 @@ _NO_ACCOUNTING = re.compile(
     r"not running a supported accounting_storage",
     re.IGNORECASE,
 )
-
-
-#: exit code of any command that gave up because the scheduler did not answer (EX_TEMPFAIL)
-EXIT_UNREACHABLE = 75
-
-
-class SchedulerUnreachable(DDLBenchError):
-    """The Slurm controller did not answer after the retries."""
-
-    exit_code = EXIT_UNREACHABLE
 
 
 def no_sbatch_error(what: str = "sbatch") -> InputError:
@@ -91,11 +83,11 @@ class SlurmClient:
         backoff: Optional[float] = None,
         timeout: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
+        settings: Optional[ExecuteSettings] = None,
     ):
-        env_retries = os.environ.get("DDLBENCH_SLURM_RETRIES")
-        env_backoff = os.environ.get("DDLBENCH_SLURM_BACKOFF")
-        self.retries = retries if retries is not None else int(env_retries or 4)
-        self.backoff = backoff if backoff is not None else float(env_backoff or 1.0)
+        settings = settings or ExecuteSettings.from_env()
+        self.retries = retries if retries is not None else settings.slurm_retries
+        self.backoff = backoff if backoff is not None else settings.slurm_backoff
         self.timeout = timeout
         self.sleep = sleep
         self.calls = 0
@@ -258,6 +250,66 @@ def squeue_args(job_ids: Optional[Iterable[str]] = None, *, me: bool = False) ->
     return args
 
 
+#: ``ddlbench recover``'s squeue: job, state, working folder, own job id, name (last)
+RECOVER_SQUEUE_FORMAT = "%i|%T|%Z|%A|%j"
+
+
+def squeue_recover_args() -> List[str]:
+    """This user's jobs, one line per array task, as :data:`RECOVER_SQUEUE_FORMAT`."""
+    fmt = f"--format={RECOVER_SQUEUE_FORMAT}"
+    return ["squeue", "--me", "--noheader", "--array", "--states=all", fmt]
+
+
+#: a job's comment: ``ddlbench:<token>`` names the submission (as does ``~<token>`` at the
+#: end of its name), so that an interrupted submit finds its jobs again
+COMMENT_PREFIX = "ddlbench:"
+
+
+def token_of(comment: Optional[str], name: Optional[str]) -> Optional[str]:
+    """The submission token a job carries in its comment, else at the end of its name."""
+    if comment and comment.startswith(COMMENT_PREFIX):
+        return comment[len(COMMENT_PREFIX) :].strip() or None
+    m = re.search(r"~([0-9a-f]{12})$", name or "")
+    return m.group(1) if m else None
+
+
+def sbatch_args(
+    script: str,
+    *,
+    token: str,
+    name: str,
+    after: Optional[str] = None,
+    array: Optional[str] = None,
+) -> List[str]:
+    """``sbatch --parsable`` of ``script``, named and commented with the submission's token;
+    ``array``: the ``--array`` task range; ``after``: the job it waits for (afterany)."""
+    args = ["sbatch", "--parsable"]
+    if array is not None:
+        args.append(f"--array={array}")
+    args += [f"--comment={COMMENT_PREFIX}{token}", f"--job-name={name}"]
+    if after:
+        args.append(f"--dependency=afterany:{after}")
+    return args + [script]
+
+
+def scancel_args(job_ids: Iterable[str]) -> List[str]:
+    return ["scancel", *sorted(set(job_ids), key=_job_sort)]
+
+
+def scontrol_config_args() -> List[str]:
+    return ["scontrol", "show", "config"]
+
+
+def scontrol_jobs_args() -> List[str]:
+    """Every job the controller still knows, one per line."""
+    return ["scontrol", "-o", "show", "job"]
+
+
+def _job_sort(text: str):
+    m = re.match(r"^(\d+)(?:_(\d+))?", text)
+    return (int(m.group(1)), int(m.group(2) or -1)) if m else (0, 0)
+
+
 def _num_key(text: str) -> tuple[int, str]:
     m = re.match(r"^(\d+)", text)
     return (int(m.group(1)) if m else 0, text)
@@ -301,13 +353,40 @@ def parse_squeue(text: str) -> List[JobRecord]:
     return out
 
 
-SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,NodeList,JobName"
+#: the fields sacct prints, in this order (``--format``); the job's name, which a user
+#: chooses, comes last so that a ``|`` in it cannot shift the others
+SACCT_FIELDS = (
+    "JobID",
+    "JobIDRaw",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "NodeList",
+    "JobName",
+)
+_SACCT_FORMAT = "--format=" + ",".join(SACCT_FIELDS)
 
 
 def sacct_args(job_ids: Iterable[str]) -> List[str]:
     """One sacct call for ``job_ids``: the jobs' records and their steps' (batch, 0, 1...)."""
     ids = ",".join(sorted(set(job_ids), key=_num_key))
-    return ["sacct", "--noheader", "--parsable2", f"--format={SACCT_FIELDS}", f"--jobs={ids}"]
+    return ["sacct", "--noheader", "--parsable2", _SACCT_FORMAT, f"--jobs={ids}"]
+
+
+def sacct_since_args(start: str) -> List[str]:
+    """One sacct call for this user's jobs (no steps) that started since ``start``."""
+    since = f"--starttime={start}"
+    return ["sacct", "--noheader", "--parsable2", "--allocations", since, _SACCT_FORMAT]
+
+
+def sacct_row(line: str) -> Optional[Dict[str, str]]:
+    """One line of sacct's ``--parsable2`` output as {field: text}; None if it is short."""
+    parts = line.split("|", len(SACCT_FIELDS) - 1)
+    if len(parts) < len(SACCT_FIELDS):
+        return None
+    return dict(zip(SACCT_FIELDS, parts))
 
 
 @dataclass
@@ -330,11 +409,12 @@ def parse_sacct_steps(text: str) -> Dict[str, List[StepRecord]]:
     """The step lines of sacct's output (without --allocations), by job key, in order."""
     out: Dict[str, List[StepRecord]] = {}
     for line in text.splitlines():
-        parts = line.split("|", 8)
-        if len(parts) < 9 or "." not in parts[0]:
+        row = sacct_row(line)
+        if row is None or "." not in row["JobID"]:
             continue
-        code, sig = parse_exit(parts[3])
-        rec = StepRecord(parts[0].strip(), parts[2].strip(), code, sig or None, _none(parts[7]))
+        code, sig = parse_exit(row["ExitCode"])
+        step, state = row["JobID"].strip(), row["State"].strip()
+        rec = StepRecord(step, state, code, sig or None, _none(row["NodeList"]))
         out.setdefault(rec.step.split(".", 1)[0], []).append(rec)
     return out
 
@@ -342,14 +422,12 @@ def parse_sacct_steps(text: str) -> Dict[str, List[StepRecord]]:
 def parse_sacct(text: str) -> List[JobRecord]:
     out: List[JobRecord] = []
     for line in text.splitlines():
-        parts = line.split("|", 8)
-        if len(parts) < 9:
+        row = sacct_row(line)
+        if row is None or "." in row["JobID"]:  # a step (batch, extern, 0...)
             continue
-        jid, raw, st, ec, sub, start, end, nodes, name = parts
-        if "." in jid:  # a step (batch, extern, 0...) despite --allocations
-            continue
+        jid, raw, st, name = row["JobID"], row["JobIDRaw"], row["State"], row["JobName"]
         arr, tasks = _array_keys(jid)
-        code, sig = parse_exit(ec)
+        code, sig = parse_exit(row["ExitCode"])
         state = S.from_slurm(st, finished=True)
         for task in tasks:
             key = f"{arr}_{task}" if arr is not None and task is not None else jid
@@ -363,10 +441,10 @@ def parse_sacct(text: str) -> List[JobRecord]:
                     array_task_id=task,
                     exit_code=code,
                     signal=sig,
-                    nodelist=_none(nodes),
-                    submit_time=parse_time(sub),
-                    start_time=parse_time(start),
-                    end_time=parse_time(end),
+                    nodelist=_none(row["NodeList"]),
+                    submit_time=parse_time(row["Submit"]),
+                    start_time=parse_time(row["Start"]),
+                    end_time=parse_time(row["End"]),
                     name=name,
                     reason=st.strip() if st.strip().startswith("CANCELLED by") else None,
                     source="sacct",

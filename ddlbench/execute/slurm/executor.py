@@ -1,20 +1,25 @@
-"""The Slurm executor: sbatch to submit, one squeue (+ one sacct or scontrol) per poll."""
+"""The Slurm executor: sbatch to submit, one squeue (+ one sacct or scontrol) per poll.
+
+The commands are built in commands.py and what a poll decides for each attempt is in poll.py;
+this module runs the commands and writes the store."""
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import RunInfo
-from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN, RunPaths
+from ddlbench.campaign.paths import RunPaths
 from ddlbench.errors import DDLBenchError
-from ddlbench.execute.base import Executor, RefreshResult, SubmitSummary
-from ddlbench.execute.sbatchfile import JobScript, pattern_to_shell
+from ddlbench.execute.base import Executor, RefreshResult, SchedulerUnreachable, SubmitSummary
+from ddlbench.execute.infra_retry import parse_limit
+from ddlbench.execute.sbatchfile import JobScript
+from ddlbench.execute.settings import ExecuteSettings
+from ddlbench.execute.slurm import poll
+from ddlbench.execute.slurm.arrays import write_array_script
 from ddlbench.execute.slurm.commands import (
     JobRecord,
     SlurmClient,
@@ -30,37 +35,46 @@ from ddlbench.execute.slurm.commands import (
     parse_scontrol_jobs,
     parse_squeue,
     sacct_args,
+    sacct_since_args,
+    sbatch_args,
+    scancel_args,
+    scontrol_config_args,
+    scontrol_jobs_args,
     squeue_args,
+    token_of,
 )
-from ddlbench.execute.slurm.infra_retry import resubmit_infra_failures
 from ddlbench.execute.store import Attempt, new_token
 from ddlbench.execute.task_failure import find_cause
-
-COMMENT_PREFIX = "ddlbench:"
-#: a job missing from squeue and from every record of ended jobs for this long is LOST
-LOST_AFTER_S = float(os.environ.get("DDLBENCH_LOST_AFTER", "60"))
-#: squeue lists a job as ended at once, while slurmdbd may get its record (exit code, the
-#: failing step) a moment later: a job that ended this recently, on a cluster whose sacct
-#: answers, is not recorded from squeue alone; the next poll asks sacct again
-ACCOUNTING_GRACE_S = 60.0
-
-
-def token_of(comment: Optional[str], name: Optional[str]) -> Optional[str]:
-    if comment and comment.startswith(COMMENT_PREFIX):
-        return comment[len(COMMENT_PREFIX) :].strip() or None
-    m = re.search(r"~([0-9a-f]{12})$", name or "")
-    return m.group(1) if m else None
 
 
 class SlurmExecutor(Executor):
     name = "slurm"
     poll_interval = (2.0, 30.0)
 
-    def __init__(self, campaign, store, echo=print, client: Optional[SlurmClient] = None):
+    def __init__(
+        self,
+        campaign,
+        store,
+        echo=print,
+        client: Optional[SlurmClient] = None,
+        settings: Optional[ExecuteSettings] = None,
+    ):
         super().__init__(campaign, store, echo)
-        self.client = client or SlurmClient()
+        #: the environment's overrides, read once per command (settings.py)
+        self.settings = settings or ExecuteSettings.from_env()
+        self.client = client or SlurmClient(settings=self.settings)
         #: sacct's step records of the jobs of this poll, by job key (accounting only)
         self.steps: Dict[str, List[StepRecord]] = {}
+
+    @property
+    def scheduler_calls(self) -> int:
+        return self.client.calls
+
+    def infra_retry_limit(self) -> int:
+        value = self.settings.infra_retries
+        return parse_limit(
+            value if value is not None else self.campaign.slurm_setting("infra_retries")
+        )
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -73,7 +87,7 @@ class SlurmExecutor(Executor):
         cached = self.store.get_meta("slurm_config")
         if cached is not None or not fetch:
             return cached or {}
-        res = self.client.run(["scontrol", "show", "config"])
+        res = self.client.run(scontrol_config_args())
         conf = parse_config(res.stdout) if res.ok else {}
         keep = {
             k: conf.get(k, "")
@@ -91,7 +105,7 @@ class SlurmExecutor(Executor):
 
     def sacct_mode(self) -> str:
         """``yes`` or ``no``: whether finished jobs are looked up with sacct."""
-        forced = os.environ.get("DDLBENCH_SLURM_SACCT", "").strip().lower()
+        forced = self.settings.sacct
         setting = forced or str(self.campaign.slurm_setting("sacct", "auto")).lower()
         if setting in ("no", "false", "0", "off"):
             return "no"
@@ -105,7 +119,7 @@ class SlurmExecutor(Executor):
         return "yes"
 
     def jobcomp_path(self) -> Optional[Path]:
-        loc = os.environ.get("DDLBENCH_JOBCOMP") or self.campaign.slurm_setting("jobcomp_loc")
+        loc = self.settings.jobcomp or self.campaign.slurm_setting("jobcomp_loc")
         if loc == "none":
             return None  # told not to read it
         if not loc:
@@ -134,8 +148,6 @@ class SlurmExecutor(Executor):
                 found = self._find_by_token({token}, check_reachable=False)
                 if found.get(token):
                     return res, found[token]
-        from ddlbench.execute.slurm.commands import SchedulerUnreachable
-
         raise SchedulerUnreachable(
             f"sbatch could not reach the Slurm controller ({res.message}). Nothing is lost: "
             f"once `sinfo` answers, run `ddlbench submit --resume {self.campaign.name}`."
@@ -144,7 +156,7 @@ class SlurmExecutor(Executor):
     def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
         self.slurm_config()  # one call; tells later polls where ended jobs are recorded
         units = self._units(runs, intents, array)
-        previous = self._last_live_job() if serial else None
+        previous = self.last_live_job() if serial else None
         for unit in units:
             if self._cancelled():
                 summary.stopped = "the campaign was cancelled (ddlbench cancel) meanwhile"
@@ -153,8 +165,10 @@ class SlurmExecutor(Executor):
             if len(unit) == 1 and (intent is None or intent.array_task_id is None):
                 # an interrupted resubmission of a serial run stays chained (infra_retry.py)
                 chained = serial or bool(intent and intent.serial)
-                after = previous if serial else (self._last_live_job() if chained else None)
-                job = self._submit_one(unit[0][0], intent, after, summary, serial=chained)
+                after = previous if serial else (self.last_live_job() if chained else None)
+                job = self.submit_attempt(
+                    unit[0][0], intent, after=after, serial=chained, summary=summary
+                )
             else:
                 job = self._submit_array(unit, previous, serial, summary)
             if job and serial:
@@ -185,7 +199,7 @@ class SlurmExecutor(Executor):
         units.sort(key=lambda u: min(r.seq for r, _ in u))
         return units
 
-    def _last_live_job(self) -> Optional[str]:
+    def last_live_job(self) -> Optional[str]:
         """The campaign's newest live job (the array's id for array tasks): what a serial
         submission, or the resubmission of a serial run, waits for (afterany)."""
         live = [a for a in self.store.live_attempts("slurm") if a.job_id]
@@ -194,25 +208,22 @@ class SlurmExecutor(Executor):
         last = max(live, key=lambda a: a.id)
         return last.base_job_id
 
-    def _dependency(self, previous: Optional[str]) -> List[str]:
-        return [f"--dependency=afterany:{previous}"] if previous else []
-
-    def _submit_one(
+    def submit_attempt(
         self,
         run: RunInfo,
         intent: Optional[Attempt],
-        previous: Optional[str],
-        summary: SubmitSummary,
         *,
-        serial: bool = False,
+        after: Optional[str],
+        serial: bool,
+        summary: SubmitSummary,
     ) -> Optional[str]:
+        """sbatch one run (its recorded ``intent``, else a new attempt), after job ``after``."""
         token = intent.token if intent else new_token()
         if intent is None:
             intent = self.store.new_attempt(run.run_id, "slurm", S.SUBMITTING, token=token)
         script = JobScript.read(run.script)
         name = f"{script.job_name or run.run_id}~{token}"
-        args = ["sbatch", "--parsable", f"--comment={COMMENT_PREFIX}{token}", f"--job-name={name}"]
-        args += self._dependency(previous) + [str(run.script)]
+        args = sbatch_args(str(run.script), token=token, name=name, after=after)
         res, found = self._sbatch(args, run.run_dir, token)
         if found:
             self._apply(intent, found[0])
@@ -234,7 +245,7 @@ class SlurmExecutor(Executor):
             job_id=job_id,
             submit_time=time.time(),
             serial=int(serial),
-            depends_on=previous,
+            depends_on=after,
         )
         summary.add_submitted(run.run_id, job_id)
         return job_id
@@ -274,17 +285,11 @@ class SlurmExecutor(Executor):
     def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
         token, attempts = self._array_attempts(unit)
         runs = [r for r, _ in unit]
-        path = self._write_array_script(token, runs)
+        path = write_array_script(self.campaign, token, runs)
         throttle = "%1" if serial else ""
         name = f"{self.campaign.name}.array~{token}"
-        args = [
-            "sbatch",
-            "--parsable",
-            f"--array=0-{len(runs) - 1}{throttle}",
-            f"--comment={COMMENT_PREFIX}{token}",
-            f"--job-name={name}",
-        ]
-        args += self._dependency(previous) + [str(path)]
+        tasks = f"0-{len(runs) - 1}{throttle}"
+        args = sbatch_args(str(path), token=token, name=name, after=previous, array=tasks)
         res, found = self._sbatch(args, path.parent, token)
         if found:
             self._adopt(attempts, found, summary)
@@ -321,44 +326,6 @@ class SlurmExecutor(Executor):
         for a in attempts:
             summary.add_submitted(a.run_id, f"{array_id}_{a.array_task_id}")
         summary.array_jobs.append(array_id)
-
-    def _write_array_script(self, token: str, runs: List[RunInfo]) -> Path:
-        """One sbatch script for a group of same-shape runs; task i runs the i-th job script.
-
-        The group's #SBATCH lines are those of its runs (identical but for names and output
-        files); each task writes its output where the run's own job would have.
-        """
-        first = JobScript.read(runs[0].script)
-        lines = ["#!/bin/bash"]
-        for opt, val in first.options:
-            if opt in ("--job-name", "--output", "--error", "--array", "--comment"):
-                continue
-            lines.append(f"#SBATCH {opt}" + (f"={val}" if val is not None else ""))
-        paths = self.campaign.paths
-        paths.arrays.mkdir(parents=True, exist_ok=True)
-        lines.append(f"#SBATCH --output={paths.array_output(token)}")
-        lines.append("#")
-        lines.append(f"# ddlbench job array for campaign {self.campaign.name}: task i runs the")
-        lines.append("# i-th run's job script, with its output where that run's own job puts it.")
-        lines.append('case "${SLURM_ARRAY_TASK_ID}" in')
-        for i, run in enumerate(runs):
-            js = JobScript.read(run.script)
-            out = js.get("--output") or str(run.run_dir / SLURM_OUTPUT_PATTERN)
-            err = js.get("--error") or out
-            lines.append(
-                f"  {i}) cd {shlex.quote(str(run.run_dir))} && exec bash "
-                f"{shlex.quote(str(run.script))} >{pattern_to_shell(out)} "
-                f"2>{pattern_to_shell(err)} ;;"
-            )
-        lines.append(
-            '  *) echo "ddlbench: no run for array task ${SLURM_ARRAY_TASK_ID}" >&2; exit 1 ;;'
-        )
-        lines.append("esac")
-        path = paths.array_script(token)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-        return path
 
     # -- reconciling interrupted submissions ----------------------------------------------
 
@@ -418,43 +385,19 @@ class SlurmExecutor(Executor):
         elif self.sacct_mode() == "yes":
             since = min(a.created for a in self.store.attempts(states=[S.SUBMITTING]))
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 300))
-            res = self.client.run(
-                [
-                    "sacct",
-                    "--noheader",
-                    "--parsable2",
-                    "--allocations",
-                    f"--starttime={start}",
-                    "--format=JobID,JobIDRaw,State,ExitCode,Submit,Start,End,NodeList,JobName",
-                ]
-            )
+            res = self.client.run(sacct_since_args(start))
             if res.ok:
                 out = [r for r in parse_sacct(res.stdout) if token_of(None, r.name) in tokens]
         return out
 
     # -- polling -------------------------------------------------------------------------------
 
-    def _apply(self, attempt: Attempt, rec: JobRecord, conn_tx: bool = False) -> bool:
-        values = {"state": rec.state, "missing_since": None, "source": rec.source or None}
-        values["slurm_state"] = (rec.slurm_state or "").strip().split(" ")[0].upper() or None
-        if attempt.job_id is None or attempt.state == S.SUBMITTING:
-            values["job_id"] = rec.key
-            values["array_job_id"] = rec.array_job_id
-            values["array_task_id"] = rec.array_task_id
-        if rec.reason is not None or rec.state != attempt.state:
-            values["reason"] = rec.reason  # a new state makes the old reason stale
-        for key in ("nodelist", "submit_time", "start_time", "end_time"):
-            val = getattr(rec, key)
-            if val is not None:
-                values[key] = val
-        if rec.exit_code is not None:
-            values["exit_code"] = rec.exit_code
-            values["signal"] = rec.signal
-        if rec.state == S.COMPLETED and values.get("exit_code") is None:
-            values["exit_code"] = 0
-        if rec.state in S.FINAL and rec.state != S.COMPLETED and attempt.cause is None:
+    def _apply(self, attempt: Attempt, rec: JobRecord) -> bool:
+        """Write what ``rec`` says of ``attempt`` (poll.record_values), with the failing task."""
+        values = poll.record_values(attempt, rec)
+        if poll.needs_cause(attempt, rec):
             values.update(self._task_failure(attempt, rec))
-        changed = {k: v for k, v in values.items() if getattr(attempt, k) != v}
+        changed = poll.changes(attempt, values)
         if not changed:
             return False
         return self.store.update_attempt(attempt.id, if_live=True, **changed)
@@ -515,17 +458,12 @@ class SlurmExecutor(Executor):
                     result.changed += self._apply(a, recs[0])
             for a in with_id:
                 rec = by_key.get(a.job_id or "")
-                if rec is not None and rec.state in (S.FAILED, S.OUT_OF_MEMORY, S.PREEMPTED):
-                    # squeue prints no exit code, nor whether a preempted job comes back
+                if poll.needs_accounting(rec):
                     need.append((a, rec))
-                elif rec is None:
-                    need.append((a, None))
                 else:
-                    result.changed += self._apply(a, rec)
+                    result.changed += self._apply(a, rec)  # type: ignore[arg-type]
         if need:
             result.changed += self._details(need, now, calls_left=2 - (self.client.calls - calls0))
-        if not self._cancelled():
-            result.notes += resubmit_infra_failures(self)
         result.calls = self.client.calls - calls0
         return result
 
@@ -552,31 +490,19 @@ class SlurmExecutor(Executor):
         listed = any(sq is not None for a, sq in need if a.job_id in missing)
         if missing and calls_left > 0 and not tried_sacct and listed:
             # no accounting, no jobcomp: the controller still knows the jobs squeue listed
-            res = self.client.run(["scontrol", "-o", "show", "job"])
+            res = self.client.run(scontrol_jobs_args())
             if res.ok:
                 recs.update({r.key: r for r in parse_scontrol_jobs(res.stdout) if r.key in missing})
+        lost_after = self.settings.lost_after_s
         changed = 0
         with self.store.tx():
             for a, sq in need:
-                rec = recs.get(a.job_id or "")
-                if rec is not None and (rec.state in S.FINAL or sq is None):
-                    if sq is not None and rec.reason is None:
-                        rec.reason = sq.reason
-                    changed += self._apply(a, rec)
-                elif sq is not None:
-                    if not (sacct_answered and _just_ended(sq, now)):
-                        changed += self._apply(a, sq)
-                elif a.missing_since is None:
-                    changed += self.store.update_attempt(a.id, if_live=True, missing_since=now)
-                elif now - a.missing_since > LOST_AFTER_S:
-                    changed += self.store.update_attempt(
-                        a.id,
-                        if_live=True,
-                        state=S.LOST,
-                        end_time=now,
-                        message="the job left the Slurm controller and no record of how it "
-                        "ended was found (no sacct, no readable jobcomp file)",
-                    )
+                acct = recs.get(a.job_id or "")
+                update = poll.decide(a, sq, acct, now, sacct_answered, lost_after=lost_after)
+                if update.record is not None:
+                    changed += self._apply(a, update.record)
+                elif update.values:
+                    changed += self.store.update_attempt(a.id, if_live=True, **update.values)
         return changed
 
     def _jobcomp_records(self, keys) -> Dict[str, JobRecord]:
@@ -611,17 +537,10 @@ class SlurmExecutor(Executor):
     # -- cancelling ------------------------------------------------------------------------------
 
     def cancel(self, attempts: List[Attempt]) -> List[str]:
-        ids: List[str] = []
-        whole_arrays = {}
-        for a in attempts:
-            if a.job_id:
-                ids.append(a.job_id)
-                if a.array_job_id:
-                    whole_arrays.setdefault(a.array_job_id, 0)
-                    whole_arrays[a.array_job_id] += 1
+        ids = [a.job_id for a in attempts if a.job_id]
         msgs: List[str] = []
         if ids:
-            res = self.client.run(["scancel", *sorted(set(ids), key=_job_sort)])
+            res = self.client.run(scancel_args(ids))
             if not res.ok and "invalid job id" not in res.stderr.lower():
                 msgs.append(f"scancel: {res.message}")
             with self.store.tx():
@@ -631,25 +550,8 @@ class SlurmExecutor(Executor):
         return msgs
 
 
-def _just_ended(rec: JobRecord, now: float) -> bool:
-    """Whether squeue shows the job ended less than :data:`ACCOUNTING_GRACE_S` ago."""
-    return (
-        rec.state in S.FINAL
-        and rec.end_time is not None
-        and now - rec.end_time < ACCOUNTING_GRACE_S
-    )
-
-
-def _job_sort(text: str):
-    m = re.match(r"^(\d+)(?:_(\d+))?", text)
-    return (int(m.group(1)), int(m.group(2) or -1)) if m else (0, 0)
-
-
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
     except OSError:
         return ""
-
-
-Clock = Callable[[], float]

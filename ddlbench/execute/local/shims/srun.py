@@ -19,6 +19,7 @@ import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from ddlbench.execute.hostlist import compress, expand
+from ddlbench.execute.settings import ExecuteSettings  # standard library only, as this shim
 
 PROG = "srun (ddlbench local executor)"
 # options with a value; accepted as --opt=value, --opt value, -Xvalue or -X value
@@ -64,7 +65,6 @@ FLAGS = {
     "-v": "verbose",
 }
 OPTIONAL_VALUE = {"--kill-on-bad-exit"}
-KILL_WAIT_S = float(os.environ.get("DDLBENCH_LOCAL_KILL_WAIT", "5"))
 
 
 class SrunError(Exception):
@@ -442,7 +442,7 @@ def _stop(procs: List[subprocess.Popen]) -> None:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 p.terminate()
-    deadline = time.monotonic() + KILL_WAIT_S
+    deadline = time.monotonic() + ExecuteSettings.from_env().local_kill_wait_s
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.05)
     for p in procs:
