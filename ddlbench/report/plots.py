@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from ..diskfull import atomic_path
+from .captions import BUSBW
 from .format import fbytes, missing
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
@@ -472,7 +473,7 @@ def busbw_figure(ar: pd.DataFrame):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("message size")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("Allreduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
+    ax.set_title(f"Allreduce bus bandwidth ({BUSBW})")
     ax.legend(loc="upper left")
     return fig
 
