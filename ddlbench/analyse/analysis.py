@@ -13,8 +13,10 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
+from ..values import missing
+from .series import series_tables
 from .stats import summarize
-from .verdicts import VerdictSettings, annotate_series
+from .verdicts import VerdictSettings
 
 
 @dataclass
@@ -51,10 +53,6 @@ class Analysis:
     allreduce: pd.DataFrame  # per (configuration, message size)
     problem_runs: pd.DataFrame  # failed, incomplete, not run, or ok with problems
     provenance: Dict[str, object] = field(default_factory=dict)
-
-
-def _isnum(v) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v)) and v is not pd.NA
 
 
 # ------------------------------------------------------------------ configurations
@@ -118,7 +116,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         row["throughput_median_ci95_high"] = st["median_ci95_high"]
         row["noisy"] = st["noisy"]
         ws = row["world_size"]
-        row["per_device_median"] = st["median"] / ws if _isnum(ws) and ws else math.nan
+        row["per_device_median"] = st["median"] / ws if not missing(ws) and ws else math.nan
         row["step_time_median_s"] = (
             float(np.nanmedian(done["step_time_median_s"]))
             if len(done) and done["step_time_median_s"].notna().any()
@@ -142,229 +140,16 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
 
 # ------------------------------------------------------------------ scaling
 
-SERIES_FIELDS = [
-    "framework",
-    "workload",
-    "model",
-    "mode",
-    "precision",
-    "data_kind",
-    "scaling",
-    "device",
-    "backend",
-    "lr_scaling",
-    "warmup_epochs",
-]
-
-
-def _key(v) -> str:
-    return "" if not _isnum(v) else str(v)
-
-
-def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
-    """The configurations that scale, each with the id of its scaling series.
-
-    A series id joins the :data:`SERIES_FIELDS` and the fixed batch; two layouts of the same
-    device count (4x1 vs 1x4) are two series.
-    """
-    c = configs[(configs["mode"] != "allreduce") & configs["world_size"].notna()].copy()
-    if not len(c):
-        return c
-    c["scaling"] = c["scaling"].map(lambda s: s if _isnum(s) else "weak")
-    fixed = np.where(
-        c["scaling"] == "strong",
-        "G" + c["global_batch_size"].astype(str),
-        "B" + c["batch_size"].astype(str),
-    )
-    c["series"] = ["|".join(_key(r[f]) for f in SERIES_FIELDS) for _, r in c.iterrows()]
-    c["series"] = c["series"] + "|" + fixed
-    dup = c.duplicated(["series", "world_size"], keep=False)
-    if dup.any():
-        split = c.groupby("series")["world_size"].transform(lambda s: s.duplicated().any())
-        c.loc[split, "series"] = (
-            c.loc[split, "series"] + "|tpn" + c.loc[split]["tasks_per_node"].astype(str)
-        )
-    return c
-
-
-def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: float) -> dict:
-    """A series' row before its base, knee and peak are known."""
-    strong = first["scaling"] == "strong"
-    return {
-        "series": sid,
-        "label": label,
-        "framework": first["framework"],
-        "model": first["model"],
-        "mode": first["mode"],
-        "scaling": first["scaling"],
-        "batch_size": first["batch_size"] if not strong else None,
-        "global_batch_size": first["global_batch_size"] if strong else None,
-        "points": valid,
-        "base_devices": None,
-        "base_throughput": math.nan,
-        "max_devices": None,
-        "efficiency_at_max": math.nan,
-        "knee_devices": None,
-        "peak_devices": None,
-        "saturates": None,
-        "efficiency_threshold": threshold,
-    }
-
-
-def _scaling_point(
-    sid: str, label: str, r: pd.Series, base_n: Optional[int], base_t: Optional[float]
-) -> dict:
-    """One configuration of a series, with speedup and efficiency relative to the base."""
-    n = int(r["world_size"])
-    t = float(r["throughput_median"]) if _isnum(r["throughput_median"]) else math.nan
-    p = {
-        "series": sid,
-        "label": label,
-        "framework": r["framework"],
-        "group": r["group"],
-        "devices": n,
-        "nodes": r["nodes"],
-        "tasks_per_node": r["tasks_per_node"],
-        "repeats": r["repeats"],
-        "throughput_median": t,
-        "throughput_mean": r.get("throughput_mean", math.nan),
-        "throughput_std": r.get("throughput_std", math.nan),
-        "ci95_low": r["throughput_ci95_low"],
-        "ci95_high": r["throughput_ci95_high"],
-        "per_device": t / n if n else math.nan,
-        "base_devices": base_n,
-        "speedup": math.nan,
-        "efficiency": math.nan,
-        "ideal_throughput": math.nan,
-        "noisy": r["noisy"],
-    }
-    if base_t and not math.isnan(t):
-        p["speedup"] = t / base_t
-        p["efficiency"] = (t / n) / (base_t / base_n)
-    if base_t:
-        p["ideal_throughput"] = base_t * n / base_n
-    return p
-
-
-def _set_base_knee_peak(
-    srow: dict, points: list, base_n: int, base_t: float, threshold: float
-) -> None:
-    """Fill a series row from its points that have an efficiency."""
-    pts = [p for p in points if not math.isnan(p["efficiency"])]
-    srow["base_devices"] = base_n
-    srow["base_throughput"] = base_t
-    srow["max_devices"] = pts[-1]["devices"]
-    srow["efficiency_at_max"] = pts[-1]["efficiency"]
-    srow["speedup_at_max"] = pts[-1]["speedup"]
-    srow["knee_devices"] = _point_knee(pts, threshold)
-    peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
-    srow["peak_devices"] = peak["devices"]
-    srow["peak_throughput"] = peak["throughput_median"]
-    srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
-
 
 def scaling_tables(configs: pd.DataFrame, settings: Settings):
     """Scaling series (configurations that differ only in scale) -> (points, series).
 
-    A series fixes every field of :data:`SERIES_FIELDS` and the batch that scaling keeps
-    constant: the per-device batch for weak scaling, the global batch for strong scaling.
-    Efficiency and speedup are relative to the series' smallest device count (its base).
+    A series fixes every field of :data:`~ddlbench.analyse.series.SERIES_FIELDS` and the
+    batch that scaling keeps constant: the per-device batch for weak scaling, the global
+    batch for strong scaling. Efficiency and speedup are relative to the series' smallest
+    device count (its base).
     """
-    empty = (pd.DataFrame(), pd.DataFrame())
-    if not len(configs):
-        return empty
-    c = _scaling_configs(configs)
-    if not len(c):
-        return empty
-    labels = _series_labels(c)
-    threshold = settings.efficiency_threshold
-    points, series = [], []
-    for sid, g in c.groupby("series", sort=True):
-        g = g.sort_values("world_size")
-        valid = g[g["throughput_median"].notna() & (g["throughput_median"] > 0)]
-        srow = _series_row(sid, labels[sid], g.iloc[0], len(valid), threshold)
-        base_n = base_t = None
-        if len(valid):
-            base_n = int(valid["world_size"].iloc[0])
-            base_t = float(valid["throughput_median"].iloc[0])
-        own = [_scaling_point(sid, labels[sid], r, base_n, base_t) for _, r in g.iterrows()]
-        if base_n is not None:
-            _set_base_knee_peak(srow, own, base_n, base_t, threshold)
-        annotate_series(own, srow, threshold, settings.verdicts())
-        points.extend(own)
-        series.append(srow)
-    return pd.DataFrame(points), pd.DataFrame(series)
-
-
-def _point_knee(pts, threshold: float) -> Optional[int]:
-    """Largest N up to which every point's median efficiency is >= threshold (None when
-    not even the first step after the base is); the uncertainty is in knee_low/high."""
-    knee = None
-    for p in pts:
-        if p["efficiency"] < threshold:
-            break
-        knee = p["devices"]
-    return knee
-
-
-def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
-    """Short legend labels: the framework plus whatever else tells series apart.
-
-    Labels are made per mode (series of different modes are never drawn together). A
-    field is shown when it varies among the series of that mode (backend and workload:
-    when they vary among the series of one framework).
-    """
-    firsts = c.groupby("series", sort=True).first()
-    labels: Dict[str, str] = {}
-    for _, fm in firsts.groupby("mode", sort=True, dropna=False):
-        parts = {sid: [str(r["framework"])] for sid, r in fm.iterrows()}
-
-        def varies(col, fm=fm):
-            return fm[col].map(_key).nunique() > 1
-
-        def varies_within_framework(col, fm=fm):
-            return (fm.groupby("framework")[col].agg(lambda s: s.map(_key).nunique()) > 1).any()
-
-        if varies_within_framework("workload"):
-            for sid, r in fm.iterrows():
-                parts[sid].append(f"({r['workload']})")
-        if varies("model"):
-            for sid, r in fm.iterrows():
-                parts[sid].append(str(r["model"]))
-        fixed = fm.apply(
-            lambda r: (
-                f"GBS {r['global_batch_size']}"
-                if r["scaling"] == "strong"
-                else f"BS {r['batch_size']}/dev"
-            ),
-            axis=1,
-        )
-        if fixed.nunique() > 1:
-            for sid in parts:
-                parts[sid].append(fixed[sid])
-        for col in ("precision", "scaling", "device"):
-            if varies(col):
-                for sid, r in fm.iterrows():
-                    parts[sid].append(_key(r[col]))
-        if varies_within_framework("backend"):
-            for sid, r in fm.iterrows():
-                parts[sid].append(_key(r["backend"]))
-        if varies("warmup_epochs"):
-            for sid, r in fm.iterrows():
-                w = r["warmup_epochs"]
-                parts[sid].append(f"warmup {w:g} ep" if _isnum(w) and w else "no warmup")
-        for sid in parts:
-            if "|tpn" in sid:
-                parts[sid].append(f"{sid.rsplit('|tpn', 1)[1]}/node")
-        labels.update({sid: " ".join(p for p in ps if p) for sid, ps in parts.items()})
-    # still ambiguous: number them
-    seen: Dict[str, int] = {}
-    for sid in sorted(labels):
-        lab = labels[sid]
-        seen[lab] = seen.get(lab, 0) + 1
-        if seen[lab] > 1:
-            labels[sid] = f"{lab} #{seen[lab]}"
-    return labels
+    return series_tables(configs, settings.efficiency_threshold, settings.verdicts())
 
 
 # ------------------------------------------------------------------ stragglers
@@ -430,12 +215,12 @@ def _run_accuracy(r: pd.Series, e: pd.DataFrame) -> dict:
     final = r["final_accuracy"]
     best = r["best_accuracy"]
     tta = r["time_to_accuracy_s"]
-    if not _isnum(final) and len(e):
+    if missing(final) and len(e):
         final = float(e["accuracy"].iloc[-1])
-    if not _isnum(best) and len(e):
+    if missing(best) and len(e):
         best = float(e["accuracy"].max())
     target = r["target_accuracy"]
-    if not _isnum(tta) and _isnum(target) and len(e):
+    if missing(tta) and not missing(target) and len(e):
         hit = e[e["accuracy"] >= target]
         tta = float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
     return {
@@ -449,7 +234,7 @@ def _run_accuracy(r: pd.Series, e: pd.DataFrame) -> dict:
 
 
 def _warmup_word(w) -> str:
-    return "gradual warmup" if _isnum(w) and w > 0 else "no warmup"
+    return "gradual warmup" if not missing(w) and w > 0 else "no warmup"
 
 
 def _group_accuracy(group: str, g: pd.DataFrame, p: pd.DataFrame) -> dict:

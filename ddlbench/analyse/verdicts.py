@@ -22,6 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..values import missing
 from .distributions import norm_ppf, t_ppf, t_sf
 
 YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
@@ -329,11 +330,7 @@ def annotate_series(
 
 
 def _num(v) -> bool:
-    return (
-        v is not None
-        and isinstance(v, (int, float, np.floating, np.integer))
-        and not (math.isnan(float(v)))
-    )
+    return isinstance(v, (int, float, np.floating, np.integer)) and not missing(v)
 
 
 def _nan(v) -> float:

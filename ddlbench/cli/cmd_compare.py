@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from ddlbench.cli.common import campaign_dir, no_out_option, results_option
+from ddlbench.values import missing
 
 
 def _num(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if missing(v):
         return None
     if hasattr(v, "item"):
         v = v.item()

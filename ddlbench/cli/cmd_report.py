@@ -7,7 +7,10 @@ from typing import Optional
 
 import click
 
+from ddlbench.campaign.paths import REPORT_FORMATS
 from ddlbench.cli.common import campaign_dir, deprecated_option, results_option
+
+_FORMAT_LIST = ", ".join(REPORT_FORMATS)
 
 
 def _fraction(text: str, name: str) -> float:
@@ -43,9 +46,9 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
 @click.option(
     "--format",
     "formats",
-    default="html,md",
+    default=",".join(REPORT_FORMATS),
     show_default=True,
-    help="Comma-separated report formats: html, md.",
+    help=f"Comma-separated report formats: {_FORMAT_LIST}.",
 )
 @click.option(
     "--report-dir",
@@ -105,9 +108,11 @@ def command(
         report_dir = old_out
 
     fmts = [f.strip().lower() for f in formats.split(",") if f.strip()]
-    bad = [f for f in fmts if f not in ("html", "md")]
+    bad = [f for f in fmts if f not in REPORT_FORMATS]
     if bad or not fmts:
-        raise InputError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use html, md")
+        raise InputError(
+            f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use {_FORMAT_LIST}"
+        )
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
     gain = _fraction(min_gain, "min-gain")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-import numpy as np
 import pandas as pd
 
 from ddlbench.campaign import states as S
+from ddlbench.values import missing
 
 from .errors import CollectError
 
@@ -52,7 +52,7 @@ def normalise_states(states: RunStates, campaign_dir: Path) -> Optional[pd.DataF
 
 def state_word(s: Any) -> str:
     """The state as one upper-case word (``CANCELLED by 0`` -> ``CANCELLED``), or ``unknown``."""
-    if s is None or (isinstance(s, float) and np.isnan(s)) or str(s).strip() == "":
+    if missing(s) or str(s).strip() == "":
         return UNKNOWN
     return str(s).split()[0].upper().rstrip("+")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ddlbench.campaign.store_view import ATTEMPT_COLUMNS, OPTIONAL_ATTEMPT_COLUMNS, read_attempts
+from ddlbench.values import missing
 
 WANTED = list(ATTEMPT_COLUMNS)
 OPTIONAL = list(OPTIONAL_ATTEMPT_COLUMNS)
@@ -37,12 +38,9 @@ def store_states(campaign_dir: Path):
 def iso_time(v) -> Optional[str]:
     """Unix seconds (or text) as an ISO-8601 UTC string."""
     import datetime as dt
-    import math
 
-    if v is None:
+    if missing(v):
         return None
     if isinstance(v, (int, float)):
-        if isinstance(v, float) and math.isnan(v):
-            return None
         return dt.datetime.fromtimestamp(float(v), dt.timezone.utc).isoformat(timespec="seconds")
     return str(v)

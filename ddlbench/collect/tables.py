@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..values import missing
 from .columns import Column
 
 
 def str_or_none(v: Any) -> Optional[str]:
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+    if missing(v):
         return None
     return str(v)
 

@@ -2,8 +2,14 @@
 
 Public API::
 
-    build_report(campaign_dir, *, out_dir=None, formats=("html", "md"), settings=None,
-                 run_states=None, progress=None, data=None, force_collect=False) -> ReportResult
+    build_report(campaign_dir, *, out_dir=None, formats=FORMATS, settings=None,
+                 run_states=None, progress=None, data=None, force_collect=False,
+                 calibration=None) -> ReportResult
+
+Modules: ``render`` builds and writes the report; ``sections`` describes its tables
+(``table`` fills them), ``narrative`` writes its sentences, ``captions`` its formula
+captions, ``format`` every value; ``model`` is the scaling-model section, ``plots`` and
+``worker`` draw the figures.
 """
 
 from __future__ import annotations

@@ -8,14 +8,18 @@ fallback was taken, clocks were throttled, or a run started on a busy or shared 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pandas as pd
+
+from . import captions
+from .format import fnum, fpct, fsig, ftext, missing
+from .table import Column, Table, TableSpec, col, text
 
 COLUMNS = ("precision_ran", "tflops_per_device", "joules_per_sample", "interference")
 
 
-def _flagged(r: Any, missing: Callable[[Any], bool]) -> bool:
+def _flagged(r: Any) -> bool:
     def true(v: Any) -> bool:
         return not missing(v) and bool(v)
 
@@ -65,53 +69,51 @@ def by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def efficiency_tables(runs: pd.DataFrame, table: Callable, fmt: Dict[str, Callable]) -> List[Any]:
-    """``[Table]`` for the report, or ``[]`` when no run has the columns (older data)."""
-    if not len(runs) or not all(c in runs for c in COLUMNS):
-        return []
+def efficiency_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """One row per configuration, or None when no run has the columns (older data)."""
+    if not all(c in runs for c in COLUMNS):
+        return None
     have = runs[[c for c in COLUMNS]].notna().any(axis=1)
     rows = runs[have & (runs["mode"] != "allreduce")]
     if not len(rows):
-        return []
-    rows = by_configuration(rows)
-    fnum, fsig, fpct, ftext, missing = (
-        fmt["fnum"], fmt["fsig"], fmt["fpct"], fmt["ftext"], fmt["missing"]
-    )  # fmt: skip
+        return None
+    return by_configuration(rows)
 
-    def flag_text(r: Any) -> str:
-        if missing(r.get("gpu_throttled")):
-            return "-"
-        return "THROTTLED " + ftext(r.get("throttle_reasons")) if r["gpu_throttled"] else "no"
 
-    spec = [
-        ("configuration", lambda r: r["group"], False),
-        ("runs", lambda r: str(r["runs"]), True),
-        ("precision", lambda r: ftext(r.get("precision_ran")), False),
-        ("layout", lambda r: ftext(r.get("layout")), False),
-        ("compile", lambda r: ftext(r.get("compile")), False),
-        ("compile s", lambda r: fsig(r.get("compile_s")), True),
-        ("TFLOP/s per device", lambda r: fsig(r.get("tflops_per_device")), True),
-        ("peak", lambda r: fnum(r.get("peak_tflops")), True),
-        ("MFU", lambda r: fpct(r.get("mfu")), True),
-        ("mean power W", lambda r: fnum(r.get("gpu_power_w")), True),
-        ("J/sample", lambda r: fsig(r.get("joules_per_sample")), True),
-        ("GPU util", lambda r: fnum(r.get("gpu_util_pct")), True),
-        ("throttled", flag_text, False),
-        ("fallbacks", lambda r: ftext(r.get("fallbacks")), False),
-        ("interference", lambda r: ftext(r.get("interference")), False),
-    ]
-    return [
-        table(
-            "Precision, compilation, MFU and energy per configuration (median over runs)",
-            spec,
-            rows,
-            note=(
-                "TFLOP/s per device = samples/s per device x training FLOPs per sample (3 x the "
-                "analytic forward count); MFU = that / the device's peak for the precision that "
-                "ran (docs/mfu.md). Power and J/sample: all the run's GPUs in the measured window "
-                "(docs/telemetry.md). Bold: a fallback, throttled clocks, or a busy or shared node "
-                "at the start: such a run is not a clean measurement."
-            ),
-            flag=lambda r: _flagged(r, missing),
-        )
-    ]
+def _throttled(v: Any, reasons: Any) -> str:
+    if missing(v):
+        return "-"
+    return "THROTTLED " + ftext(reasons) if v else "no"
+
+
+EFFICIENCY = TableSpec(
+    section="efficiency",
+    title="Precision, compilation, MFU and energy per configuration (median over runs)",
+    source="runs",
+    columns=[
+        text("configuration", "group"),
+        col("runs", "runs", str),
+        text("precision", "precision_ran", ftext),
+        text("layout", "layout", ftext),
+        text("compile", "compile", ftext),
+        col("compile s", "compile_s", fsig),
+        col("TFLOP/s per device", "tflops_per_device", fsig),
+        col("peak", "peak_tflops", fnum),
+        col("MFU", "mfu", fpct),
+        col("mean power W", "gpu_power_w", fnum),
+        col("J/sample", "joules_per_sample", fsig),
+        col("GPU util", "gpu_util_pct", fnum),
+        Column("throttled", lambda r: _throttled(r["gpu_throttled"], r["throttle_reasons"]), False),
+        text("fallbacks", "fallbacks", ftext),
+        text("interference", "interference", ftext),
+    ],
+    select=efficiency_rows,
+    note=captions.EFFICIENCY_NOTE,
+    flag=_flagged,
+)
+
+
+def efficiency_tables(runs: pd.DataFrame) -> List[Table]:
+    """``[Table]`` for the report, or ``[]`` when no run has the columns (older data)."""
+    table = EFFICIENCY.table(runs)
+    return [table] if table is not None else []

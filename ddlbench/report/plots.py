@@ -20,6 +20,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from ..diskfull import atomic_path
+from .captions import BUSBW
+from .format import fbytes, missing
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 STYLES = ["-", "--", "-.", ":"]
@@ -71,13 +73,6 @@ def _fmt_count(v, _pos=None) -> str:
     if v >= 1e4:
         return f"{v / 1e3:g}k"
     return f"{v:g}"
-
-
-def _fmt_bytes(v, _pos=None) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= div:
-            return f"{v / div:g} {unit}"
-    return f"{v:g} B"
 
 
 def _log2_devices(ax, devices: List[int]) -> None:
@@ -273,17 +268,13 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     return fig
 
 
-def _missing_value(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
 def _mark_knee(ax, s, p, threshold: float, color) -> None:
     """A star at the knee when the data place it; a bar along the threshold from the
     confident lower end to the upper end when they only bound it."""
     lo, hi = s.get("knee_low"), s.get("knee_high")
-    if _missing_value(lo):
+    if missing(lo):
         lo = hi = s.get("knee_devices")
-    if _missing_value(lo):
+    if missing(lo):
         return
     if lo == hi:
         kp = p[p["devices"] == lo]
@@ -478,11 +469,11 @@ def busbw_figure(ar: pd.DataFrame):
     sizes = sorted(set(int(b) for b in ar["bytes"]))
     step = max(1, math.ceil(len(sizes) / 10))
     ax.set_xticks(sizes[::step])
-    ax.set_xticklabels([_fmt_bytes(s) for s in sizes[::step]], rotation=30, ha="right")
+    ax.set_xticklabels([fbytes(s) for s in sizes[::step]], rotation=30, ha="right")
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("message size")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("Allreduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
+    ax.set_title(f"Allreduce bus bandwidth ({BUSBW})")
     ax.legend(loc="upper left")
     return fig
 

@@ -8,7 +8,8 @@ import pytest
 
 from ddlbench.analyse.analysis import analyse
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.report.render import build_report, profile_text
+from ddlbench.report.narrative import profile_text
+from ddlbench.report.render import build_report
 from tests.support.synth import SynthRun, write_campaign
 
 

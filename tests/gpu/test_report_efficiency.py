@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ddlbench.report import render
 from ddlbench.report.efficiency import efficiency_tables
-
-FMT = {
-    "fnum": render.fnum,
-    "fsig": render.fsig,
-    "fpct": render.fpct,
-    "ftext": render.ftext,
-    "missing": render._missing,
-}
 
 
 def run(run_id, group, **kw):
@@ -52,7 +43,7 @@ def test_medians_per_configuration_and_flags():
             run("c-r0", "c", precision_ran="fp32", gpu_throttled=None, mfu=None),
         ]
     )  # fmt: skip
-    (table,) = efficiency_tables(runs, render._table, FMT)
+    (table,) = efficiency_tables(runs)
     rows = {r[0]: dict(zip(table.columns, r)) for r in table.rows}
     a, b = rows["a"], rows["b"]
     assert a["runs"] == "2" and a["TFLOP/s per device"] == "120" and a["J/sample"] == "0.120"
@@ -63,4 +54,4 @@ def test_medians_per_configuration_and_flags():
 
 
 def test_no_table_for_old_data():
-    assert efficiency_tables(pd.DataFrame([{"run_id": "x"}]), render._table, FMT) == []
+    assert efficiency_tables(pd.DataFrame([{"run_id": "x"}])) == []

@@ -1,0 +1,106 @@
+"""The report's captions and table notes that restate a formula, each written once here.
+
+``docs/metrics.md`` defines every formula; these texts only repeat it next to a figure or a
+table. A formula that two captions use is one constant below (also given to the templates
+as ``formula``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+from .format import fpct
+
+#: nccl-tests' bus bandwidth
+BUSBW = "busbw = algbw x 2(n-1)/n"
+#: the alpha-beta model of a ring allreduce (docs/scaling-model.md)
+RING_TIME = "time = alpha + 2(n-1)/n x bytes / busbw"
+#: scaling efficiency relative to a series' base
+EFFICIENCY = "eff(N) = (throughput(N)/N) / (throughput(base)/base)"
+#: coefficient of variation over repeats
+CV = "CV = sample standard deviation / mean"
+#: a rank's step-time jitter
+JITTER = "median over ranks of 1.4826 x MAD of the step times"
+#: the straggler index of a run
+STRAGGLER_INDEX = "max/median over ranks of the per-rank median compute time"
+#: achieved FLOP rate and model FLOP utilisation (docs/mfu.md)
+TFLOPS = (
+    "TFLOP/s per device = samples/s per device x training FLOPs per sample (3 x the "
+    "analytic forward count)"
+)
+MFU = "MFU = that / the device's peak for the precision that ran"
+
+#: the formulas the templates restate
+FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER}
+
+FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
+    "throughput": (
+        "Throughput vs devices",
+        "Median global throughput over repeats (sum of all ranks' measured samples divided by "
+        "the measured wall-clock window), 95 % confidence interval of the mean as error bars; "
+        "dotted: ideal linear scaling from each series' base.",
+    ),
+    "efficiency": (
+        "Scaling efficiency vs devices",
+        f"{EFFICIENCY} from the medians; vertical "
+        "lines: its 95 % confidence interval (ratio of means, delta method); the star marks "
+        "the knee where the data place it, a thick bar on the threshold line the range of N "
+        "the knee lies in when they do not (docs/metrics.md, Verdicts).",
+    ),
+    "ranks": (
+        "Per-rank step times of the largest run",
+        "Median (dot), 25-75 % (bar) and 5-95 % (line) of each rank's measured step times; "
+        "colour alternates per host; the three slowest ranks are named.",
+    ),
+    "accuracy": (
+        "Accuracy vs global batch size",
+        "Final validation accuracy (median of repeats; bars: 95 % t confidence interval of the "
+        "mean) with and without gradual warmup (Goyal et al. 2017).",
+    ),
+    "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
+    "model": (
+        "Scaling model: predicted vs measured",
+        "Dashed: the alpha-beta model's prediction from the allreduce sweep, the gradient "
+        "bytes, the compute time per step at the smallest scale and the measured overlap "
+        "(docs/scaling-model.md); markers: measured medians.",
+    ),
+    "busbw": (
+        "Allreduce bus bandwidth vs message size",
+        f"{BUSBW} with algbw = bytes / time (nccl-tests definitions).",
+    ),
+}
+
+
+def series_note(settings) -> str:
+    """Under the scaling series table: base, knee, peak and "more devices help"."""
+    return (
+        "Base: the smallest device count of each series. Knee: the largest N up to "
+        "which efficiency is at or above "
+        f"{fpct(settings.efficiency_threshold, 0)} with "
+        f"{fpct(settings.confidence, 0)} confidence; a range when the data "
+        "cannot tell. Peak: the device count with the highest median throughput. "
+        "More devices help: the gain from the previous N is significant (one-sided "
+        f"Welch test, alpha {settings.alpha:g}) and at least "
+        f"{fpct(settings.min_gain, 0)} (docs/metrics.md)."
+    )
+
+
+STATS_NOTE = (
+    "Step time and jitter: medians over the complete repeats of each run's "
+    "figure (itself the median over ranks). The CI of the median needs 6 repeats."
+)
+STRAGGLER_NOTE = (
+    f"The index is {STRAGGLER_INDEX} "
+    "where the workload logs it (by: compute; synchronous training evens out step "
+    "times), else of the step time (by: step). Ranks tied at the top are not named."
+)
+ALLREDUCE_NOTE = (
+    "Columns: framework nodes x ranks per node. Time per size: the "
+    f"slowest rank's median; algbw = bytes/time; {BUSBW}."
+)
+EFFICIENCY_NOTE = (
+    f"{TFLOPS}; {MFU} (docs/mfu.md). Power and J/sample: all the run's GPUs in the measured "
+    "window (docs/telemetry.md). Bold: a fallback, throttled clocks, or a busy or shared node "
+    "at the start: such a run is not a clean measurement."
+)
+ALPHA_BETA_TITLE = f"Allreduce alpha-beta fits (ring: {RING_TIME})"

@@ -1,0 +1,80 @@
+"""The report's scaling-model section: the model built from the allreduce sweep
+(:mod:`ddlbench.analyse.scaling_model`), its tables, notes and figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import pandas as pd
+
+from ..analyse.analysis import Analysis
+from ..collect.collector import CampaignData, ensure_collected
+from .captions import ALPHA_BETA_TITLE
+from .format import fint, fms, fnum, fpct, fsig
+from .table import Column, Table, col, make_table, text
+
+
+def scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say: Callable):
+    from ..analyse.scaling_model import build
+
+    cal = None
+    if calibration is not None:
+        say("collecting the calibration campaign")
+        cal = ensure_collected(Path(calibration), run_states=run_states, progress=say)
+    return build(a, data, cal)
+
+
+FITS: List[Column] = [
+    col("ranks", "world_size", fint),
+    col("nodes", "nodes", fint),
+    Column("alpha (us)", lambda r: fnum(1e6 * r["alpha_s"], 1)),
+    col("busbw (GB/s)", "busbw_gbps", fsig),
+    col("sizes", "points", fint),
+    col("fit rms error", "rms_rel_error", fpct),
+]
+PREDICTIONS: List[Column] = [
+    text("series", "label"),
+    col("N", "devices", fint),
+    col("nodes", "nodes", fint),
+    col("predicted step ms", "predicted_step_s", fms),
+    col("allreduce ms", "predicted_allreduce_s", fms),
+    col("predicted samples/s", "predicted_throughput", fnum),
+    col("measured samples/s", "throughput_median", fnum),
+    col("error", "throughput_error", fpct),
+    col("predicted efficiency", "predicted_efficiency", fpct),
+    col("measured efficiency", "efficiency", fpct),
+]
+
+
+def model_tables(model) -> List[Table]:
+    fits = pd.DataFrame([f.__dict__ for f in model.fits])
+    t1 = make_table(ALPHA_BETA_TITLE, FITS, fits)
+    t2 = make_table(
+        "Predicted vs measured",
+        PREDICTIONS,
+        model.predictions.sort_values(["label", "devices"]),
+        flag=lambda r: not r["measured"],
+    )
+    return [t1, t2]
+
+
+def model_notes(model) -> List[str]:
+    if model is None:
+        return []
+    out = list(model.assumptions)
+    err = model.error_summary()
+    if err:
+        out.insert(
+            0,
+            f"Prediction error of the throughput on the {err['points']} measured points: mean "
+            f"|error| {fpct(err['mean_abs'])}, largest {fpct(err['max_abs'])}.",
+        )
+    return out
+
+
+def model_figure(model, out: Path) -> Dict[str, Path]:
+    """The scaling model's predicted against measured figure, in ``out/plots``."""
+    from . import plots
+
+    return plots.save(plots.model_figure(model.predictions), out / "plots", "scaling_model")

@@ -1,0 +1,254 @@
+"""The report's sentences: the summary's findings, the verdicts in words, the provenance.
+
+Each sentence says what the data support and nothing more (docs/metrics.md, Verdicts).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Tuple
+
+import pandas as pd
+
+from .. import __version__
+from ..analyse.analysis import Analysis, Settings
+from ..campaign.restarts import attempts_sentence, restarts_sentence
+from ..collect.collector import CampaignData
+from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
+
+
+def _run_count_sentence(runs: pd.DataFrame) -> str:
+    n = len(runs)
+    counts = runs["status"].value_counts().to_dict() if n else {}
+    parts = [f"{counts.get(s, 0)} {s.replace('_', ' ')}" for s in sorted(counts) if s != "ok"]
+    return (
+        f"{n} runs planned or found: {counts.get('ok', 0)} complete"
+        + (f", {', '.join(parts)}" if parts else "")
+        + "."
+    )
+
+
+def _scaling_sentences(a: Analysis) -> List[str]:
+    """One sentence per scaling series (throughput ones where there are any): its largest
+    scale, knee and whether more devices help."""
+    s = a.series
+    if not len(s):
+        return []
+    out = []
+    shown = s[s["mode"] == "throughput"] if (s["mode"] == "throughput").any() else s
+    for _, r in shown.sort_values("label").iterrows():
+        if missing(r.get("max_devices")):
+            continue
+        pt = a.points[
+            (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
+        ]
+        tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
+        out.append(
+            f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
+            f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
+            f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
+            f"{help_sentence(r)}."
+        )
+    return out
+
+
+def _noise_sentences(a: Analysis) -> List[str]:
+    noisy = a.configs[a.configs["noisy"]] if len(a.configs) else a.configs
+    if not len(noisy):
+        return []
+    return [
+        f"{len(noisy)} configuration(s) noisy (coefficient of variation above "
+        f"{fpct(a.settings.noise_threshold, 0)}): "
+        + ", ".join(noisy["group"].head(6))
+        + ("..." if len(noisy) > 6 else "")
+        + "."
+    ]
+
+
+def _straggler_sentences(a: Analysis) -> List[str]:
+    st = a.stragglers[a.stragglers["straggler"]] if len(a.stragglers) else a.stragglers
+    if not len(st):
+        return []
+    w = st.iloc[0]
+    who = (
+        f"rank {fint(w['slowest_rank'])} on {w['slowest_host']}"
+        if not missing(w["slowest_rank"])
+        else "no single slowest rank"
+    )
+    metric = "compute time" if w.get("straggler_metric") == "compute" else "step time"
+    return [
+        f"{len(st)} run(s) with a straggler (index above "
+        f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, {who} "
+        f"({fsig(w['straggler_index'])}x the median rank's {metric})."
+    ]
+
+
+def _convergence_sentences(a: Analysis) -> List[str]:
+    c = a.convergence
+    if not len(c):
+        return []
+    out = []
+    best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
+    if best is not None:
+        out.append(
+            f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
+            f"({best['group']}, global batch {fint(best['global_batch_size'])})."
+        )
+    return out + _large_batch_sentences(a)
+
+
+def _allreduce_sentences(a: Analysis) -> List[str]:
+    ar = a.allreduce
+    out = []
+    if len(ar) and ar["busbw_gbps"].notna().any():
+        top = ar.loc[ar["busbw_gbps"].idxmax()]
+        out.append(
+            f"Allreduce: highest bus bandwidth {fsig(top['busbw_gbps'])} GB/s "
+            f"({top['group']}, {fbytes(top['bytes'])} messages)."
+        )
+    if len(ar) and (ar["world_size"] <= 1).any():
+        single = sorted(set(ar.loc[ar["world_size"] <= 1, "group"]))
+        out.append(f"Allreduce on 1 rank ({', '.join(single)}): no communication with 1 rank.")
+    return out
+
+
+def summary(a: Analysis, data: CampaignData) -> List[str]:
+    """The summary's findings, one sentence each: runs, restarts, scaling, noise,
+    stragglers, mismatches, convergence, allreduce and the collector's warnings."""
+    out = [_run_count_sentence(a.runs)]
+    restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
+    if restarted:
+        out.append(restarted)
+    resubmitted = attempts_sentence(data.campaign_dir)  # how each earlier attempt ended
+    if resubmitted:
+        out.append(resubmitted)
+    out += _scaling_sentences(a)
+    out += _noise_sentences(a)
+    out += _straggler_sentences(a)
+    out += _mismatch_lines(a.runs)
+    out += _convergence_sentences(a)
+    out += _allreduce_sentences(a)
+    for w in data.info.get("warnings", []):
+        if "run(s)" not in w:  # run counts are in the first line already
+            out.append(f"Data: {w}.")
+    return out
+
+
+def knee_sentence(r: Any, settings: Settings) -> str:
+    """What the knee range lets us say, and nothing more (``docs/metrics.md``, Knee)."""
+    thr = fpct(settings.efficiency_threshold, 0)
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    conf = fpct(settings.confidence, 0)
+    if missing(lo):
+        return "no efficiency without a complete run"
+    if int(r["max_devices"]) == int(r["base_devices"]):
+        return "one device count, no scaling verdict"
+    lo, hi = int(lo), int(hi)
+    if lo == hi == int(r["max_devices"]):
+        return f"efficiency is at or above {thr} at every scale up to {lo} ({conf} confidence)"
+    if lo == hi and lo == int(r["base_devices"]):
+        return f"efficiency is below {thr} right after the base ({conf} confidence)"
+    if lo == hi:
+        return (
+            f"knee at {lo} devices: efficiency is at or above {thr} up to {lo} and below it "
+            f"at the next scale ({conf} confidence)"
+        )
+    if lo == int(r["base_devices"]):
+        return (
+            f"the data cannot tell whether efficiency stays at or above {thr} anywhere "
+            f"beyond the base: the knee is between {lo} and {hi} devices"
+        )
+    return (
+        f"efficiency is at or above {thr} up to {lo} devices ({conf} confidence); "
+        f"the knee is between {lo} and {hi} devices"
+    )
+
+
+def help_sentence(r: Any) -> str:
+    """The "more devices help?" verdict of a series and why."""
+    v = r.get("more_devices_help")
+    why = ftext(r.get("more_devices_reason"))
+    if missing(v) or not v:
+        return f"more devices help? no verdict ({why or 'no data'})"
+    return f"more devices help? {v} ({why})"
+
+
+def _large_batch_sentences(a: Analysis) -> List[str]:
+    from ..analyse.large_batch import margin_table, sentences
+
+    st = a.settings
+    return sentences(
+        margin_table(a.convergence, st.accuracy_margin, st.alpha), st.accuracy_margin, 1 - st.alpha
+    )
+
+
+def _mismatch_lines(runs: pd.DataFrame) -> List[str]:
+    """One sentence per kind of planned-vs-actual mismatch (results are labelled by what ran)."""
+    if not len(runs) or "mismatches" not in runs or runs["mismatches"].isna().all():
+        return []
+    bad = runs[runs["mismatches"].notna()]
+    out = []
+    for text, g in bad.groupby("mismatches", sort=True):
+        ids = ", ".join(g["run_id"].head(4)) + ("..." if len(g) > 4 else "")
+        out.append(
+            f"{len(g)} run(s) did not run as planned ({text}): {ids}; they are reported "
+            "with what ran."
+        )
+    return out
+
+
+def profile_text(cluster: dict) -> str:
+    """The cluster profile in words: its settings as ``key value`` pairs (nested ones dotted),
+    leaving out empty ones and the per-framework environments."""
+    parts = []
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k in value:
+                if k not in ("environments", "env", "description"):
+                    walk(f"{prefix}{k}.", value[k])
+        elif value not in (None, "", [], {}):
+            text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(f"{prefix[:-1]} {text}")
+
+    walk("", cluster)
+    return "; ".join(parts)
+
+
+def provenance(a: Analysis) -> List[Tuple[str, str]]:
+    """(item, value) pairs: where, with what and by which versions the data were made."""
+    p = a.provenance
+    cl = p.get("cluster") or {}
+    rows = [
+        ("campaign", p.get("campaign")),
+        ("created", p.get("created")),
+        ("cluster", profile_text(cl) if isinstance(cl, dict) else cl),
+        ("frameworks (version)", "; ".join(p.get("frameworks", []))),
+        ("workloads", ", ".join(p.get("workloads", []))),
+        ("communication backends", ", ".join(p.get("backends", []))),
+        ("devices", ", ".join(p.get("device_names", []))),
+        ("largest complete run", fdevices(p.get("largest_run_devices"))),
+        ("devices per node", ", ".join(p.get("devices_per_node", [])) or "-"),
+        ("nodes", f"{len(p.get('hosts', []))}: {short_list(p.get('hosts', []))}"),
+        ("Slurm job ids", short_list(p.get("job_ids", []))),
+        ("python", ", ".join(p.get("python_versions", []))),
+        (
+            "ddlbench",
+            f"campaign {p.get('ddlbench_version_campaign')}, workloads "
+            f"{', '.join(p.get('ddlbench_versions_logs', []))}, collector "
+            f"{p.get('ddlbench_version_collector')}, report {__version__}",
+        ),
+    ]
+    return [(k, "-" if v in (None, "") else str(v)) for k, v in rows]
+
+
+def base_note(a: Analysis) -> str:
+    """Which device count each series' efficiency is relative to."""
+    if not len(a.series):
+        return ""
+    parts = [
+        f"{r['label']}: N={fint(r['base_devices'])}"
+        for _, r in a.series.sort_values("label").iterrows()
+        if not missing(r["base_devices"])
+    ]
+    return "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)

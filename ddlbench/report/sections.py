@@ -1,0 +1,276 @@
+"""The report's tables, described as data: one :class:`TableSpec` per table, by section.
+
+To add a table: describe it in :data:`SPECS` (its analysis table, rows, columns, note); the
+templates show every table of a section they know. Notes that restate a formula come from
+:mod:`.captions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import pandas as pd
+
+from ..analyse.analysis import Analysis
+from . import captions
+from .efficiency import EFFICIENCY
+from .format import fbytes, fint, fms, fnum, fpct, frange, fsig, ftext, missing
+from .table import Column, Row, Table, TableSpec, col, tables_by_section, text
+
+# ------------------------------------------------------------------ cells
+
+
+def help_cell(r: Row) -> str:
+    """The last step's "more devices help?" verdict and why."""
+    v = r.get("more_devices_help")
+    if missing(v) or not v:
+        return "- (one N)" if ftext(r.get("more_devices_reason")).startswith("one") else "-"
+    return f"{v}: {ftext(r.get('more_devices_reason'))}"
+
+
+def knee_cell(r: Row) -> str:
+    """The knee: one N, or the range of N it lies in."""
+    lo, hi = r.get("knee_low"), r.get("knee_high")
+    if missing(lo):
+        return "-"
+    return fint(lo) if int(lo) == int(hi) else f"{int(lo)} - {int(hi)}"
+
+
+def step_cell(r: Row) -> str:
+    """The verdict on the step from the previous N, with its gain."""
+    v = r.get("step_verdict")
+    if missing(v) or not v:
+        return ""
+    gain = "-" if missing(r["gain"]) else f"{100 * float(r['gain']):+.1f} %"
+    return f"{v} ({fint(r['step_from'])} -> {fint(r['devices'])}: {gain})"
+
+
+def efficiency_ci_cell(r: Row) -> str:
+    lo = r.get("efficiency_ci95_low")
+    if not missing(r.get("base_devices")) and r["devices"] == r["base_devices"]:
+        return "(base)"
+    return "-" if missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
+
+
+def accuracy_ci_cell(r: Row) -> str:
+    lo = r.get("final_accuracy_ci95_low")
+    return "-" if missing(lo) else f"{fpct(lo, 2)} - {fpct(r['final_accuracy_ci95_high'], 2)}"
+
+
+def _ci(header: str, low: str, high: str) -> Column:
+    return Column(header, lambda r: "-" if missing(r[low]) else frange(r[low], r[high]))
+
+
+# ------------------------------------------------------------------ scaling
+
+SERIES = TableSpec(
+    section="scaling",
+    title="Scaling series",
+    source="series",
+    columns=[
+        text("series", "label"),
+        text("mode", "mode", ftext),
+        text("scaling", "scaling", ftext),
+        col("base N", "base_devices", fint),
+        col("base samples/s", "base_throughput", fnum),
+        col("max N", "max_devices", fint),
+        col("efficiency at max", "efficiency_at_max", fpct),
+        Column("knee N", knee_cell),
+        col("peak N", "peak_devices", fint),
+        Column("more devices help? (last step)", help_cell, numeric=False),
+    ],
+    select=lambda s: s.sort_values("label"),
+    note=captions.series_note,
+)
+
+SCALES = TableSpec(
+    section="scaling",
+    title="Throughput by scale",
+    source="points",
+    columns=[
+        text("series", "label"),
+        col("N", "devices", fint),
+        Column("nodes x tasks", lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}"),
+        col("repeats", "repeats", fint),
+        col("median samples/s", "throughput_median", fnum),
+        _ci("95 % CI (mean)", "ci95_low", "ci95_high"),
+        col("per device", "per_device", fnum),
+        col("speedup", "speedup", fsig),
+        col("efficiency", "efficiency", fpct),
+        Column("efficiency 95 % CI", efficiency_ci_cell),
+        Column("more than previous N?", step_cell, numeric=False),
+    ],
+    select=lambda p: p.sort_values(["label", "devices"]),
+    flag=lambda r: bool(r["noisy"]),
+)
+
+# ------------------------------------------------------------------ repeats, stragglers
+
+STATS = TableSpec(
+    section="stats",
+    title="Repeat statistics per configuration",
+    source="configs",
+    columns=[
+        text("configuration", "group"),
+        col("N", "world_size", fint),
+        Column("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}"),
+        col("median samples/s", "throughput_median", fnum),
+        col("mean", "throughput_mean", fnum),
+        _ci("95 % CI of mean", "throughput_ci95_low", "throughput_ci95_high"),
+        _ci("95 % CI of median", "throughput_median_ci95_low", "throughput_median_ci95_high"),
+        col("CV", "throughput_cv", lambda v: fpct(v, 2)),
+        text("noisy", "noisy", lambda v: "NOISY" if v else ""),
+        col("step time ms", "step_time_median_s", fms),
+        col("jitter ms", "step_time_jitter_s", fms),
+    ],
+    select=lambda c: c[c["mode"] != "allreduce"].sort_values("group"),
+    note=captions.STATS_NOTE,
+    flag=lambda r: bool(r["noisy"]),
+)
+
+
+def _sig4(v: Any) -> str:
+    return fsig(v, 4)
+
+
+STRAGGLERS = TableSpec(
+    section="stragglers",
+    title="Straggler index per run (worst first)",
+    source="stragglers",
+    columns=[
+        text("run", "run_id"),
+        col("N", "world_size", fint),
+        text("status", "status", ftext),
+        col("straggler index", "straggler_index", _sig4),
+        text("by", "straggler_metric", ftext),
+        Column(
+            "step-time index",
+            lambda r: _sig4(r["step_straggler_index"]),
+            when=lambda s: bool((s["straggler_metric"] == "compute").any()),
+        ),
+        col("median step ms", "step_time_median_s", fms),
+        col("jitter ms", "step_time_jitter_s", fms),
+        text("slowest ranks (rank@host median)", "slowest_ranks", ftext),
+    ],
+    select=lambda s: s.head(15),
+    note=captions.STRAGGLER_NOTE,
+    flag=lambda r: bool(r["straggler"]),
+)
+
+# ------------------------------------------------------------------ convergence, allreduce
+
+
+def _time_to_target(v: Any) -> str:
+    return fsig(v, 4) if not missing(v) else "not reached"
+
+
+CONVERGENCE = TableSpec(
+    section="convergence",
+    title="Large-batch study (median over complete repeats)",
+    source="convergence",
+    columns=[
+        text("configuration", "group"),
+        col("global batch", "global_batch_size", fint),
+        col("peak LR", "lr", fsig),
+        text("warmup", "warmup"),
+        col("repeats", "repeats", fint),
+        col("final accuracy", "final_accuracy", lambda v: fpct(v, 2)),
+        Column("95 % CI (mean)", accuracy_ci_cell),
+        col("best accuracy", "best_accuracy", lambda v: fpct(v, 2)),
+        col("time to target s", "time_to_accuracy_s", _time_to_target),
+        col("target", "target_accuracy", lambda v: fpct(v, 1)),
+    ],
+)
+
+
+def _short_names(ar: pd.DataFrame) -> Dict[str, str]:
+    """Column headers of the allreduce configurations: ``framework nodes x ranks per node``
+    (their names when that is ambiguous)."""
+    short = {}
+    for g, r in ar.groupby("group").first().iterrows():
+        nodes = int(r["nodes"]) if not missing(r["nodes"]) else 1
+        per = int(r["world_size"]) // max(nodes, 1)
+        short[g] = f"{r['framework']} {nodes}x{per}"
+    if len(set(short.values())) < len(short):
+        short = {g: g for g in short}
+    return short
+
+
+def _bandwidth_columns(ar: pd.DataFrame, piv: pd.DataFrame) -> List[Column]:
+    """Message size, then one column per configuration (none for a single rank)."""
+    short = _short_names(ar)
+    single = set(ar.loc[ar["world_size"] <= 1, "group"])
+    cols = [Column("message size", lambda r: fbytes(r.name))]
+    for g in piv.columns:
+        if g in single:
+            cols.append(Column(short.get(g, g), lambda r: "no communication with 1 rank", False))
+        else:
+            cols.append(Column(short.get(g, g), lambda r, g=g: fsig(r[g])))
+    return cols
+
+
+def _bandwidth_spec(value: str, what: str, note: str = "") -> TableSpec:
+    return TableSpec(
+        section="allreduce",
+        title=f"Allreduce {what} bandwidth (GB/s, median over repeats)",
+        source="allreduce",
+        columns=_bandwidth_columns,
+        select=lambda ar: ar.pivot_table(
+            index="bytes", columns="group", values=value, dropna=False
+        ),
+        note=note,
+    )
+
+
+# ------------------------------------------------------------------ problems
+
+PROBLEMS = TableSpec(
+    section="problems",
+    title="Failed, incomplete and flagged runs",
+    source="problem_runs",
+    columns=[
+        text("run", "run_id"),
+        text("status", "status", ftext),
+        text("Slurm state", "slurm_state", ftext),
+        col("exit", "exit_code", fint),
+        col("attempts", "attempts", fint),
+        text("job", "job_id", ftext),
+        Column(
+            "ranks summary/N",
+            lambda r: f"{fint(r['ranks_with_summary'])}/{fint(r['world_size'])}",
+        ),
+        text("missing ranks", "missing_ranks", ftext),
+        text("no summary", "ranks_without_summary", ftext),
+        text("error", "error_message", ftext),
+        text("notes", "problems", ftext),
+    ],
+    flag=lambda r: r["status"] != "ok",
+)
+
+#: every table of the report, in report order
+SPECS: Sequence[TableSpec] = (
+    SERIES,
+    SCALES,
+    STATS,
+    STRAGGLERS,
+    CONVERGENCE,
+    _bandwidth_spec("busbw_gbps", "bus"),
+    _bandwidth_spec("algbw_gbps", "algorithm", captions.ALLREDUCE_NOTE),
+    EFFICIENCY,
+    PROBLEMS,
+)
+
+
+def report_tables(a: Analysis) -> Dict[str, List[Table]]:
+    """Every table of the report, by section."""
+    return tables_by_section(SPECS, a)
+
+
+def stderr_tails(a: Analysis) -> List[Dict[str, str]]:
+    """The stderr tails of the problem runs that have one."""
+    tails = []
+    if len(a.problem_runs):
+        for _, r in a.problem_runs.iterrows():
+            if not missing(r["stderr_tail"]) and r["stderr_tail"]:
+                tails.append({"run_id": r["run_id"], "tail": r["stderr_tail"]})
+    return tails

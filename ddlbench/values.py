@@ -1,0 +1,27 @@
+"""Whether a value is missing: the one definition that the collector, the analysis, the
+report and the commands share.
+
+A value read from a data file is missing when it is ``None``, pandas' ``NA`` or a float NaN
+(Python's or NumPy's). Standard library only: pandas and NumPy values can only exist once
+those libraries are imported, so they are looked up in ``sys.modules`` instead of imported
+here (the command line starts without them).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+
+def missing(v: Any) -> bool:
+    """``None``, ``pandas.NA`` or a NaN of any float type."""
+    if v is None:
+        return True
+    if isinstance(v, float):  # numpy.float64 included
+        return math.isnan(v)
+    pd = sys.modules.get("pandas")
+    if pd is not None and v is pd.NA:
+        return True
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(v, np.floating) and bool(np.isnan(v))
