@@ -14,8 +14,10 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS
+
 #: the performance knobs; an entry, the spec and a variant may set them (docs/spec.md)
-KNOB_NAMES = ("precision", "layout", "compile")
+KNOB_NAMES = KNOBS
 
 
 class FrameworkOptions(BaseModel):
@@ -34,8 +36,8 @@ class FrameworkOptions(BaseModel):
     #: seconds to wait for all ranks to join the process group or rendezvous
     timeout_s: Optional[int] = Field(default=None, ge=1)
     #: performance knobs for this framework only, overriding the spec's (a variant's win)
-    precision: Optional[Literal["fp32", "tf32", "amp", "bf16"]] = None
-    layout: Optional[Literal["default", "channels_last"]] = None
+    precision: Optional[Literal[PRECISIONS]] = None  # type: ignore[valid-type]
+    layout: Optional[Literal[LAYOUTS]] = None  # type: ignore[valid-type]
     compile: Optional[bool] = None
 
     def knob_overrides(self) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Union
 
-MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
+from ..vocabulary import MODELS  # noqa: F401 - the model names, for the builders
 
 # Canonical trainable-parameter counts (1000 classes, 224x224x3; lenet: 10 classes, 28x28x1).
 EXPECTED_PARAMS: Dict[str, int] = {
