@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List
 
 import pandas as pd
 
-COLUMNS = ("precision_ran", "tflops_per_device", "joules_per_sample", "interference")
+#: a run belongs in the table when one of these is known, or a rank logged (``ranks_present``)
+COLUMNS = ("tflops_per_device", "joules_per_sample", "interference")
 
 
 def _flagged(r: Any, missing: Callable[[Any], bool]) -> bool:
@@ -48,7 +49,7 @@ def by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         first = g.iloc[0]
         busy = g["interference"].notna() & (g["interference"] != "")
         rec: Dict[str, Any] = {"group": group, "runs": len(g)}
-        for c in ("precision_ran", "layout", "compile", "peak_tflops"):
+        for c in ("precision", "layout", "compile", "peak_tflops"):
             rec[c] = first.get(c)
         for c in ("compile_s", "tflops_per_device", "mfu", "gpu_power_w", "joules_per_sample"):
             rec[c] = _median(g[c])
@@ -70,6 +71,8 @@ def efficiency_tables(runs: pd.DataFrame, table: Callable, fmt: Dict[str, Callab
     if not len(runs) or not all(c in runs for c in COLUMNS):
         return []
     have = runs[[c for c in COLUMNS]].notna().any(axis=1)
+    if "ranks_present" in runs:
+        have |= pd.to_numeric(runs["ranks_present"], errors="coerce").fillna(0) > 0
     rows = runs[have & (runs["mode"] != "allreduce")]
     if not len(rows):
         return []
@@ -86,7 +89,7 @@ def efficiency_tables(runs: pd.DataFrame, table: Callable, fmt: Dict[str, Callab
     spec = [
         ("configuration", lambda r: r["group"], False),
         ("runs", lambda r: str(r["runs"]), True),
-        ("precision", lambda r: ftext(r.get("precision_ran")), False),
+        ("precision", lambda r: ftext(r.get("precision")), False),
         ("layout", lambda r: ftext(r.get("layout")), False),
         ("compile", lambda r: ftext(r.get("compile")), False),
         ("compile s", lambda r: fsig(r.get("compile_s")), True),
