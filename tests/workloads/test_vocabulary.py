@@ -162,3 +162,16 @@ def test_campaign_pkg_ships_the_vocabulary_and_run_json_carries_the_backend(tmp_
         cfg = read_run_config(root / entry["run_dir"], root / entry["script"])
         asked = (cfg["framework_options"] or {}).get("backend")
         assert cfg["backend"] == entry["backend"] == v.torch_backend(asked, cfg["device"])
+
+
+def test_the_one_docs_table_of_precisions_lists_the_vocabulary():
+    """docs/spec.md#performance-knobs is the page that lists the precisions; the others link it."""
+    text = (ROOT / "docs" / "spec.md").read_text()
+    section = text[text.index("**`precision`**") : text.index("**`layout`**")]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    rows = [line.split("|")[1].strip().strip("`") for line in lines]
+    rows = [r for r in rows if r and r != "value" and not r.startswith("---")]
+    assert tuple(rows) == v.PRECISIONS
+    for page in ("log-format.md", "run-config.md"):
+        doc = (ROOT / "docs" / page).read_text()
+        assert "`fp32`, `tf32`, `amp`" not in doc and "spec.md#performance-knobs" in doc, page
