@@ -16,9 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS
 
-#: the performance knobs; an entry, the spec and a variant may set them (docs/spec.md)
-KNOB_NAMES = KNOBS
-
 
 class FrameworkOptions(BaseModel):
     """Base of every framework's options; unknown keys are errors.
@@ -42,7 +39,7 @@ class FrameworkOptions(BaseModel):
 
     def knob_overrides(self) -> Dict[str, Any]:
         """The knobs this entry sets (``precision``, ``layout``, ``compile``)."""
-        return {k: getattr(self, k) for k in KNOB_NAMES if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in KNOBS if getattr(self, k) is not None}
 
     def id_suffix(self) -> str:
         """Extra words for run ids when two entries use the same framework (default none)."""

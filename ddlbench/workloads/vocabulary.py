@@ -93,6 +93,11 @@ def model_shape(model: str) -> Tuple[int, int]:
     return MODEL_SHAPES.get(model, OTHER_MODEL_SHAPE)
 
 
+def model_channels(model: str) -> int:
+    """Channels of a model's input images: 1 for lenet (grey digits), 3 for the others."""
+    return 1 if model == "lenet" else 3
+
+
 # ------------------------------------------------------------------ the two rules
 
 

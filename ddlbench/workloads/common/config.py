@@ -14,6 +14,7 @@ from ..vocabulary import (
     LAYOUTS,
     MODES,
     PRECISIONS,
+    model_channels,
     model_shape,
     torch_backend,
 )
@@ -135,7 +136,7 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
 
 def input_channels(model: str) -> int:
     """Channels of a model's input images: 1 for lenet, 3 for the ImageNet models."""
-    return 1 if model == "lenet" else 3
+    return model_channels(model)
 
 
 def framework_options(cfg: Dict[str, Any]) -> Dict[str, Any]:
