@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS
+from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS, TRAINING_MODES
 
 
 class FrameworkOptions(BaseModel):
@@ -56,7 +56,7 @@ class Launcher:
     #: workload module under ``ddlbench.workloads`` for (mode, options)
     workload: Callable[[str, Any], str]
     #: modes the framework's workloads implement
-    modes: Tuple[str, ...] = ("throughput", "convergence")
+    modes: Tuple[str, ...] = TRAINING_MODES
     #: one-line description for ``--help`` and docs
     summary: str = ""
     #: template name; default ``<name>.sh.j2``

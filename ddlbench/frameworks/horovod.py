@@ -6,7 +6,7 @@ from typing import Any, Dict, Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 from ddlbench.frameworks.pytorch import CompileMode
-from ddlbench.workloads.vocabulary import DEFAULT_HOROVOD_CONTROLLER, HOROVOD_CONTROLLERS
+from ddlbench.workloads.vocabulary import DEFAULT_HOROVOD_CONTROLLER, HOROVOD_CONTROLLERS, MODES
 
 
 class HorovodOptions(FrameworkOptions):
@@ -45,7 +45,7 @@ LAUNCHER = Launcher(
     name="horovod",
     options=HorovodOptions,
     workload=_workload,
-    modes=("throughput", "convergence", "allreduce"),
+    modes=MODES,
     summary="Horovod (PyTorch or TensorFlow): srun with MPI, or Gloo with a rendezvous server",
     backend=lambda opts, device: opts.controller,
     uses_mpi=lambda opts: opts.controller == "mpi",

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
-from ddlbench.workloads.vocabulary import TORCH_BACKENDS, torch_backend
+from ddlbench.workloads.vocabulary import MODES, TORCH_BACKENDS, torch_backend
 
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
@@ -33,7 +33,7 @@ LAUNCHER = Launcher(
     name="pytorch",
     options=PyTorchOptions,
     workload=lambda mode, opts: "allreduce_torch" if mode == "allreduce" else "pytorch",
-    modes=("throughput", "convergence", "allreduce"),
+    modes=MODES,
     summary="PyTorch DDP: srun, one task per GPU, MASTER_ADDR/PORT from the job",
     backend=_backend,
     uses_mpi=lambda opts: opts.backend == "mpi",

@@ -55,7 +55,9 @@ KNOBS: Tuple[str, ...] = tuple(KNOB_DEFAULTS)
 
 # ------------------------------------------------------------------ modes and devices
 
-MODES: Tuple[str, ...] = ("throughput", "convergence", "allreduce")
+#: the modes that train a model (the third, allreduce, sweeps the collective alone)
+TRAINING_MODES: Tuple[str, ...] = ("throughput", "convergence")
+MODES: Tuple[str, ...] = TRAINING_MODES + ("allreduce",)
 DEFAULT_MODE = "throughput"
 DEVICES: Tuple[str, ...] = ("cpu", "gpu")
 DEFAULT_DEVICE = "cpu"
