@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from ddlbench.workloads.vocabulary import PRECISIONS
+
 
 @dataclass(frozen=True)
 class DevicePeak:
@@ -24,35 +26,43 @@ class DevicePeak:
     source: str
 
 
-_SXM_H100 = {"fp32": 66.9, "tf32": 494.7, "amp": 989.4, "bf16": 989.4}
+def _rates(**tflops: float) -> Dict[str, float]:
+    """One device's peaks, keyed by the precisions of the vocabulary (in its order)."""
+    unknown = set(tflops) - set(PRECISIONS)
+    if unknown:
+        raise ValueError(f"not precisions: {', '.join(sorted(unknown))}")
+    return {p: tflops[p] for p in PRECISIONS if p in tflops}
+
+
+_SXM_H100 = _rates(fp32=66.9, tf32=494.7, amp=989.4, bf16=989.4)
 #: most specific first: "H100 PCIe" before "H100"
 PEAKS: Tuple[DevicePeak, ...] = (
-    DevicePeak("V100-PCIe", r"V100.*PCI", {"fp32": 14.0, "amp": 112.0}, "NVIDIA V100 data sheet"),
-    DevicePeak("V100S", r"V100S", {"fp32": 16.4, "amp": 130.0}, "NVIDIA V100 data sheet"),
-    DevicePeak("V100-SXM", r"V100", {"fp32": 15.7, "amp": 125.0}, "NVIDIA V100 data sheet"),
+    DevicePeak("V100-PCIe", r"V100.*PCI", _rates(fp32=14.0, amp=112.0), "NVIDIA V100 data sheet"),
+    DevicePeak("V100S", r"V100S", _rates(fp32=16.4, amp=130.0), "NVIDIA V100 data sheet"),
+    DevicePeak("V100-SXM", r"V100", _rates(fp32=15.7, amp=125.0), "NVIDIA V100 data sheet"),
     DevicePeak(
         "A100",
         r"A100",
-        {"fp32": 19.5, "tf32": 156.0, "amp": 312.0, "bf16": 312.0},
+        _rates(fp32=19.5, tf32=156.0, amp=312.0, bf16=312.0),
         "NVIDIA A100 data sheet (SXM4 and PCIe alike)",
     ),
     DevicePeak(
         "H100-PCIe",
         r"H100.*PCI",
-        {"fp32": 51.2, "tf32": 378.0, "amp": 756.0, "bf16": 756.0},
+        _rates(fp32=51.2, tf32=378.0, amp=756.0, bf16=756.0),
         "NVIDIA H100 data sheet",
     ),
     DevicePeak(
         "H100-NVL",
         r"H100.*NVL",
-        {"fp32": 60.0, "tf32": 417.5, "amp": 835.5, "bf16": 835.5},
+        _rates(fp32=60.0, tf32=417.5, amp=835.5, bf16=835.5),
         "NVIDIA H100 data sheet",
     ),
     DevicePeak("H100-SXM", r"H100", _SXM_H100, "NVIDIA H100 data sheet (SXM5)"),
     DevicePeak(
         "H200-NVL",
         r"H200.*NVL",
-        {"fp32": 60.0, "tf32": 417.5, "amp": 835.5, "bf16": 835.5},
+        _rates(fp32=60.0, tf32=417.5, amp=835.5, bf16=835.5),
         "NVIDIA H200 data sheet",
     ),
     DevicePeak("H200-SXM", r"H200", _SXM_H100, "NVIDIA H200 data sheet (SXM)"),

@@ -87,7 +87,13 @@ _PLAN_RUN = [
     ("global_batch_size", "int", "plan", "per-device batch x world size"),
     ("lr", "float", "plan", "peak learning rate after LR scaling"),
     ("repeat", "int", "plan", "repeat number"),
-    ("precision", "text", "collector", "precision that ran (rank meta records), else planned"),
+    (
+        "precision",
+        "text",
+        "collector",
+        "precision that ran, after any fallback (rank meta records; ranks that differ: "
+        "comma-separated), else planned",
+    ),
     ("scaling", "text", "plan", "weak or strong"),
     ("group", "text", "plan", "configuration: the run id without `-r<repeat>`"),
     ("run_dir", "text", "plan", "run folder, relative to the campaign"),
@@ -225,7 +231,6 @@ _RUN_TAIL = [
 #: what the performance knobs, the FLOP count, the GPU sampler and the pre-flight add
 #: (ddlbench/collect/gpu_columns.py; docs/mfu.md, docs/telemetry.md)
 _GPU = [
-    ("precision_ran", "text", "meta", "the precision that ran (rank 0), after any fallback"),
     ("layout", "text", "meta", "the activation layout that ran: NCHW or NHWC"),
     (
         "compile",
@@ -272,7 +277,13 @@ _META = [
     ("batch_size", "int", "meta", "per-device batch"),
     ("global_batch_size", "int", "meta", "global batch"),
     ("precision", "text", "meta", "precision that ran"),
-    ("precision_requested", "text", "meta", "precision asked for, when it could not be used"),
+    (
+        "precision_fallback_from",
+        "text",
+        "meta",
+        "precision the rank was asked for and could not use (the log's `precision_requested`); "
+        "null: it ran what was asked",
+    ),
     ("repeat", "int", "meta", "repeat number"),
     ("mode", "text", "meta", "mode"),
     ("slurm_job_id", "text", "meta", "Slurm job id"),

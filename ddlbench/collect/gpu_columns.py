@@ -17,7 +17,7 @@ from ddlbench.analyse.device_peaks import achieved_tflops, mfu, peak_tflops
 from ddlbench.analyse.energy import joules_per_sample, window_energy
 from ddlbench.collect.telemetry import read_preflight, read_run_telemetry
 
-KNOB_COLUMNS = ["precision_ran", "layout", "compile", "fallbacks", "compile_s"]
+KNOB_COLUMNS = ["layout", "compile", "fallbacks", "compile_s"]
 MFU_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "mfu"]
 TELEMETRY_COLUMNS = [
     "telemetry",
@@ -41,7 +41,8 @@ def _num(v: Any) -> Optional[float]:
 
 
 def knob_fields(metas: List[dict], summaries: List[dict]) -> Dict[str, Any]:
-    """What the ranks applied (rank 0's meta; fallbacks of every rank, once each)."""
+    """What the ranks applied (rank 0's meta; fallbacks of every rank, once each). The precision
+    that ran is the run table's ``precision`` (every rank's, ``run_table``)."""
     meta = metas[0] if metas else {}
     fallbacks: List[str] = []
     for m in metas:
@@ -51,7 +52,6 @@ def knob_fields(metas: List[dict], summaries: List[dict]) -> Dict[str, Any]:
     compile_s = [_num(s.get("compile_s")) for s in summaries]
     compile_s = [c for c in compile_s if c is not None]
     return {
-        "precision_ran": meta.get("precision"),
         "layout": meta.get("layout"),
         "compile": meta.get("compile"),
         "fallbacks": "; ".join(fallbacks) or None,
@@ -63,7 +63,7 @@ def knob_fields(metas: List[dict], summaries: List[dict]) -> Dict[str, Any]:
 def mfu_fields(row: Dict[str, Any], meta: Dict[str, Any]) -> Dict[str, Any]:
     achieved = achieved_tflops(_num(row.get("throughput_per_device")), row["flops_per_sample"])
     name = meta.get("device_name") or row.get("device_name")
-    peak = peak_tflops(name if isinstance(name, str) else None, row["precision_ran"])
+    peak = peak_tflops(name if isinstance(name, str) else None, row.get("precision"))
     return {"tflops_per_device": achieved, "peak_tflops": peak, "mfu": mfu(achieved, peak)}
 
 

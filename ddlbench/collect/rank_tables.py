@@ -14,6 +14,8 @@ from .reader import RankFile
 from .tables import typed
 
 META_COLUMNS = names(META)
+#: columns named differently from the meta field they come from (docs/log-format.md)
+META_FIELDS = {"precision_fallback_from": "precision_requested"}
 
 
 def records_frame(kept: Sequence[RankFile], attr: str, cols: Sequence[Column]) -> pd.DataFrame:
@@ -44,7 +46,7 @@ def _rank_row(f: RankFile, dup_count: Dict[int, int], campaign_dir: Path) -> Dic
     meta = f.meta or {}
     row: Dict[str, Any] = {"run_id": f.run_key, "rank": f.rank}
     for c in META_COLUMNS:
-        v = meta.get(c)
+        v = meta.get(META_FIELDS.get(c, c))
         row[c] = v if not isinstance(v, (dict, list)) else json.dumps(v, sort_keys=True)
     row["start_time"] = meta.get("time")
     row["meta_run_id"] = meta.get("run_id")

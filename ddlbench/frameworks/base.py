@@ -14,8 +14,7 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: the performance knobs; an entry, the spec and a variant may set them (docs/spec.md)
-KNOB_NAMES = ("precision", "layout", "compile")
+from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS, TRAINING_MODES
 
 
 class FrameworkOptions(BaseModel):
@@ -34,13 +33,13 @@ class FrameworkOptions(BaseModel):
     #: seconds to wait for all ranks to join the process group or rendezvous
     timeout_s: Optional[int] = Field(default=None, ge=1)
     #: performance knobs for this framework only, overriding the spec's (a variant's win)
-    precision: Optional[Literal["fp32", "tf32", "amp", "bf16"]] = None
-    layout: Optional[Literal["default", "channels_last"]] = None
+    precision: Optional[Literal[PRECISIONS]] = None  # type: ignore[valid-type]
+    layout: Optional[Literal[LAYOUTS]] = None  # type: ignore[valid-type]
     compile: Optional[bool] = None
 
     def knob_overrides(self) -> Dict[str, Any]:
         """The knobs this entry sets (``precision``, ``layout``, ``compile``)."""
-        return {k: getattr(self, k) for k in KNOB_NAMES if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in KNOBS if getattr(self, k) is not None}
 
     def id_suffix(self) -> str:
         """Extra words for run ids when two entries use the same framework (default none)."""
@@ -57,7 +56,7 @@ class Launcher:
     #: workload module under ``ddlbench.workloads`` for (mode, options)
     workload: Callable[[str, Any], str]
     #: modes the framework's workloads implement
-    modes: Tuple[str, ...] = ("throughput", "convergence")
+    modes: Tuple[str, ...] = TRAINING_MODES
     #: one-line description for ``--help`` and docs
     summary: str = ""
     #: template name; default ``<name>.sh.j2``

@@ -6,6 +6,7 @@ from typing import Any, Dict, Literal, Optional
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 from ddlbench.frameworks.pytorch import CompileMode
+from ddlbench.workloads.vocabulary import DEFAULT_HOROVOD_CONTROLLER, HOROVOD_CONTROLLERS, MODES
 
 
 class HorovodOptions(FrameworkOptions):
@@ -13,7 +14,7 @@ class HorovodOptions(FrameworkOptions):
     wraps: Literal["pytorch", "tensorflow"] = "pytorch"
     #: mpi: srun --mpi=<profile mpi> starts ranks as MPI processes;
     #: gloo: the job script runs Horovod's rendezvous server, srun starts the ranks
-    controller: Literal["mpi", "gloo"] = "gloo"
+    controller: Literal[HOROVOD_CONTROLLERS] = DEFAULT_HOROVOD_CONTROLLER  # type: ignore[valid-type]
     #: compress gradients to fp16 for the allreduce (hvd.Compression.fp16)
     fp16_allreduce: Optional[bool] = None
     #: torch.compile mode when the spec's ``compile`` is on and Horovod wraps PyTorch
@@ -44,7 +45,7 @@ LAUNCHER = Launcher(
     name="horovod",
     options=HorovodOptions,
     workload=_workload,
-    modes=("throughput", "convergence", "allreduce"),
+    modes=MODES,
     summary="Horovod (PyTorch or TensorFlow): srun with MPI, or Gloo with a rendezvous server",
     backend=lambda opts, device: opts.controller,
     uses_mpi=lambda opts: opts.controller == "mpi",

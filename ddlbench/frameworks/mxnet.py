@@ -7,11 +7,12 @@ from typing import Any, Dict, Literal, Optional
 from pydantic import Field
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.workloads.vocabulary import DEFAULT_MXNET_KVSTORE, MXNET_KVSTORES, MXNET_PRECISIONS
 
 
 class MXNetOptions(FrameworkOptions):
     #: synchronous kvstore; dist_device_sync aggregates on the GPU
-    kvstore: Literal["dist_sync", "dist_device_sync"] = "dist_sync"
+    kvstore: Literal[MXNET_KVSTORES] = DEFAULT_MXNET_KVSTORE  # type: ignore[valid-type]
     #: number of parameter servers; default one per node
     servers: Optional[int] = Field(default=None, ge=1)
 
@@ -24,6 +25,8 @@ def _template_vars(opts: MXNetOptions, run) -> dict:
 def knob_problem(knobs: Dict[str, Any], device: str, opts: MXNetOptions) -> Optional[str]:
     """What MXNet 1.9 Gluon cannot do (docs/spec.md#performance-knobs)."""
     precision = knobs.get("precision")
+    if precision in MXNET_PRECISIONS:
+        return None
     if precision == "tf32":
         return (
             "MXNet 1.9 has no TF32 setting of its own (ddlbench keeps its fp32 runs in fp32 with "

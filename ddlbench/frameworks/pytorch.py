@@ -7,13 +7,14 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.workloads.vocabulary import MODES, TORCH_BACKENDS, torch_backend
 
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
 class PyTorchOptions(FrameworkOptions):
     #: process-group backend; default nccl on GPU, gloo on CPU
-    backend: Optional[Literal["nccl", "gloo", "mpi"]] = None
+    backend: Optional[Literal[TORCH_BACKENDS]] = None  # type: ignore[valid-type]
     #: DDP gradient bucket size in MiB (DDP's default: 25)
     bucket_cap_mb: Optional[int] = Field(default=None, ge=1)
     #: time the exposed communication with a DDP comm hook (default: true)
@@ -25,14 +26,14 @@ class PyTorchOptions(FrameworkOptions):
 
 
 def _backend(opts: PyTorchOptions, device: str) -> str:
-    return opts.backend or ("nccl" if device == "gpu" else "gloo")
+    return torch_backend(opts.backend, device)
 
 
 LAUNCHER = Launcher(
     name="pytorch",
     options=PyTorchOptions,
     workload=lambda mode, opts: "allreduce_torch" if mode == "allreduce" else "pytorch",
-    modes=("throughput", "convergence", "allreduce"),
+    modes=MODES,
     summary="PyTorch DDP: srun, one task per GPU, MASTER_ADDR/PORT from the job",
     backend=_backend,
     uses_mpi=lambda opts: opts.backend == "mpi",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.workloads.vocabulary import DEFAULT_TF_COMMUNICATION, TF_COMMUNICATIONS
 
 
 class TensorFlowOptions(FrameworkOptions):
     #: collective implementation of MultiWorkerMirroredStrategy
-    communication: Literal["ring", "nccl", "auto"] = "auto"
+    communication: Literal[TF_COMMUNICATIONS] = DEFAULT_TF_COMMUNICATION  # type: ignore[valid-type]
 
 
 LAUNCHER = Launcher(

@@ -16,7 +16,8 @@ from . import captions
 from .format import fnum, fpct, fsig, ftext, missing
 from .table import Column, Table, TableSpec, col, text
 
-COLUMNS = ("precision_ran", "tflops_per_device", "joules_per_sample", "interference")
+#: a run belongs in the table when one of these is known, or a rank logged (``ranks_present``)
+COLUMNS = ("tflops_per_device", "joules_per_sample", "interference")
 
 
 def _flagged(r: Any) -> bool:
@@ -52,7 +53,7 @@ def by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         first = g.iloc[0]
         busy = g["interference"].notna() & (g["interference"] != "")
         rec: Dict[str, Any] = {"group": group, "runs": len(g)}
-        for c in ("precision_ran", "layout", "compile", "peak_tflops"):
+        for c in ("precision", "layout", "compile", "peak_tflops"):
             rec[c] = first.get(c)
         for c in ("compile_s", "tflops_per_device", "mfu", "gpu_power_w", "joules_per_sample"):
             rec[c] = _median(g[c])
@@ -74,6 +75,8 @@ def efficiency_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
     if not all(c in runs for c in COLUMNS):
         return None
     have = runs[[c for c in COLUMNS]].notna().any(axis=1)
+    if "ranks_present" in runs:
+        have |= pd.to_numeric(runs["ranks_present"], errors="coerce").fillna(0) > 0
     rows = runs[have & (runs["mode"] != "allreduce")]
     if not len(rows):
         return None
@@ -93,7 +96,7 @@ EFFICIENCY = TableSpec(
     columns=[
         text("configuration", "group"),
         col("runs", "runs", str),
-        text("precision", "precision_ran", ftext),
+        text("precision", "precision", ftext),
         text("layout", "layout", ftext),
         text("compile", "compile", ftext),
         col("compile s", "compile_s", fsig),

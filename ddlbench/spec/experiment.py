@@ -9,25 +9,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ddlbench.frameworks import FrameworkOptions, launchers
 from ddlbench.names import ENV_NAME, check_safe_name
+from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
+    DEFAULT_LAYOUT,
+    DEFAULT_MODE,
+    DEFAULT_PRECISION,
+    KNOBS,
+    LAYOUTS,
+    MODEL_SHAPES,
+    MODELS,
+    MODES,
+    PRECISIONS,
+)
 
-MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
-MODEL_SHAPES = {
-    # model: (image side, classes); lenet trains on 28x28 digits
-    "resnet50": (224, 1000),
-    "vgg16": (224, 1000),
-    "vgg19": (224, 1000),
-    "lenet": (28, 10),
-}
 SWEEP_AXES = ("scale", "batch_size", "variants")
-#: numeric precision: fp32 (TF32 off), tf32 (TF32 matmul/conv on), amp (fp16 autocast + loss
-#: scaling), bf16 (bf16 autocast, no scaling); docs/spec.md#performance-knobs
-PRECISIONS = ("fp32", "tf32", "amp", "bf16")
-#: memory layout of activations: the framework's own (NCHW, TF: NHWC) or channels-last (NHWC)
-LAYOUTS = ("default", "channels_last")
-#: the knobs a variant may override, with the spec's defaults
-KNOBS = ("precision", "layout", "compile")
-Precision = Literal["fp32", "tf32", "amp", "bf16"]
-Layout = Literal["default", "channels_last"]
+#: numeric precision and activation layout (docs/spec.md#performance-knobs)
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
+Layout = Literal[LAYOUTS]  # type: ignore[valid-type]
+Mode = Literal[MODES]  # type: ignore[valid-type]
 
 
 class Strict(BaseModel):
@@ -207,16 +205,16 @@ class ExperimentSpec(Strict):
     name: str
     description: str = ""
     cluster: Optional[str] = None
-    mode: Literal["throughput", "convergence", "allreduce"] = "throughput"
+    mode: Mode = DEFAULT_MODE
     model: str = "resnet50"
     data: DataSpec = Field(default_factory=DataSpec)
     frameworks: List[FrameworkEntry]
     batch_size: Union[int, List[int]] = 32
     global_batch_size: Optional[int] = Field(default=None, ge=1)
     scaling: Literal["weak", "strong"] = "weak"
-    precision: Precision = "fp32"
+    precision: Precision = DEFAULT_PRECISION
     #: activation layout: the framework's default or channels_last (NHWC)
-    layout: Layout = "default"
+    layout: Layout = DEFAULT_LAYOUT
     #: graph compilation: torch.compile, XLA jit_compile, MXNet static hybridize
     compile: bool = False
     steps: Steps = Field(default_factory=Steps)

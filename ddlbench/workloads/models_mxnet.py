@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from .common.architectures import EXPECTED_PARAMS as EXPECTED_PARAMS  # re-exported
-from .common.architectures import MODELS
 from .common.architectures import VGG_CONFIGS as _VGG_CFG
+from .vocabulary import MODELS, model_channels
 
 
 def default_channels(model: str) -> int:
-    return 1 if model == "lenet" else 3
+    return model_channels(model)
 
 
 class _Layers:

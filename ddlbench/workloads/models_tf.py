@@ -31,13 +31,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Sequence
 
 from .common.architectures import EXPECTED_PARAMS as EXPECTED_PARAMS  # re-exported
-from .common.architectures import MODELS
 from .common.architectures import VGG_CONFIGS as _VGG_CFG
+from .vocabulary import MODELS, model_channels
 
 
 def default_channels(model: str) -> int:
     """Input channels a model is defined for: 1 for lenet (grey digits), 3 otherwise."""
-    return 1 if model == "lenet" else 3
+    return model_channels(model)
 
 
 def _he_normal(keras: Any) -> Any:

@@ -58,15 +58,15 @@ from .common import (
     input_channels,
     param_checksum,
     rank_train_data,
+    resolve_precision,
     shard_indices,
     steps_per_epoch,
     training_flops,
     warmup_steps,
     workload_main,
 )
-from .common.knobs import AMP_CPU_MESSAGE
+from .vocabulary import DEFAULT_MXNET_KVSTORE, MXNET_KVSTORES, MXNET_PRECISIONS
 
-KVSTORES = ("dist_sync", "dist_device_sync")
 PS_ROLES = ("scheduler", "server")
 # kvstore key for the evaluation totals; the Trainer uses the parameter indices 0..n-1
 EVAL_KEY = 999_983
@@ -120,9 +120,9 @@ def run_ps_role(which: str) -> int:
 
 
 def kvstore_type(cfg: Dict[str, Any]) -> str:
-    value = str(framework_options(cfg).get("kvstore") or "dist_sync")
-    if value not in KVSTORES:
-        raise ValueError(f"framework_options.kvstore must be one of {', '.join(KVSTORES)}")
+    value = str(framework_options(cfg).get("kvstore") or DEFAULT_MXNET_KVSTORE)
+    if value not in MXNET_KVSTORES:
+        raise ValueError(f"framework_options.kvstore must be one of {', '.join(MXNET_KVSTORES)}")
     return value
 
 
@@ -178,14 +178,7 @@ def apply_knobs(cfg: Dict[str, Any]) -> Knobs:
     """
     knobs = Knobs.from_config(cfg)
     gpu = cfg["device"] == "gpu"
-    asked = knobs.requested["precision"]
-    if asked in ("tf32", "bf16"):
-        got = "amp" if asked == "bf16" and gpu else "fp32"
-        knobs.fallback(f"mxnet has no {asked} training; running {got}")
-        knobs.precision = got
-    elif asked == "amp" and not gpu:
-        knobs.fallback(AMP_CPU_MESSAGE)
-        knobs.precision = "fp32"
+    resolve_precision(knobs, gpu, trains=MXNET_PRECISIONS, framework="mxnet")
     if gpu and knobs.precision == "fp32":
         os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
     knobs.extra.update(

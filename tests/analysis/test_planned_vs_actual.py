@@ -47,9 +47,9 @@ def test_every_checked_field_is_compared_and_kept(results):
     ok = runs.loc["pytorch-resnet50-n1x4-b32-r1"]
     assert pd.isna(ok["mismatches"]) and ok["precision_requested"] == "fp32"
     assert ok["device_requested"] == ok["device"] == "gpu"
-    # the rank meta record's own precision_requested is kept per rank
+    # the rank meta record's own precision_requested is kept per rank, as precision_fallback_from
     ranks = data.ranks[data.ranks["run_id"] == "pytorch-resnet50-n1x1-b32-r1"]
-    assert list(ranks["precision_requested"]) == ["amp"]
+    assert list(ranks["precision_fallback_from"]) == ["amp"]
     assert list(ranks["precision"]) == ["fp32"]
 
 

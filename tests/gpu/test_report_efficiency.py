@@ -12,7 +12,7 @@ def run(run_id, group, **kw):
         "run_id": run_id,
         "group": group,
         "mode": "throughput",
-        "precision_ran": "bf16",
+        "precision": "bf16",
         "layout": "NHWC",
         "compile": "torch.compile(mode=default)",
         "compile_s": 60.0,
@@ -37,10 +37,10 @@ def test_medians_per_configuration_and_flags():
             run("a-r0", "a", tflops_per_device=100.0, joules_per_sample=0.10),
             run("a-r1", "a", tflops_per_device=140.0, joules_per_sample=0.14,
                 interference="started on a busy node: n1: GPU 0 runs process(es) 7"),
-            run("b-r0", "b", precision_ran="amp", fallbacks="precision bf16 is not supported "
+            run("b-r0", "b", precision="amp", fallbacks="precision bf16 is not supported "
                 "by this GPU; running amp (fp16 + scaling)", gpu_throttled=True,
                 throttle_reasons="sw_power_cap"),
-            run("c-r0", "c", precision_ran="fp32", gpu_throttled=None, mfu=None),
+            run("c-r0", "c", precision="fp32", gpu_throttled=None, mfu=None),
         ]
     )  # fmt: skip
     (table,) = efficiency_tables(runs)

@@ -77,7 +77,7 @@ def test_busy_node_is_marked_under_warn(tmp_path):
     assert row["status"] == "ok" and row["preflight_busy"] is True
     assert row["interference"].startswith("started on a busy node")
     assert "started on a busy node" in row["problems"]  # never passes as clean
-    assert row["precision_ran"] == "fp32" and row["compile"] == "eager"
+    assert row["precision"] == "fp32" and row["compile"] == "eager"
     assert row["flops_per_sample"] == 3 * 2 * 416_520
     assert row["tflops_per_device"] > 0 and pd.isna(row["mfu"])  # no CPU peak in the table
     assert pd.isna(row["telemetry"])  # CPU profile: no sampler

@@ -1,4 +1,4 @@
-"""What every framework's model definitions share: the model names, their canonical
+"""What every framework's model definitions share: their canonical
 trainable-parameter counts and the VGG layer configurations (docs/workloads.md#models).
 
 The builders live with their framework (``models_torch``, ``models_tf``, ``models_mxnet``);
@@ -8,8 +8,6 @@ this module is pure Python, Python 3.8 syntax.
 from __future__ import annotations
 
 from typing import Dict, List, Union
-
-MODELS = ("resnet50", "vgg16", "vgg19", "lenet")
 
 # Canonical trainable-parameter counts (1000 classes, 224x224x3; lenet: 10 classes, 28x28x1).
 EXPECTED_PARAMS: Dict[str, int] = {

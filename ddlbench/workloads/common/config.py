@@ -7,10 +7,22 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict
 
+from ..vocabulary import (
+    DEFAULT_DEVICE,
+    DEVICES,
+    KNOB_DEFAULTS,
+    LAYOUTS,
+    MODES,
+    PRECISIONS,
+    model_channels,
+    model_shape,
+    torch_backend,
+)
+
 RUN_FORMAT = "ddlbench-run/1"
 
-PRECISIONS = ("fp32", "tf32", "amp", "bf16")
-LAYOUTS = ("default", "channels_last")
+#: the workloads that start a PyTorch process group with run.json's ``backend``
+TORCH_WORKLOADS = ("pytorch", "allreduce_torch")
 
 _REQUIRED = ("run_id", "workload", "mode", "log_dir")
 
@@ -18,14 +30,13 @@ _DEFAULTS: Dict[str, Any] = {
     "campaign": "adhoc",
     "framework": None,  # filled from workload below
     "framework_options": {},
+    "backend": None,  # PyTorch's: filled from framework_options and device below
     "model": "lenet",
     "data": {"kind": "synthetic", "path": None, "samples": 1024},
     "image_size": None,  # filled from model below
     "num_classes": None,
-    "device": "cpu",
-    "precision": "fp32",
-    "layout": "default",
-    "compile": False,
+    "device": DEFAULT_DEVICE,
+    **KNOB_DEFAULTS,
     "nodes": 1,
     "tasks_per_node": 1,
     "world_size": 1,
@@ -53,14 +64,6 @@ _DEFAULTS: Dict[str, Any] = {
     "repeat": 0,
     "allreduce": {"min_bytes": 1024, "max_bytes": 256 * 1024 * 1024, "iters": 20, "warmup": 5},
     "mllog": False,
-}
-
-# image side and classes per model when run.json leaves them out
-MODEL_DEFAULTS = {
-    "lenet": (28, 10),
-    "resnet50": (224, 1000),
-    "vgg16": (224, 1000),
-    "vgg19": (224, 1000),
 }
 
 
@@ -101,7 +104,10 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
     cfg["format"] = RUN_FORMAT
     if cfg["framework"] is None:
         cfg["framework"] = cfg["workload"]
-    side, classes = MODEL_DEFAULTS.get(cfg["model"], (224, 1000))
+    if not cfg["backend"] and cfg["workload"] in TORCH_WORKLOADS:
+        # the planner writes it; hand-written configs get the same rule
+        cfg["backend"] = torch_backend(framework_options(cfg).get("backend"), cfg["device"])
+    side, classes = model_shape(cfg["model"])
     if cfg["image_size"] is None:
         cfg["image_size"] = side
     if cfg["num_classes"] is None:
@@ -113,11 +119,11 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
         opt["base_lr"] = opt["lr"]
     if cfg["lr_schedule"].get("base_batch_size") is None:
         cfg["lr_schedule"]["base_batch_size"] = cfg["global_batch_size"]
-    if cfg["mode"] not in ("throughput", "convergence", "allreduce"):
+    if cfg["mode"] not in MODES:
         raise RunConfigError(f"unknown mode {cfg['mode']!r}")
     if cfg["mode"] == "convergence" and not cfg["epochs"]:
         raise RunConfigError("convergence mode needs 'epochs'")
-    if cfg["device"] not in ("cpu", "gpu"):
+    if cfg["device"] not in DEVICES:
         raise RunConfigError(f"unknown device {cfg['device']!r}")
     if cfg["precision"] not in PRECISIONS:
         raise RunConfigError(f"unknown precision {cfg['precision']!r}")
@@ -130,7 +136,7 @@ def normalize_run_config(raw: Dict[str, Any]) -> Dict[str, Any]:
 
 def input_channels(model: str) -> int:
     """Channels of a model's input images: 1 for lenet, 3 for the ImageNet models."""
-    return 1 if model == "lenet" else 3
+    return model_channels(model)
 
 
 def framework_options(cfg: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,24 +1,23 @@
 """Performance knobs of a run: what it asked for and what the rank really applied.
 
-The spec's ``precision`` (fp32, tf32, amp, bf16), ``layout`` (default, channels_last) and
-``compile`` reach the workload through ``run.json``. Each workload applies them with its
-framework's API and records the outcome with a :class:`Knobs`; whatever it could not apply as
-asked becomes a *fallback*: a warning on stderr and an entry in the meta record's
-``fallbacks`` list, never a silent change (docs/spec.md#performance-knobs).
+The spec's ``precision``, ``layout`` and ``compile`` (values:
+:mod:`ddlbench.workloads.vocabulary`) reach the workload through ``run.json``. Each workload
+applies them with its framework's API and records the outcome with a :class:`Knobs`;
+whatever it could not apply as asked becomes a *fallback*: a warning on stderr and an entry in
+the meta record's ``fallbacks`` list, never a silent change (docs/spec.md#performance-knobs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..vocabulary import DEFAULT_PRECISION, KNOB_DEFAULTS, PRECISIONS, precision_fallback
 from .logger import warn
 
 #: warmup steps a compiled run gets at least (compilation happens in the first steps; some
 #: frameworks recompile once more, e.g. after the first optimizer step creates its state)
 MIN_COMPILE_WARMUP = 5
-
-AMP_CPU_MESSAGE = "precision amp is not supported on the CPU; running fp32"
 
 
 @dataclass
@@ -26,7 +25,7 @@ class Knobs:
     """The knobs asked for (``requested``) and applied (the other fields) on one rank."""
 
     requested: Dict[str, Any]
-    precision: str = "fp32"
+    precision: str = DEFAULT_PRECISION
     #: physical activation layout that ran: NCHW or NHWC
     layout: str = "NCHW"
     #: what compiled the step, e.g. ``torch.compile(mode=default)``, ``xla``; ``off`` if nothing
@@ -37,11 +36,8 @@ class Knobs:
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> Knobs:
-        requested = {
-            "precision": cfg.get("precision", "fp32"),
-            "layout": cfg.get("layout", "default"),
-            "compile": bool(cfg.get("compile", False)),
-        }
+        requested = {k: cfg.get(k, default) for k, default in KNOB_DEFAULTS.items()}
+        requested["compile"] = bool(requested["compile"])
         return cls(requested=requested, precision=requested["precision"])
 
     def fallback(self, message: str) -> None:
@@ -64,25 +60,25 @@ class Knobs:
         return out
 
 
-def resolve_precision(knobs: Knobs, on_gpu: bool, tf32_ok: bool, bf16_ok: bool) -> str:
-    """The precision that runs, given the device's abilities; sets ``knobs.precision``.
+def resolve_precision(
+    knobs: Knobs,
+    on_gpu: bool,
+    tf32_ok: bool = False,
+    bf16_ok: bool = False,
+    trains: Tuple[str, ...] = PRECISIONS,
+    framework: str = "",
+) -> str:
+    """The precision that runs, given the device's and the framework's abilities; sets
+    ``knobs.precision`` and records a fallback when it differs from the one asked for.
 
-    On the CPU: tf32 runs fp32 (TF32 is a tensor-core format), amp runs fp32 (fp16 with loss
-    scaling is a GPU recipe), bf16 runs as asked. On a GPU: tf32 without TF32 support runs
-    fp32, bf16 without bfloat16 support runs amp (fp16 with loss scaling).
+    Every workload resolves its precision here; the rule itself is
+    :func:`ddlbench.workloads.vocabulary.precision_fallback`.
     """
-    asked = knobs.requested["precision"]
-    got = asked
-    if not on_gpu and asked == "amp":
-        knobs.fallback(AMP_CPU_MESSAGE)
-        got = "fp32"
-    elif asked == "tf32" and not (on_gpu and tf32_ok):
-        where = "the CPU" if not on_gpu else "this GPU (compute capability below 8.0)"
-        knobs.fallback(f"precision tf32 is not available on {where}; running fp32")
-        got = "fp32"
-    elif asked == "bf16" and on_gpu and not bf16_ok:
-        knobs.fallback("precision bf16 is not supported by this GPU; running amp (fp16 + scaling)")
-        got = "amp"
+    got, why = precision_fallback(
+        knobs.requested["precision"], on_gpu, tf32_ok, bf16_ok, trains, framework
+    )
+    if why is not None:
+        knobs.fallback(why)
     knobs.precision = got
     return got
 

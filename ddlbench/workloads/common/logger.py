@@ -209,8 +209,9 @@ def build_meta(
 ) -> Dict[str, Any]:
     """The fields of the ``meta`` record, from the run config and the rank's identity.
 
-    ``extra`` adds or overrides fields (e.g. ``precision`` when the requested one
-    could not be used, with ``precision_requested``).
+    ``extra`` adds fields. ``precision`` is the one that ran: the workload's resolved knobs pass
+    it in ``extra`` (:meth:`Knobs.meta`); a record without them (an allreduce sweep, the record
+    of a rank that failed before its knobs were applied) says run.json's.
     """
     fields: Dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -232,7 +233,7 @@ def build_meta(
         "param_count": None if param_count is None else int(param_count),
         "batch_size": int(cfg["batch_size"]),
         "global_batch_size": int(cfg["global_batch_size"]),
-        "precision": cfg["precision"],
+        "precision": extra.pop("precision", cfg["precision"]),
         "backend": str(backend),
         "repeat": int(cfg["repeat"]),
         "slurm_job_id": info.job_id,
