@@ -61,8 +61,9 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "model": (
         "Scaling model: predicted vs measured",
         "Dashed: the alpha-beta model's prediction from the allreduce sweep, the gradient "
-        "bytes, the compute time per step at the smallest scale and the measured overlap "
-        "(docs/scaling-model.md); markers: measured medians.",
+        "bytes, the compute time per step at the smallest scale and the overlap, measured "
+        "where the ranks logged it and estimated from the layer sizes otherwise (the notes "
+        "below say which; docs/scaling-model.md); markers: measured medians.",
     ),
     "busbw": (
         "Allreduce bus bandwidth vs message size",
