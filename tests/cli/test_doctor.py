@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 
 def doctor(*args: str, cwd: Path) -> subprocess.CompletedProcess:

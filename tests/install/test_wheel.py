@@ -19,7 +19,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -8,24 +8,16 @@ cluster with two emulated nodes and one rank each. Then the quickstart runs thro
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.conftest import ROOT
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
+from tests.support.repo import RANK_LOG_SCHEMA, ROOT
 
-SCHEMA = json.loads((ROOT / "ddlbench" / "schemas" / "rank-log-v1.schema.json").read_text())
-ENVS = {
-    "pytorch": "torch",
-    "tensorflow": "tensorflow",
-    "keras": "tensorflow",
-    "horovod": "horovod",
-    "mxnet": "mxnet",
-}
+SCHEMA = json.loads(RANK_LOG_SCHEMA.read_text())
 
 SPEC = """\
 name: e2e
@@ -54,27 +46,6 @@ ON_SLURM = """\
   - {name: tensorflow, communication: ring}
   - {name: horovod, wraps: pytorch, controller: gloo}
   - {name: mxnet, kvstore: dist_sync, servers: 1}"""
-
-
-def require_envs(*frameworks: str) -> None:
-    root = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-    missing = sorted({ENVS[f] for f in frameworks if not (root / ENVS[f] / "bin/python").exists()})
-    if missing:
-        msg = f"framework environments missing in {root}: {', '.join(missing)}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (scripts/test.sh builds them)")
-        pytest.skip(msg + " (scripts/make-envs.sh)")
-
-
-def ddlbench(*args: str, results: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DDLBENCH_RESULTS=str(results))
-    return subprocess.run(
-        [sys.executable, "-m", "ddlbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path:

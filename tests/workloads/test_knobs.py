@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workloads.conftest import require_env
+from tests.support.envs import require_env
 
 pytestmark = pytest.mark.frameworks
 

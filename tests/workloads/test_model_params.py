@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 import pytest
 
-from tests.workloads.conftest import env_python, envs_root
+from tests.support.envs import env_python, envs_root
 
 pytestmark = pytest.mark.frameworks
 
