@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator, Set, Tuple
 
@@ -92,3 +94,16 @@ def test_the_scanner_finds_what_it_must(tmp_path):
     )
     name = OWNERS["ddlbench/collect/data_files.py"]
     assert sorted(line for line, _ in offences(sample, name)) == [2, 3]
+
+
+def test_the_names_import_without_pandas_or_pyarrow():
+    # freshness (and through it every command that checks whether data is stale) asks the
+    # owner for the names; that must stay cheap
+    probe = (
+        "import sys, ddlbench.collect.data_files, ddlbench.collect.freshness\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == "[]", proc.stdout
