@@ -5,8 +5,9 @@ are named there; every other module asks it (``table_file``, ``DATA_FILES``, ...
 ``collect.json`` written next to them is a campaign file, named by ``ddlbench/campaign/paths.py``.
 
 A string constant spells a data-file name when it is a file name of its own (``runs.csv``,
-``*.parquet``, ``collect.json``) or a piece of an f-string that starts a file suffix
-(``f"{name}.parquet"``). Prose (help texts, messages, docstrings) may mention the files.
+any ``*.parquet``, ``collect.json``) or a piece of an f-string that starts a table's suffix
+(``f"{name}.parquet"``). Prose (help texts, messages, docstrings) may mention the files, and
+other CSV files (reference data) are not data files.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ import sys
 from pathlib import Path
 from typing import Iterator, Set, Tuple
 
+from ddlbench.campaign.paths import COLLECT_INFO
+from ddlbench.collect.data_files import DATA_FILES
 from tests.support.repo import ROOT
 
 PACKAGE = ROOT / "ddlbench"
 
+#: the data files that are not tables (``runs.csv``); a table is any ``*.parquet``
+OTHER_FILES = [n for n in DATA_FILES if n != COLLECT_INFO and not n.endswith(".parquet")]
 #: the name's owner -> what it owns
 OWNERS = {
-    "ddlbench/collect/data_files.py": re.compile(r"[\w*-]*\.(parquet|csv)"),
-    "ddlbench/campaign/paths.py": re.compile(r"collect\.json"),
+    "ddlbench/collect/data_files.py": re.compile(
+        "|".join([r"[\w*-]*\.parquet"] + [re.escape(n) for n in OTHER_FILES])
+    ),
+    "ddlbench/campaign/paths.py": re.compile(re.escape(COLLECT_INFO)),
 }
-#: an f-string piece that starts a suffix: f"{name}.parquet"
-SUFFIX_PIECE = re.compile(r"\.(parquet|csv)\b")
+#: an f-string piece that starts a table's suffix: f"{name}.parquet"
+SUFFIX_PIECE = re.compile(r"\.parquet\b")
 
 
 def _docstrings(tree: ast.AST) -> Set[int]:
@@ -89,6 +96,7 @@ def test_the_scanner_finds_what_it_must(tmp_path):
         '"""Reads runs.parquet."""\n'
         'A = "runs.csv"\n'
         'B = f"{x}.parquet"\n'
+        'E = "published.csv"\n'
         'C = "writes runs.parquet and runs.csv"\n'
         'D = f"wrote {n} files: runs.csv"\n'
     )

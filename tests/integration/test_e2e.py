@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.support.cli import ddlbench
+from tests.support.cli import ddlbench, diagnose
 from tests.support.envs import require_envs
 from tests.support.repo import RANK_LOG_SCHEMA, ROOT
 
@@ -58,17 +58,8 @@ def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path
     assert sub.returncode == 0, sub.stderr
     waited = ddlbench("wait", campaign, "--timeout", "840", results=results)
     status = ddlbench("status", campaign, "--json", results=results)
-    assert waited.returncode == 0, _diagnose(results / campaign, waited.stdout + status.stdout)
+    assert waited.returncode == 0, diagnose(results / campaign, waited.stdout + status.stdout)
     return results / campaign
-
-
-def _diagnose(root: Path, text: str) -> str:
-    """On failure, show the tail of every run's stderr: it names the failing framework."""
-    out = [text]
-    for err in sorted(root.glob("runs/*/slurm-*.err")):
-        tail = err.read_text(errors="replace").splitlines()[-15:]
-        out.append(f"--- {err.relative_to(root)}\n" + "\n".join(tail))
-    return "\n".join(out)
 
 
 def check_run(run_dir: Path, world: int) -> None:
@@ -223,7 +214,7 @@ def test_quickstart_on_local_slurm(tmp_path, slurm_cluster):
     )
     assert sub.returncode == 0, sub.stderr
     waited = ddlbench("wait", "qs-slurm", "--timeout", "600", results=results)
-    assert waited.returncode == 0, _diagnose(results / "qs-slurm", waited.stdout)
+    assert waited.returncode == 0, diagnose(results / "qs-slurm", waited.stdout)
     rep = ddlbench("report", "qs-slurm", results=results)
     assert rep.returncode == 0, rep.stderr
     md = (results / "qs-slurm" / "report" / "report.md").read_text()

@@ -49,3 +49,13 @@ def ddlbench(*args: str, results: Path, timeout: float = 900) -> subprocess.Comp
         timeout=timeout,
         env=env,
     )
+
+
+def diagnose(root: Path, text: str) -> str:
+    """``text`` and the tail of every run's stderr of the campaign folder ``root``: on a
+    failure, it names the failing framework."""
+    out = [text]
+    for err in sorted(root.glob("runs/*/slurm-*.err")):
+        tail = err.read_text(errors="replace").splitlines()[-15:]
+        out.append(f"--- {err.relative_to(root)}\n" + "\n".join(tail))
+    return "\n".join(out)
