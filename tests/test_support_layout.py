@@ -1,6 +1,7 @@
 """Where the tests' shared code lives: helpers in ``tests/support/``, never in a conftest.
 
-- no module under ``tests/`` or ``benchmarks/`` imports a conftest or a test module;
+- no module under ``tests/`` or ``benchmarks/`` imports a conftest or a test module, and the
+  tests import no module of ``tests/`` outside ``tests/support/``;
 - a conftest defines only fixtures and pytest hooks (and imports what they use);
 - nothing under ``benchmarks/`` imports from ``tests/`` (the tests may use ``benchmarks/``).
 """
@@ -38,6 +39,16 @@ def test_no_conftest_or_test_module_is_imported():
         for path in _files("tests") + _files("benchmarks")
         for line, name in _imported(path)
         if _is_test_module(name)
+    ]
+    assert not found, "move shared helpers to tests/support/:\n" + "\n".join(found)
+
+
+def test_shared_test_code_is_in_tests_support():
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in _files("tests")
+        for line, name in _imported(path)
+        if name.split(".")[0] == "tests" and name.split(".")[:2] != ["tests", "support"]
     ]
     assert not found, "move shared helpers to tests/support/:\n" + "\n".join(found)
 
