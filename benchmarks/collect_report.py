@@ -110,8 +110,8 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args()
 
-    sys.path.insert(0, str(ROOT))  # the checkout's ddlbench and its test support
-    from tests.support.synth import benchmark_campaign
+    sys.path.insert(0, str(ROOT))  # the checkout's ddlbench
+    from _synth import benchmark_campaign  # this folder: sys.path[0]
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="ddlbench-bench-"))
     root = work / "results"

@@ -1,3 +1,5 @@
+"""Fixtures of every test: a private local-executor home, the checkout, the local Slurm cluster."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
+from tests.support.repo import LOCAL_SLURM, ROOT, env_exports
 
 
 @pytest.fixture(autouse=True)
@@ -20,25 +21,6 @@ def _private_local_home(monkeypatch, tmp_path_factory):
 @pytest.fixture
 def root() -> Path:
     return ROOT
-
-
-def require_tool(name: str) -> str:
-    """Path of a tool the tests need; missing is a failure in CI and a skip elsewhere."""
-    path = shutil.which(name)
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail(f"{name} is not installed; scripts/test.sh installs it")
-    pytest.skip(f"{name} is not installed (scripts/test.sh installs it)")
-
-
-def _env_exports(text: str) -> dict:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("export ") and "=" in line:
-            key, _, value = line[len("export ") :].partition("=")
-            out[key] = value.strip().strip("'\"")
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +42,7 @@ def slurm_cluster():
         if up.returncode != 0:
             pytest.fail(f"scripts/local-slurm.sh up failed:\n{up.stdout}\n{up.stderr}")
         started = True
-    env = _env_exports(
+    env = env_exports(
         subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True).stdout
     )
     saved = {k: os.environ.get(k) for k in env}

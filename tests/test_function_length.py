@@ -11,7 +11,8 @@ import ast
 from pathlib import Path
 from typing import Iterator, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.repo import ROOT
+
 PACKAGE = ROOT / "ddlbench"
 MAX_LINES = 60
 

@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
+from .data_files import RUNS_CSV, STEPS_FILE, table_file
+
 ARROW_TYPES = {
     "text": "string",
     "int": "int64",
@@ -395,11 +397,11 @@ FILES = _table(
 )
 
 TABLES: Dict[str, Tuple[Column, ...]] = {
-    "runs.parquet, runs.csv": RUNS,
-    "ranks.parquet": RANKS,
-    "evals.parquet": EVALS,
-    "allreduce.parquet": ALLREDUCE,
-    "files.parquet": FILES,
+    f"{table_file('runs')}, {RUNS_CSV}": RUNS,
+    table_file("ranks"): RANKS,
+    table_file("evals"): EVALS,
+    table_file("allreduce"): ALLREDUCE,
+    table_file("files"): FILES,
 }
 
 
@@ -442,7 +444,7 @@ def markdown() -> str:
             out.append(f"| `{c.name}` | {c.arrow_type}{nullable} | {c.source} | {meaning} |")
     out += [
         "",
-        "`steps.parquet` has one row per rank per step: `run_id` (dictionary), `rank`, then the",
+        f"`{STEPS_FILE}` has one row per rank per step: `run_id` (dictionary), `rank`, then the",
         "step record's fields as in the [log format](log-format.md).",
         "",
     ]

@@ -9,8 +9,8 @@ from typing import Iterator, Optional
 
 from ddlbench.campaign.paths import COLLECT_INFO, CampaignPaths
 
-#: the collector's own files in ``data/`` (and COLLECT_INFO, named by the campaign's paths)
-DATA_FILES = ("runs.parquet", "ranks.parquet", "steps.parquet")
+from .data_files import REQUIRED_FILES
+
 COLLECTOR_VERSION = 3  # bump when the data files change meaning or columns
 
 
@@ -58,6 +58,6 @@ def is_stale(campaign_dir: Path) -> bool:
     if not info or info.get("collector_version") != COLLECTOR_VERSION:
         return True
     data = CampaignPaths.of(campaign_dir).data
-    if any(not (data / name).is_file() for name in DATA_FILES):
+    if any(not (data / name).is_file() for name in REQUIRED_FILES):
         return True
     return info.get("inputs") != fingerprint(campaign_dir)

@@ -24,6 +24,7 @@ from .. import __version__
 from ..analyse.analysis import Analysis, Settings, analyse
 from ..campaign.paths import REPORT_FORMATS, CampaignPaths
 from ..collect.collector import CampaignData, RunStates, ensure_collected, finish_write
+from ..collect.data_files import DATA_FILES
 from ..diskfull import atomic_path
 from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
@@ -35,16 +36,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = REPORT_FORMATS
 #: the report folder's copy of the collected data files
 REPORT_DATA_DIR = "data"
-DATA_FILES = (
-    "runs.csv",
-    "runs.parquet",
-    "ranks.parquet",
-    "steps.parquet",
-    "evals.parquet",
-    "allreduce.parquet",
-    "files.parquet",
-    "collect.json",
-)
 
 
 @dataclass

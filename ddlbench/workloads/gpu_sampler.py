@@ -63,9 +63,9 @@ def visible_indices(nvml: Any, count: int, env: Optional[Dict[str, str]] = None)
     out: List[int] = []
     uuids = {}
     for i in range(count):
-        uuid = _call(lambda i=i: nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
+        uuid = nvml_call(lambda i=i: nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
         if uuid is not None:
-            uuids[_text(uuid)] = i
+            uuids[nvml_text(uuid)] = i
     for w in wanted:
         if w.isdigit() and int(w) < count:
             out.append(int(w))
@@ -74,11 +74,13 @@ def visible_indices(nvml: Any, count: int, env: Optional[Dict[str, str]] = None)
     return out or list(range(count))
 
 
-def _text(value: Any) -> str:
+def nvml_text(value: Any) -> str:
+    """An NVML string (bytes in older bindings) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _call(fn: Any, *args: Any) -> Any:
+def nvml_call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or None when NVML cannot tell."""
     try:
         return fn(*args)
     except Exception:  # NVML_ERROR_NOT_SUPPORTED and friends: the value is unknown
@@ -93,11 +95,11 @@ def _throttle_fn(nvml: Any) -> Any:
 
 def device_info(nvml: Any, index: int) -> Dict[str, Any]:
     h = nvml.nvmlDeviceGetHandleByIndex(index)
-    limit = _call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+    limit = nvml_call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
     return {
         "index": index,
-        "name": _text(_call(nvml.nvmlDeviceGetName, h)),
-        "uuid": _text(_call(nvml.nvmlDeviceGetUUID, h)),
+        "name": nvml_text(nvml_call(nvml.nvmlDeviceGetName, h)),
+        "uuid": nvml_text(nvml_call(nvml.nvmlDeviceGetUUID, h)),
         "power_limit_w": None if limit is None else limit / 1000.0,
     }
 
@@ -111,16 +113,16 @@ def read_sample(nvml: Any, handles: List[Any]) -> Dict[str, Any]:
     }
     cols["throttle"] = []
     for h in handles:
-        power = _call(nvml.nvmlDeviceGetPowerUsage, h)  # mW
-        energy = _call(nvml.nvmlDeviceGetTotalEnergyConsumption, h)  # mJ since driver load
-        util = _call(nvml.nvmlDeviceGetUtilizationRates, h)
-        mem = _call(nvml.nvmlDeviceGetMemoryInfo, h)
+        power = nvml_call(nvml.nvmlDeviceGetPowerUsage, h)  # mW
+        energy = nvml_call(nvml.nvmlDeviceGetTotalEnergyConsumption, h)  # mJ since driver load
+        util = nvml_call(nvml.nvmlDeviceGetUtilizationRates, h)
+        mem = nvml_call(nvml.nvmlDeviceGetMemoryInfo, h)
         cols["power_w"].append(None if power is None else power / 1000.0)
         cols["energy_j"].append(None if energy is None else energy / 1000.0)
         cols["util_pct"].append(None if util is None else util.gpu)
         cols["mem_used_mib"].append(None if mem is None else mem.used / 2**20)
-        cols["sm_clock_mhz"].append(_call(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM))
-        cols["throttle"].append(_call(throttle, h))
+        cols["sm_clock_mhz"].append(nvml_call(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM))
+        cols["throttle"].append(nvml_call(throttle, h))
     rec.update(cols)
     return rec
 
@@ -158,7 +160,7 @@ def run(out_dir: str, hz: float = 10.0, duration: Optional[float] = None) -> int
             "node": node,
             "t": time.time(),
             "hz": hz,
-            "driver": _text(_call(nvml.nvmlSystemGetDriverVersion)),
+            "driver": nvml_text(nvml_call(nvml.nvmlSystemGetDriverVersion)),
             "gpus": [device_info(nvml, i) for i in indices],
         }
     )
@@ -179,7 +181,7 @@ def run(out_dir: str, hz: float = 10.0, duration: Optional[float] = None) -> int
             time.sleep(max(0.0, next_t - time.monotonic()))
     finally:
         writer.close()
-        _call(nvml.nvmlShutdown)
+        nvml_call(nvml.nvmlShutdown)
     return 0
 
 

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from .gpu_sampler import _call, _text, node_name, open_nvml, visible_indices
+from .gpu_sampler import node_name, nvml_call, nvml_text, open_nvml, visible_indices
 
 FORMAT = "ddlbench-preflight/1"
 #: load average above this fraction of the node's CPUs makes the node busy (override:
@@ -101,15 +101,15 @@ def gpu_state() -> Dict[str, Any]:
     try:
         for i in visible_indices(nvml, nvml.nvmlDeviceGetCount()):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
-            procs = (_call(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []) + (
-                _call(nvml.nvmlDeviceGetGraphicsRunningProcesses, h) or []
+            procs = (nvml_call(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []) + (
+                nvml_call(nvml.nvmlDeviceGetGraphicsRunningProcesses, h) or []
             )
-            util = _call(nvml.nvmlDeviceGetUtilizationRates, h)
-            mem = _call(nvml.nvmlDeviceGetMemoryInfo, h)
+            util = nvml_call(nvml.nvmlDeviceGetUtilizationRates, h)
+            mem = nvml_call(nvml.nvmlDeviceGetMemoryInfo, h)
             gpus.append(
                 {
                     "index": i,
-                    "name": _text(_call(nvml.nvmlDeviceGetName, h)),
+                    "name": nvml_text(nvml_call(nvml.nvmlDeviceGetName, h)),
                     "processes": sorted({int(p.pid) for p in procs}),
                     "util_pct": None if util is None else util.gpu,
                     "mem_used_mib": None if mem is None else mem.used / 2**20,
@@ -117,7 +117,7 @@ def gpu_state() -> Dict[str, Any]:
                 }
             )
     finally:
-        _call(nvml.nvmlShutdown)
+        nvml_call(nvml.nvmlShutdown)
     return {"available": True, "reason": "", "gpus": gpus}
 
 

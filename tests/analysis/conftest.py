@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.analysis_fixtures import small_sweep
+from tests.support.sweeps import small_sweep
 from tests.support.synth import write_campaign
 
 

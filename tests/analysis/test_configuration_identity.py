@@ -6,40 +6,12 @@ import pytest
 
 from ddlbench.analyse.analysis import analyse
 from ddlbench.collect.collector import collect_campaign
+from tests.support.sweeps import strong_sweep
 from tests.support.synth import SynthRun, write_campaign
-
-GLOBAL_BATCH = 256
-#: the truth: strong scaling peaks at 4 devices and falls at 8
-THROUGHPUT = {1: 1000.0, 2: 1900.0, 4: 3000.0, 8: 2800.0}
-LAYOUT = {1: (1, 1), 2: (1, 2), 4: (1, 4), 8: (2, 4)}
-
-
-def _strong_sweep(**kw):
-    runs = []
-    for n, tput in THROUGHPUT.items():
-        nodes, tpn = LAYOUT[n]
-        for r in range(3):
-            runs.append(
-                SynthRun(
-                    nodes=nodes,
-                    tasks_per_node=tpn,
-                    batch_size=GLOBAL_BATCH // n,
-                    scaling="strong",
-                    repeat=r,
-                    step_time=GLOBAL_BATCH / tput,
-                    noise=0.0,
-                    repeat_noise=0.0,
-                    lr_scaling="sqrt",
-                    warmup_epochs=2.0,
-                    not_run=(n == 8 and r == 0),
-                    **kw,
-                )
-            )
-    return runs
 
 
 def test_config_whose_lowest_repeat_never_ran_stays_in_its_series(results):
-    camp = write_campaign(results, "strong", _strong_sweep())
+    camp = write_campaign(results, "strong", strong_sweep())
     data = collect_campaign(camp)
     runs = data.runs.set_index("run_id")
     never = runs.loc["pytorch-resnet50-n2x4-g256-r0"]

@@ -10,7 +10,7 @@ import pytest
 from ddlbench.analyse.analysis import Settings, analyse, scaling_tables
 from ddlbench.analyse.stats import jitter, median_ci, median_ci_rank, summarize, t975
 from ddlbench.collect.collector import collect_campaign
-from tests.analysis.analysis_fixtures import S, exact_run
+from tests.support.sweeps import S, exact_run
 from tests.support.synth import write_campaign
 
 

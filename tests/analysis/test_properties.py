@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddlbench.collect.collector import collect_campaign
-from tests.analysis.analysis_fixtures import small_sweep
+from tests.support.sweeps import small_sweep
 from tests.support.synth import SynthRun, write_campaign
 
 RUNS = small_sweep(repeats=1) + [

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from ddlbench.cli import main
 from ddlbench.report.render import build_report
-from tests.analysis.analysis_fixtures import exact_run, small_sweep
 from tests.support.cli import invoke
+from tests.support.sweeps import exact_run, small_sweep
 from tests.support.synth import demo_campaign, write_campaign
 
 

@@ -14,7 +14,7 @@ from ddlbench.analyse.analysis import analyse
 from ddlbench.collect.collector import collect_campaign, load_data
 from ddlbench.collect.errors import CollectError, LogFormatError
 from ddlbench.collect.paths import is_stale
-from tests.analysis.analysis_fixtures import exact_run
+from tests.support.sweeps import exact_run
 from tests.support.synth import SynthRun, run_states, write_campaign
 
 

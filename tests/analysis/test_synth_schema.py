@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.support.repo import RANK_LOG_SCHEMA
 from tests.support.synth import SynthRun, write_campaign
 
 jsonschema = pytest.importorskip("jsonschema")
-
-SCHEMA = Path(__file__).resolve().parents[2] / "ddlbench" / "schemas" / "rank-log-v1.schema.json"
 
 
 def test_every_synthetic_record_validates(tmp_path):
@@ -37,7 +35,7 @@ def test_every_synthetic_record_validates(tmp_path):
         ),
     ]
     camp = write_campaign(tmp_path, "schema", runs)
-    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    validator = jsonschema.Draft202012Validator(json.loads(RANK_LOG_SCHEMA.read_text()))
     kinds = set()
     for log in sorted(camp.glob("runs/*/logs/rank-*.jsonl")):
         lines = log.read_bytes().split(b"\n")

@@ -15,7 +15,7 @@ from ddlbench.analyse.scaling_model import build, fit_alpha_beta
 from ddlbench.cli import main
 from ddlbench.collect.collector import collect_campaign
 from ddlbench.report.render import build_report
-from tests.analysis.analysis_fixtures import exact_run
+from tests.support.sweeps import exact_run
 from tests.support.synth import SynthRun, write_campaign
 
 
@@ -221,9 +221,9 @@ def test_large_batch_mini_spec_plans_the_study():
 def test_past_the_peak_is_a_no(results):
     # the strong-scaling sweep of the configuration-identity test: peak at N=4, 35 % efficient
     # at N=8, the lowest repeat at N=8 never ran; no noise, so the drop is certain
-    from tests.analysis.test_configuration_identity import _strong_sweep
+    from tests.support.sweeps import strong_sweep
 
-    a = analyse(collect_campaign(write_campaign(results, "strong", _strong_sweep())))
+    a = analyse(collect_campaign(write_campaign(results, "strong", strong_sweep())))
     s = a.series.iloc[0]
     assert s["max_devices"] == 8
     assert s["more_devices_help"] == "no" and "a loss" in s["more_devices_reason"]

@@ -17,7 +17,8 @@ import ast
 from pathlib import Path
 from typing import Iterator, Tuple
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.repo import ROOT
+
 PACKAGE = ROOT / "ddlbench"
 
 #: owners of the names, and compute-node code that reads its paths from run.json

@@ -151,7 +151,7 @@ def test_latest_reads_only_the_head_of_a_rendered_manifest(tmp_path):
     """Finding the latest campaign reads ``created`` from the manifest's first lines, so a
     results folder of large campaigns is not parsed whole by every command."""
     from ddlbench.campaign.manifest import manifest_head
-    from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
+    from tests.support.campaigns import QUICKSTART, TRIVIAL_LOCAL
 
     profile = tmp_path / "profile.yaml"
     profile.write_text(TRIVIAL_LOCAL)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.envs import envs_root
+from tests.support.repo import ROOT
 
 
 def doctor(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -24,7 +25,7 @@ def doctor(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_doctor_reports_usable_and_broken_environments(tmp_path):
-    envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
+    envs = envs_root()
     if not (envs / "torch" / "bin" / "python").exists():
         if os.environ.get("CI"):
             pytest.fail("the torch environment is missing (scripts/test.sh builds it)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
+from tests.support.campaigns import QUICKSTART, TRIVIAL_LOCAL
 from tests.support.cli import invoke
 
 

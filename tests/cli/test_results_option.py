@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL
+from tests.support.campaigns import QUICKSTART, TRIVIAL_LOCAL
 from tests.support.cli import invoke
 
 COMMANDS = ("submit", "status", "list", "wait", "cancel", "retry", "collect", "report", "compare")

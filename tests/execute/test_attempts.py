@@ -125,7 +125,7 @@ def test_a_schema_1_store_gains_restarts_and_events(tmp_path):
 
 def test_recover_says_what_it_could_not_establish(tmp_path):
     from ddlbench.execute.recover import recover_campaign
-    from tests.execute.campaigns import make_campaign
+    from tests.support.campaigns import make_campaign
 
     cdir = make_campaign(tmp_path, "lost", [{"run_id": r, "body": ["true"]} for r in "abc"])
     paths = CampaignPaths(cdir)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from ddlbench.cli import main
 from ddlbench.execute.store import CampaignStore
-from tests.execute.campaigns import QUICKSTART, TRIVIAL_LOCAL, TRIVIAL_SLURM, make_campaign
+from tests.support.campaigns import QUICKSTART, TRIVIAL_LOCAL, TRIVIAL_SLURM, make_campaign
 
 
 def ddlbench(*args: str, ok: bool = True):

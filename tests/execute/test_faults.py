@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.cli import main
 from ddlbench.execute.store import CampaignStore
-from tests.execute.campaigns import make_campaign
+from tests.support.campaigns import make_campaign
 
 
 def _cli(*args):
@@ -147,7 +147,7 @@ def own_slurm():
     import subprocess
     import tempfile
 
-    from tests.execute.conftest import ROOT
+    from tests.support.repo import ROOT
 
     if shutil.which("slurmctld") is None and not os.environ.get("CI"):
         pytest.skip("Slurm is not installed (scripts/local-slurm.sh up installs it)")
@@ -277,7 +277,7 @@ def test_wait_through_a_controller_outage(own_slurm, tmp_path):
     import time
 
     from ddlbench.execute import campaign_status, submit_campaign
-    from tests.execute.conftest import wait_for
+    from tests.support.repo import wait_for
 
     results = tmp_path / "results"
     cdir = make_campaign(
@@ -415,7 +415,7 @@ def _assert_disk_full_said_once(res, folder_under: Path) -> None:
 
 
 def test_disk_full_at_submit(small_disk):
-    from tests.execute.conftest import ROOT
+    from tests.support.repo import ROOT
 
     _fill(small_disk, leave=96 * 1024)
     results = small_disk / "results"
@@ -550,7 +550,7 @@ def _node_down_under_first_run(cdir, wait_timeout: float) -> list:
     ``runs/first-went``), wait for the campaign (exit 0 asserted) and resume the node;
     returns the lines ``wait`` said."""
     from ddlbench.execute import campaign_status, wait_campaign
-    from tests.execute.conftest import wait_for
+    from tests.support.repo import wait_for
 
     def running():
         row = campaign_status(cdir, echo=_quiet)["runs"][0]

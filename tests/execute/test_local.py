@@ -19,8 +19,8 @@ from ddlbench.execute import (
     wait_campaign,
 )
 from ddlbench.execute.store import CampaignStore
-from tests.execute.campaigns import ENV_DUMP, make_campaign
-from tests.execute.conftest import wait_for
+from tests.support.campaigns import ENV_DUMP, make_campaign
+from tests.support.repo import wait_for
 
 
 def _quiet(_msg: str) -> None:

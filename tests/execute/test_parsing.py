@@ -1,8 +1,10 @@
-"""Parsers of Slurm's outputs (recorded from the local cluster; sacct written to its format)."""
+"""Parsers of Slurm's outputs (recorded from the local cluster; sacct written to its format).
+
+The files are in tests/fixtures/slurm/ (see its README): ``odd_*`` recordings of arrays with
+throttles and odd job names, ``handwritten_sacct_parsable2.txt``.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -27,12 +29,13 @@ from ddlbench.execute.slurm.commands import (
     parse_squeue,
 )
 from ddlbench.execute.slurm.executor import token_of
+from tests.support.repo import ROOT
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = ROOT / "tests" / "fixtures" / "slurm"
 
 
 def test_squeue_format_with_arrays_and_odd_names():
-    recs = {r.key: r for r in parse_squeue((FIX / "squeue_format.txt").read_text())}
+    recs = {r.key: r for r in parse_squeue((FIX / "odd_squeue_format.txt").read_text())}
     assert set(recs) == {"75", "73_0", "73_1", "73_2", "73_3", "74"}
     assert recs["75"].state == S.FAILED and recs["75"].name == "has space"
     assert recs["75"].reason == "NonZeroExitCode" and recs["75"].exit_code is None
@@ -47,7 +50,7 @@ def test_squeue_format_with_arrays_and_odd_names():
 
 
 def test_sacct_states_exit_codes_and_pending_array_tasks():
-    recs = {r.key: r for r in parse_sacct((FIX / "sacct_parsable2.txt").read_text())}
+    recs = {r.key: r for r in parse_sacct((FIX / "handwritten_sacct_parsable2.txt").read_text())}
     assert "121.batch" not in recs
     assert recs["121"].state == S.FAILED and recs["121"].exit_code == 3
     assert recs["122"].state == S.CANCELLED and recs["122"].reason == "CANCELLED by 0"
@@ -62,12 +65,12 @@ def test_sacct_states_exit_codes_and_pending_array_tasks():
 
 
 def test_scontrol_and_jobcomp():
-    recs = {r.key: r for r in parse_scontrol_jobs((FIX / "scontrol_oneliner.txt").read_text())}
+    recs = {r.key: r for r in parse_scontrol_jobs((FIX / "odd_scontrol_oneliner.txt").read_text())}
     assert recs["75"].state == S.FAILED and recs["75"].exit_code == 2
     assert recs["75"].name == "has space"
     assert [recs[f"73_{i}"].state for i in range(4)] == [S.PENDING] * 4
     assert recs["73_0"].comment == "ddlbench:aaaaaaaaaaaa"
-    comp = {r.key: r for r in parse_jobcomp((FIX / "jobcomp.txt").read_text())}
+    comp = {r.key: r for r in parse_jobcomp((FIX / "odd_jobcomp.txt").read_text())}
     assert comp["75"].exit_code == 2 and comp["75"].state == S.FAILED
     assert comp["74"].state == S.CANCELLED
     assert comp["6_0"].own_id == "11" and comp["6_0"].state == S.COMPLETED
@@ -81,7 +84,7 @@ def test_messages_and_small_formats():
         "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
     )
     assert not is_transient("sbatch: error: Batch job submission failed: Invalid partition name")
-    assert is_no_accounting((FIX / "sacct_disabled.txt").read_text())
+    assert is_no_accounting((FIX / "sacct_disabled_stderr.txt").read_text())
     assert "Invalid job id" in (FIX / "squeue_invalid_job.txt").read_text()
     conf = parse_config("JobCompLoc              = /tmp/x/jobcomp.txt\nMinJobAge = 300 sec\n")
     assert conf["JobCompLoc"] == "/tmp/x/jobcomp.txt"

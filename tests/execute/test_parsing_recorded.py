@@ -16,7 +16,7 @@ from ddlbench.execute.slurm.commands import (
     parse_scontrol_jobs,
     parse_time,
 )
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 RECORDED = ROOT / "tests" / "fixtures" / "slurm"
 

@@ -17,8 +17,8 @@ from ddlbench.execute.slurm import poll
 from ddlbench.execute.slurm.commands import JobRecord, parse_sacct, parse_squeue
 from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.store import Attempt, CampaignStore
-from tests.execute.campaigns import make_campaign
-from tests.execute.fake_slurm import FakeJob, FakeSlurmClient
+from tests.support.campaigns import make_campaign
+from tests.support.fake_slurm import FakeJob, FakeSlurmClient
 
 NOW = 1_800_000_000.0
 

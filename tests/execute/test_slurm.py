@@ -19,8 +19,8 @@ from ddlbench.execute import (
 from ddlbench.execute.slurm.commands import SlurmClient
 from ddlbench.execute.slurm.executor import SlurmExecutor
 from ddlbench.execute.store import CampaignStore
-from tests.execute.campaigns import ENV_DUMP, make_campaign
-from tests.execute.conftest import wait_for
+from tests.support.campaigns import ENV_DUMP, make_campaign
+from tests.support.repo import wait_for
 
 pytestmark = pytest.mark.slurm
 SLURM = {"partition": "debug", "sacct": "no"}

@@ -16,7 +16,7 @@ from ddlbench.execute.api import select_runs
 from ddlbench.execute.base import SubmitSummary
 from ddlbench.execute.store import Attempt, CampaignStore
 from ddlbench.execute.summary import counts_line, summary_lines
-from tests.execute.campaigns import make_campaign
+from tests.support.campaigns import make_campaign
 
 COUNTS = re.compile(r"(\d+) runs: (.*)$", re.M)
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.integration.test_e2e import require_envs
+from tests.support.envs import require_envs
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.frameworks
 SCRIPT = str(ROOT / "benchmarks" / "gpu_vs_bare.py")

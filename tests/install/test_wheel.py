@@ -19,7 +19,8 @@ from typing import Dict, List
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.envs import envs_root
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -106,8 +107,7 @@ def user_env(venv: Path) -> Dict[str, str]:
 
 
 def torch_env() -> Path:
-    envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-    return envs / "torch"
+    return envs_root() / "torch"
 
 
 def test_quickstart_from_an_installed_wheel(tmp_path):

@@ -8,24 +8,16 @@ cluster with two emulated nodes and one rank each. Then the quickstart runs thro
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.conftest import ROOT
+from tests.support.cli import ddlbench, diagnose
+from tests.support.envs import require_envs
+from tests.support.repo import RANK_LOG_SCHEMA, ROOT
 
-SCHEMA = json.loads((ROOT / "ddlbench" / "schemas" / "rank-log-v1.schema.json").read_text())
-ENVS = {
-    "pytorch": "torch",
-    "tensorflow": "tensorflow",
-    "keras": "tensorflow",
-    "horovod": "horovod",
-    "mxnet": "mxnet",
-}
+SCHEMA = json.loads(RANK_LOG_SCHEMA.read_text())
 
 SPEC = """\
 name: e2e
@@ -56,27 +48,6 @@ ON_SLURM = """\
   - {name: mxnet, kvstore: dist_sync, servers: 1}"""
 
 
-def require_envs(*frameworks: str) -> None:
-    root = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-    missing = sorted({ENVS[f] for f in frameworks if not (root / ENVS[f] / "bin/python").exists()})
-    if missing:
-        msg = f"framework environments missing in {root}: {', '.join(missing)}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (scripts/test.sh builds them)")
-        pytest.skip(msg + " (scripts/make-envs.sh)")
-
-
-def ddlbench(*args: str, results: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DDLBENCH_RESULTS=str(results))
-    return subprocess.run(
-        [sys.executable, "-m", "ddlbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path:
     spec = tmp / f"{campaign}.yaml"
     spec.write_text(spec_text)
@@ -87,17 +58,8 @@ def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path
     assert sub.returncode == 0, sub.stderr
     waited = ddlbench("wait", campaign, "--timeout", "840", results=results)
     status = ddlbench("status", campaign, "--json", results=results)
-    assert waited.returncode == 0, _diagnose(results / campaign, waited.stdout + status.stdout)
+    assert waited.returncode == 0, diagnose(results / campaign, waited.stdout + status.stdout)
     return results / campaign
-
-
-def _diagnose(root: Path, text: str) -> str:
-    """On failure, show the tail of every run's stderr: it names the failing framework."""
-    out = [text]
-    for err in sorted(root.glob("runs/*/slurm-*.err")):
-        tail = err.read_text(errors="replace").splitlines()[-15:]
-        out.append(f"--- {err.relative_to(root)}\n" + "\n".join(tail))
-    return "\n".join(out)
 
 
 def check_run(run_dir: Path, world: int) -> None:
@@ -252,7 +214,7 @@ def test_quickstart_on_local_slurm(tmp_path, slurm_cluster):
     )
     assert sub.returncode == 0, sub.stderr
     waited = ddlbench("wait", "qs-slurm", "--timeout", "600", results=results)
-    assert waited.returncode == 0, _diagnose(results / "qs-slurm", waited.stdout)
+    assert waited.returncode == 0, diagnose(results / "qs-slurm", waited.stdout)
     rep = ddlbench("report", "qs-slurm", results=results)
     assert rep.returncode == 0, rep.stderr
     md = (results / "qs-slurm" / "report" / "report.md").read_text()

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ddlbench.campaign.paths import CampaignPaths
-from tests.integration.test_e2e import ddlbench, require_envs
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
 
 SPEC = """\
 name: {name}

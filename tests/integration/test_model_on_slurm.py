@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from tests.integration.test_e2e import _diagnose, ddlbench, require_envs
+from tests.support.cli import ddlbench, diagnose
+from tests.support.envs import require_envs
 
 SWEEP = """\
 name: sweep
@@ -46,7 +47,7 @@ def _submit_and_wait(spec_text: str, campaign: str, tmp_path, results) -> None:
     )
     assert sub.returncode == 0, sub.stderr
     waited = ddlbench("wait", campaign, "--timeout", "600", results=results)
-    assert waited.returncode == 0, _diagnose(results / campaign, waited.stdout)
+    assert waited.returncode == 0, diagnose(results / campaign, waited.stdout)
 
 
 @pytest.mark.frameworks

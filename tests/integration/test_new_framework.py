@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 HERE = Path(__file__).resolve().parent / "newframework"
 NEW_FILES = {

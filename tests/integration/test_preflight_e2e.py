@@ -8,8 +8,9 @@ import json
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
-from tests.integration.test_e2e import ddlbench, require_envs
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.frameworks
 

@@ -14,7 +14,7 @@ from ddlbench.plan import plan_runs
 from ddlbench.render import render_campaign
 from ddlbench.render.campaign import read_run_config
 from ddlbench.spec.load import load_profile, load_spec, load_spec_text
-from tests.conftest import ROOT, require_tool
+from tests.support.repo import ROOT, require_tool
 
 GOLDEN = ROOT / "tests" / "golden"
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

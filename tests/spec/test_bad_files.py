@@ -14,7 +14,7 @@ import pytest
 
 from ddlbench.errors import InputError
 from ddlbench.spec.yamlsource import parse_yaml
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 QUICKSTART = (ROOT / "configs" / "quickstart.yaml").read_text()
 LOCAL_PROFILE = (ROOT / "configs" / "clusters" / "local.yaml").read_text()

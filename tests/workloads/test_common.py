@@ -39,8 +39,7 @@ from ddlbench.workloads.common import (
     upsample_bilinear,
     workload_main,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.repo import ROOT
 
 
 def _read(path):

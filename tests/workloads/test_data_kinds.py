@@ -1,4 +1,4 @@
-"""The ``mnist`` and ``imagefolder`` data kinds on real files (tests/workloads/datagen.py),
+"""The ``mnist`` and ``imagefolder`` data kinds on real files (tests/support/datagen.py),
 read through each framework's own loader.
 
 - Training runs, 2 real ranks on the CPU: PyTorch on mnist and on an image folder, TensorFlow
@@ -29,8 +29,9 @@ from ddlbench.workloads.common import (
     load_rank_data,
     normalize_run_config,
 )
-from tests.workloads.conftest import ROOT, require_env
-from tests.workloads.test_mxnet import describe, launch_ps
+from tests.support.envs import require_env
+from tests.support.ranks import describe_ps, launch_ps
+from tests.support.repo import ROOT
 
 frameworks = pytest.mark.frameworks
 
@@ -138,7 +139,7 @@ def test_mxnet_imagefolder_two_workers(tmp_path, run_config, check_data_parallel
         optimizer={"lr": 0.02, "base_lr": 0.02},
     )
     run = launch_ps(tmp_path, cfg)
-    assert all(code == 0 for code in run["codes"].values()), describe(run)
+    assert all(code == 0 for code in run["codes"].values()), describe_ps(run)
     result = run["result"]
     check_data_parallel(result)
     check_training(result, steps=144 // 2 // 8, batch=8, epochs=4, val_size=36)
@@ -381,7 +382,7 @@ def test_mnist_files_found_and_errors(tmp_path, mnist_data, run_config):
     cfg["data"]["path"] = str(tmp_path / "absent")
     with pytest.raises(FileNotFoundError, match="no such folder"):
         load_rank_data(cfg, _info(0, 2))
-    from tests.workloads.datagen import write_idx
+    from tests.support.datagen import write_idx
 
     broken = tmp_path / "broken"
     broken.mkdir()

@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.workloads.conftest import require_env
+from tests.support.envs import require_env
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.frameworks
 
-ROOT = Path(__file__).resolve().parents[2]
 LENET_TRAINING_FLOPS = 3 * 2 * 416_520  # conv1, conv2, fc1..fc3 MACs; docs/mfu.md
 
 

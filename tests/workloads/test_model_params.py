@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any, Dict
 
 import pytest
 
-from tests.workloads.conftest import env_python, envs_root
+from tests.support.envs import env_python, envs_root
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.frameworks
 
-ROOT = Path(__file__).resolve().parents[2]
 
 CANONICAL = {
     "resnet50": 25_557_032,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.frameworks
+from tests.support.repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.frameworks
 
 COUNTS = r"""
 import json

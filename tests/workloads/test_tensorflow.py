@@ -19,7 +19,7 @@ from ddlbench.workloads.tfconfig import (
     tf_config_rank,
     tf_config_world_size,
 )
-from tests.workloads.conftest import rank_environment
+from tests.support.ranks import rank_environment
 
 
 def slurm_env(rank, ntasks, nnodes, addrs, port_base=20064, **extra):

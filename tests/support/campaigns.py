@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from tests.support.repo import ROOT
+
 ENV_DUMP = (
     'env | grep -E "^(SLURM|DDLBENCH_)" | sort > "$DDLBENCH_RUN_DIR/env.$SLURM_PROCID" || true'
 )
@@ -91,7 +93,6 @@ def make_campaign(
 # The quickstart spec, and profiles like configs/clusters/local.yaml and localslurm.yaml with
 # a workload "interpreter" that does nothing, so the rendered job scripts run end to end
 # without the framework environments.
-ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 TRIVIAL_LOCAL = """\
 name: triv-local
