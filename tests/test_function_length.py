@@ -1,4 +1,5 @@
-"""No function in ddlbench/ (login-node code and workloads alike) is longer than MAX_LINES.
+"""No function in ddlbench/ (login-node code and workloads alike) is longer than MAX_LINES,
+and no module is longer than MAX_MODULE_LINES.
 
 A function's length is what :mod:`ast` says: from its ``def`` line to its last line
 (``end_lineno - lineno + 1``), docstring, comments and blank lines included, decorators not.
@@ -15,6 +16,7 @@ from tests.support.repo import ROOT
 
 PACKAGE = ROOT / "ddlbench"
 MAX_LINES = 60
+MAX_MODULE_LINES = 600
 
 
 def function_lengths(path: Path) -> Iterator[Tuple[int, str, int]]:
@@ -39,6 +41,18 @@ def test_no_function_is_longer_than_the_limit():
     )
     assert not found, (
         f"functions longer than {MAX_LINES} lines (split them into well-named parts):\n"
+        + "\n".join(text for _, text in reversed(found))
+    )
+
+
+def test_no_module_is_longer_than_the_limit():
+    found = sorted(
+        (n, f"{rel}: {n} lines")
+        for rel, path in _modules()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    )
+    assert not found, (
+        f"modules longer than {MAX_MODULE_LINES} lines (split them along a seam):\n"
         + "\n".join(text for _, text in reversed(found))
     )
 
