@@ -115,6 +115,9 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
     modules = launcher.imports(options)
     setup = profile.setup_for(entry.framework, entry.label)
     run = _probe_run(profile, entry, launcher, options)
+    if setup.container is not None and setup.container.runtime == "pyxis":
+        # a Pyxis image exists only inside an srun step: the host's Python proves nothing
+        return Check(entry.label, True, "not checked: the Pyxis image runs only under srun")
     try:
         lines = setup_lines(setup)
         python = launch_fragments(run, profile, setup, [])["python"]
