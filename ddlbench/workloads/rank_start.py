@@ -41,6 +41,7 @@ from .common.placement import (
     format_cpulist,
     gpu_local_cpus,
     parse_gpu_query,
+    parse_topo_affinity,
     split_cores,
     tasks_on_node,
     threads_per_core,
@@ -58,6 +59,16 @@ def _gpu_rows() -> List[Dict[str, str]]:
     return parse_gpu_query(out.stdout) if out.returncode == 0 else []
 
 
+def _topo_affinity() -> Dict[int, List[int]]:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_topo_affinity(out.stdout)
+
+
 def _devices(env: Dict[str, str], tasks: int) -> Optional[List[Dict[str, str]]]:
     """The GPUs this task sees (None on CPU); refuses too few."""
     if env.get("DDLBENCH_DEVICE", "cpu") != "gpu":
@@ -67,10 +78,12 @@ def _devices(env: Dict[str, str], tasks: int) -> Optional[List[Dict[str, str]]]:
     return visible
 
 
-def _device_record(env: Dict[str, str], local: int, gpus: Optional[List[Dict[str, str]]]):
+def _device_record(
+    env: Dict[str, str], host: str, local: int, gpus: Optional[List[Dict[str, str]]]
+) -> Dict[str, Any]:
     if gpus is None:
         hook = env.get("DDLBENCH_TEST_DEVICE")
-        ident = f"test:{hook}" if hook else f"cpu:{socket.gethostname()}:{local}"
+        ident = f"test:{hook}" if hook else f"cpu:{host}:{local}"
         return {"kind": "cpu", "uuid": ident}
     gpu = gpus[local % len(gpus)]
     return {"kind": "gpu", "visible_index": local % len(gpus), **gpu}
@@ -86,6 +99,9 @@ def _bind(env: Dict[str, str], local: int, tasks: int, gpus) -> Dict[str, Any]:
     cpus, how = before, "as Slurm bound it"
     if policy == "gpu-socket" and gpus is not None:
         near = [gpu_local_cpus(gpus[j % len(gpus)]["pci_bus_id"]) for j in range(tasks)]
+        if any(n is None for n in near):  # no host /sys here: ask nvidia-smi
+            topo = _topo_affinity()
+            near = [n or topo.get(int(gpus[j % len(gpus)]["index"])) for j, n in enumerate(near)]
         per_task = int(env.get("DDLBENCH_CORES_PER_TASK", "1") or 1)
         cpus, how = split_cores(local, near, before, per_task, cores)
         os.sched_setaffinity(0, cpus)
@@ -133,17 +149,19 @@ def place(env: Dict[str, str]) -> Dict[str, Any]:
     tasks = tasks_on_node(env)
     gpus = _devices(env, tasks)
     log_dir = env.get("DDLBENCH_LOG_DIR") or "."
+    host = env.get("SLURMD_NODENAME") or socket.gethostname()
     rec: Dict[str, Any] = {
         "format": FORMAT,
         "rank": rank,
         "local_rank": local,
         "node_id": int(env.get("SLURM_NODEID", "0") or 0),
-        "host": env.get("SLURMD_NODENAME") or socket.gethostname(),
+        "host": host,
         "tasks_on_node": tasks,
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
-        "device": _device_record(env, local, gpus),
+        "device": _device_record(env, host, local, gpus),
         "binding": _bind(env, local, tasks, gpus),
         "nccl_debug_file": _nccl_debug(env, rank, log_dir),
+        "nccl_expected": env.get("DDLBENCH_NCCL_NET"),
     }
     folder = os.path.join(log_dir, "placement")
     os.makedirs(folder, exist_ok=True)

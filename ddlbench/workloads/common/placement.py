@@ -184,17 +184,21 @@ def threads_per_core(cpus: Sequence[int], cores: Dict[int, Tuple[int, int]]) -> 
     return max((len(g) for g in groups), default=1)
 
 
-def shared_devices(records: List[Dict[str, object]]) -> List[str]:
-    """Ranks of one node that recorded the same device: one message per shared device."""
-    seen: Dict[Tuple[str, str], List[int]] = {}
-    for rec in records:
-        dev = rec.get("device") or {}
-        ident = dev.get("uuid") if isinstance(dev, dict) else None
-        if not ident or str(ident).startswith("cpu:"):
-            continue
-        seen.setdefault((str(rec.get("host")), str(ident)), []).append(int(rec["rank"]))  # type: ignore[call-overload]
-    return [
-        f"ranks {', '.join(map(str, sorted(ranks)))} on {host} shared device {ident}"
-        for (host, ident), ranks in sorted(seen.items())
-        if len(ranks) > 1
-    ]
+def parse_topo_affinity(text: str) -> Dict[int, List[int]]:
+    """``nvidia-smi topo -m`` -> GPU index -> the CPUs of its "CPU Affinity" column.
+
+    Used when ``/sys/bus/pci/devices/<bus id>/local_cpulist`` cannot be read (a container
+    without the host's /sys).
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or "CPU Affinity" not in lines[0]:
+        return {}
+    header = [h.strip() for h in lines[0].split("\t")]
+    col = header.index("CPU Affinity")
+    out: Dict[int, List[int]] = {}
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split("\t")]
+        m = re.match(r"^GPU(\d+)$", cells[0]) if cells else None
+        if m and len(cells) > col and re.match(r"^[0-9,\-]+$", cells[col]):
+            out[int(m.group(1))] = parse_cpulist(cells[col])
+    return out
