@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ddlbench.campaign.paths import SLURM_ERROR_PATTERN, SLURM_OUTPUT_PATTERN
 from ddlbench.frameworks import get_launcher
@@ -147,17 +147,7 @@ def run_context(
     cache = {} if cache is None else cache
     key = (run.framework, run.label, run.backend, tuple(sorted(run.env)))
     if key not in cache:
-        setup = profile.setup_for(run.framework, run.label)
-        if spec.container and setup.container is not None:
-            image = setup.container.model_copy(update={"image": spec.container})
-            setup = setup.model_copy(update={"container": image})
-        env: Dict[str, str] = interface_env(profile)
-        env.update(profile.env)
-        env.update(setup.env)
-        names = dict(env, **run.env)
-        binds = [str(results_root), str(pkg_root)]
-        fragments = launch_fragments(run, profile, setup, binds, names)
-        cache[key] = (setup_lines(setup), env, fragments)
+        cache[key] = _framework_parts(run, spec, profile, pkg_root, results_root)
     setup, base_env, fragments = cache[key]
     env = dict(base_env)
     env.update(run.env)
@@ -177,6 +167,8 @@ def run_context(
         "preflight": profile.preflight_policy,
         "telemetry": profile.telemetry and profile.device == "gpu",
         "cpu_bind": profile.cpu_bind_policy,
+        "stage_dir": _stage_dir(spec, profile),
+        "data_path": spec.data.path,
         "cores_per_task": profile.slurm.cpus_per_task,
     }
     ctx.update(fragments)
@@ -186,6 +178,32 @@ def run_context(
         cache[options_key] = options_of(run)
     ctx.update(launcher.template_vars(cache[options_key], run))
     return ctx
+
+
+def _framework_parts(
+    run: Run, spec: ExperimentSpec, profile: ClusterProfile, pkg_root: Path, results_root: Path
+) -> Tuple[List[ShellSafe], Dict[str, str], Dict[str, Any]]:
+    """Set-up lines, environment and launch fragments of a framework entry."""
+    setup = profile.setup_for(run.framework, run.label)
+    if spec.container and setup.container is not None:
+        image = setup.container.model_copy(update={"image": spec.container})
+        setup = setup.model_copy(update={"container": image})
+    env: Dict[str, str] = interface_env(profile)
+    env.update(profile.env)
+    env.update(setup.env)
+    binds = [str(results_root), str(pkg_root)]
+    stage = _stage_dir(spec, profile)
+    if stage:
+        binds.insert(0, stage)
+    fragments = launch_fragments(run, profile, setup, binds, dict(env, **run.env))
+    return setup_lines(setup), env, fragments
+
+
+def _stage_dir(spec: ExperimentSpec, profile: ClusterProfile) -> str | None:
+    """Where an image folder is staged on each node, when it is."""
+    if profile.stage_dir and spec.data.kind == "imagefolder":
+        return expand_path(profile.stage_dir)
+    return None
 
 
 def options_of(run: Run) -> Any:

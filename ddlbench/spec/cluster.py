@@ -230,6 +230,9 @@ class ClusterProfile(Strict):
     preflight: Optional[Literal["warn", "fail", "off"]] = None
     #: per-node GPU telemetry sampler (NVML, about 10 Hz) beside the ranks; GPU profiles only
     telemetry: bool = True
+    #: node-local folder (``/tmp``, ``/local/scratch``) that an ``imagefolder`` data set is
+    #: copied to, once per node, before the ranks start; unset: read from data.path
+    stage_dir: Optional[str] = None
 
     @property
     def preflight_policy(self) -> str:

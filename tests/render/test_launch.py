@@ -178,3 +178,33 @@ def test_old_slurm_is_refused(tmp_path, monkeypatch):
         assert (proc.returncode == 0) == ok, (version, proc.stderr)
         if not ok:
             assert "older than 22.05" in proc.stderr
+
+
+def test_image_folder_is_staged_to_node_local_storage(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/user")
+    data = tmp_path / "imgs $(x)"
+    (data / "train" / "a").mkdir(parents=True)
+    (data / "train" / "a" / "1.png").write_bytes(b"png")
+    spec = tmp_path / "spec.yaml"
+    golden = (GOLDEN / "spec.yaml").read_text()
+    data_line = f"batch_size: 64\ndata: {{kind: imagefolder, path: '{data}'}}"
+    spec.write_text(golden.replace("batch_size: 64", data_line))
+    stage = tmp_path / "local"
+    profile = tmp_path / "site.yaml"
+    profile.write_text(PYXIS.read_text() + f"stage_dir: {stage}\n")
+    rendered = render(spec, str(profile), tmp_path / "out")
+    text = next(rendered.root.glob("jobs/pytorch-*.sh")).read_text()
+    begin = text.index("export DDLBENCH_STAGED_DATA=")
+    block = text[begin : text.index("# --- launch")]
+    assert block.count("srun --overlap") == 1 and "--gres=none" in block
+    assert f"--container-mounts={stage}:{stage}," in block  # the stage folder is mounted
+    # run the copy with a srun that runs its command here (the options are Slurm's business)
+    script = tmp_path / "stage.sh"
+    script.write_text(
+        'srun() { while [[ "$1" == -* || "$1" == *--container* ]]; do shift; done; "$@"; }\n'
+        "set -Eeuo pipefail\nSLURM_JOB_ID=7\n" + block + 'ls -R "${DDLBENCH_STAGED_DATA}"\n'
+    )
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (stage / "ddlbench-7" / "train" / "a" / "1.png").read_bytes() == b"png"
+    assert 'rm -rf "${DDLBENCH_STAGED_DATA}"' in text[text.index("# --- launch") :]
