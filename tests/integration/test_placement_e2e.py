@@ -74,7 +74,12 @@ def test_on_slurm_binding_recorded_shared_device_refused(tmp_path, slurm_cluster
 @pytest.mark.slow
 def test_job_submitted_from_inside_salloc_with_mem_per_cpu_runs(tmp_path, slurm_cluster):
     """sbatch exports the salloc's SLURM_MEM_PER_CPU (and a user's SLURM_DISTRIBUTION) into the
-    job, where srun would read them; the job script removes them."""
+    job, where srun would read them; the job script removes them.
+
+    On a site where memory is a consumable resource, Slurm also sets the job's own
+    SLURM_MEM_PER_NODE, and srun then stops ("SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and
+    SLURM_MEM_PER_NODE are mutually exclusive"); the loopback cluster does not track memory, so
+    the submitting shell exports SLURM_MEM_PER_NODE too, which reproduces that failure."""
     require_envs("pytorch")
     spec = tmp_path / "inside.yaml"
     spec.write_text(_spec("2x1"))

@@ -208,3 +208,18 @@ def test_image_folder_is_staged_to_node_local_storage(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     assert (stage / "ddlbench-7" / "train" / "a" / "1.png").read_bytes() == b"png"
     assert 'rm -rf "${DDLBENCH_STAGED_DATA}"' in text[text.index("# --- launch") :]
+
+
+def test_apptainer_gets_a_clean_python_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/user")
+    text = PYXIS.read_text().replace("runtime: pyxis", "runtime: apptainer")
+    profile = tmp_path / "site.yaml"
+    profile.write_text(text.replace("[--no-container-mount-home]", "[--contain]"))
+    rendered = render(GOLDEN / "spec.yaml", str(profile), tmp_path / "out")
+    text = next(rendered.root.glob("jobs/pytorch-*.sh")).read_text()
+    pkg = rendered.root / "pkg"
+    worker = [c for c in _sruns(text) if "rank_start" in c][0]
+    assert f"apptainer exec --nv --bind {tmp_path / 'out'} --bind {pkg} " in worker
+    assert f"--env PYTHONPATH={pkg},PYTHONNOUSERSITE=1 --contain " in worker
+    assert "--container-" not in text
+    assert f"export PYTHONPATH={pkg}\n" in text and "export PYTHONNOUSERSITE=1\n" in text
