@@ -210,7 +210,7 @@ echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
   echo "slurm_version=${DDLBENCH_SLURM_VERSION}"
   echo "unset=${ddlbench_unset[*]+"${ddlbench_unset[*]}"}"
 } > "${DDLBENCH_RUN_DIR}/provenance/job.txt"
-env | grep -E '^(SLURM_|CUDA_|NCCL_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_RUN_DIR}/provenance/env.txt" || true
+env | grep -E '^(SLURM_|CUDA_|NCCL_|GLOO_|DMLC_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_RUN_DIR}/provenance/env.txt" || true
 (module list) > "${DDLBENCH_RUN_DIR}/provenance/modules.txt" 2>&1 || true
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode,ecc.mode.current,clocks.applications.graphics,clocks.applications.memory,clocks.max.sm \

@@ -104,3 +104,22 @@ def test_job_submitted_from_inside_salloc_with_mem_per_cpu_runs(tmp_path, slurm_
         unset[len("unset=") :].split()
     )
     assert _collected(root)["status"] == "ok"
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_network_interface_gives_every_framework_its_addresses(tmp_path, slurm_cluster):
+    require_envs("pytorch")
+    from tests.conftest import ROOT
+
+    text = (ROOT / "configs" / "clusters" / "localslurm.yaml").read_text()
+    profile = tmp_path / "lo.yaml"
+    profile.write_text(
+        text.replace("name: localslurm", "name: localslurm-lo") + "network: {interface: lo}\n"
+    )
+    root = run_campaign(_spec("2x1"), str(profile), "iface", tmp_path)
+    env = next(root.glob("runs/*/provenance/env.txt")).read_text().splitlines()
+    assert "DDLBENCH_ADDRS=127.0.0.1,127.0.0.1" in env
+    assert {"GLOO_SOCKET_IFNAME=lo", "NCCL_SOCKET_IFNAME=lo", "DMLC_INTERFACE=lo"} <= set(env)
+    assert _collected(root)["status"] == "ok"

@@ -117,3 +117,17 @@ def test_rank_start_records_the_binding_and_runs_the_workload(tmp_path):
     assert rec["device"] == {"kind": "cpu", "uuid": "cpu:n1:0"}
     assert P.parse_cpulist(rec["binding"]["cpus"]) == sorted(os.sched_getaffinity(0))
     assert rec["binding"]["policy"] == "slurm"
+
+
+def test_interface_address():
+    from ddlbench.workloads.iface_addr import ipv4_of
+
+    assert ipv4_of("lo") == "127.0.0.1"
+    assert ipv4_of("no-such-if0") is None
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddlbench.workloads.iface_addr", "no-such-if0"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SLURMD_NODENAME": "n7"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "node n7 has no IPv4 address on no-such-if0" in proc.stderr
