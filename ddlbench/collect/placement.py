@@ -101,11 +101,14 @@ def _binding(records: List[Dict[str, Any]]) -> Optional[str]:
     if not records:
         return None
     policies = sorted({str((r.get("binding") or {}).get("policy")) for r in records})
-    odd = [
-        f"rank {r['rank']}: {(r.get('binding') or {}).get('how')}"
-        for r in sorted(records, key=lambda r: int(r["rank"]))
-        if str((r.get("binding") or {}).get("how", "")).startswith("block")
-    ]
+    odd = []
+    for r in sorted(records, key=lambda r: int(r["rank"])):
+        b = r.get("binding") or {}
+        if str(b.get("how", "")).startswith("block"):
+            odd.append(f"rank {r['rank']}: {b.get('how')}")
+        cores, wanted = b.get("cores"), b.get("cores_per_task")
+        if isinstance(cores, int) and isinstance(wanted, int) and 0 < cores < wanted:
+            odd.append(f"rank {r['rank']}: {cores} of {wanted} cores")
     return "; ".join([",".join(policies), *odd])
 
 

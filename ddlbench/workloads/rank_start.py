@@ -109,6 +109,10 @@ def _bind(env: Dict[str, str], local: int, tasks: int, gpus) -> Dict[str, Any]:
     elif policy == "gpu-socket":
         how = "as Slurm bound it (no GPU)"
     rec.update({"cpus": format_cpulist(cpus), "how": how})
+    # whole cores bound, against the profile's cpus_per_task (hyperthreads counted as CPUs
+    # halve the cores: docs/cluster-profiles.md, threads_per_core)
+    rec["cores"] = len({cores.get(c, (-1, c)) for c in cpus})
+    rec["cores_per_task"] = int(env.get("DDLBENCH_CORES_PER_TASK", "0") or 0)
     return rec
 
 

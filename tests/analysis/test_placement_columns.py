@@ -58,6 +58,7 @@ def test_two_ranks_of_a_node_on_one_gpu_fail_the_run(tmp_path):
     recs = [_rec(0, "n1", "GPU-a"), _rec(1, "n1", "GPU-a"), _rec(2, "n2", "GPU-a")]
     assert shared_devices(recs) == ["ranks 0, 1 on n1 shared device GPU-a"]
     ok = [_rec(0, "n1", "GPU-a"), _rec(1, "n1", "GPU-b", how="block (GPU's CPUs unknown)")]
+    ok[0]["binding"].update(cores=5, cores_per_task=10)  # hyperthreads counted as cores
     runs = pd.DataFrame(
         {
             "run_dir": [_run(tmp_path, "bad", recs, "nccl-ib.log"), _run(tmp_path, "ok", ok)],
@@ -74,7 +75,9 @@ def test_two_ranks_of_a_node_on_one_gpu_fail_the_run(tmp_path):
     assert bad["error_message"] == "ranks shared a device: ranks 0, 1 on n1 shared device GPU-a"
     assert bad["nccl_net"] == "IB" and bad["nccl_transports"] == "NET/IB,P2P/IPC"
     assert good["status"] == "ok" and pd.isna(good["shared_device"])
-    assert good["cpu_binding"] == "gpu-socket; rank 1: block (GPU's CPUs unknown)"
+    assert good["cpu_binding"] == (
+        "gpu-socket; rank 0: 5 of 10 cores; rank 1: block (GPU's CPUs unknown)"
+    )
 
 
 def test_multi_node_run_off_the_expected_network_is_flagged(tmp_path):

@@ -117,6 +117,7 @@ def test_rank_start_records_the_binding_and_runs_the_workload(tmp_path):
     assert rec["device"] == {"kind": "cpu", "uuid": "cpu:n1:0"}
     assert P.parse_cpulist(rec["binding"]["cpus"]) == sorted(os.sched_getaffinity(0))
     assert rec["binding"]["policy"] == "slurm"
+    assert rec["binding"]["cores"] >= 1 and rec["binding"]["cores_per_task"] == 0
 
 
 def test_interface_address():
