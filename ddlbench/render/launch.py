@@ -16,6 +16,7 @@ Every step runs in the same container (one named Pyxis container per job, import
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ddlbench.render.shell import ShellSafe, to_shell, words
@@ -24,6 +25,23 @@ from ddlbench.spec.cluster import ClusterProfile, EnvSetup, expand_path
 #: the oldest Slurm the job scripts are written for: ``--overlap`` shares every resource of the
 #: allocation (CPUs, memory, GRES) and srun no longer inherits sbatch's ``--cpus-per-task``
 MIN_SLURM = "22.05"
+
+
+def slurm_too_old(version_text: str) -> str | None:
+    """``srun --version``/``sbatch --version`` output -> why it is too old, or None.
+
+    Output that names no version (``slurm-wlm 22.05.8``, ``slurm 23.11.4``) is not judged.
+    """
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version_text)
+    if not m:
+        return None
+    have = tuple(int(x) for x in m.groups() if x is not None)
+    need = tuple(int(x) for x in MIN_SLURM.split("."))
+    if have[: len(need)] < need:
+        return f"Slurm {m.group(0)} is older than {MIN_SLURM}, which the job scripts need"
+    return None
+
+
 #: memory of a helper step (Python and a socket or NVML; never the model)
 AUX_MEM = "1G"
 

@@ -223,3 +223,13 @@ def test_apptainer_gets_a_clean_python_path(tmp_path, monkeypatch):
     assert f"--env PYTHONPATH={pkg},PYTHONNOUSERSITE=1 --contain " in worker
     assert "--container-" not in text
     assert f"export PYTHONPATH={pkg}\n" in text and "export PYTHONNOUSERSITE=1\n" in text
+
+
+def test_slurm_version_judgement():
+    from ddlbench.render.launch import slurm_too_old
+
+    assert slurm_too_old("slurm 21.08.8-2\n") == (
+        "Slurm 21.08.8 is older than 22.05, which the job scripts need"
+    )
+    assert slurm_too_old("slurm-wlm 22.05.8\n") is None
+    assert slurm_too_old("slurm 23.11.4") is None and slurm_too_old("") is None
