@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
+from ddlbench.campaign.paths import RunPaths
+
 PLACEMENT_COLUMNS = ["shared_device", "cpu_binding", "nccl_net", "nccl_transports"]
 
 _NET = re.compile(r"NCCL INFO Using network (?P<net>\S.*?)\s*$")
@@ -76,11 +78,9 @@ def shared_devices(records: List[Dict[str, Any]]) -> List[str]:
 
 
 def _attempt_dir(run_dir: Path) -> Optional[Path]:
-    def number(p: Path) -> int:
-        tail = p.name.rpartition("-")[2]
-        return int(tail) if tail.isdigit() else -1
-
-    folders = sorted((run_dir / "logs").glob("attempt-*"), key=number, reverse=True)
+    """The newest attempt folder that holds placement records."""
+    paths = RunPaths(run_dir)
+    folders = [paths.attempt(k) for k in reversed(paths.attempts())]
     return next((f for f in folders if (f / "placement").is_dir()), None)
 
 
