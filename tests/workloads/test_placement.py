@@ -132,3 +132,17 @@ def test_interface_address():
         text=True,
     )
     assert proc.returncode == 2 and "node n7 has no IPv4 address on no-such-if0" in proc.stderr
+
+
+def test_mxnet_keeps_dmlc_interface_over_node_host():
+    """ps-lite prefers DMLC_NODE_HOST to DMLC_INTERFACE: with an interface named, no host."""
+    from ddlbench.workloads.mxnet import prepare_ps_environment
+
+    env = {"DMLC_ROLE": "worker", "DDLBENCH_HOSTS": "n1,n2", "SLURMD_NODENAME": "n2"}
+    env["DDLBENCH_ADDRS"] = "10.0.0.1,10.0.0.2"
+    without = dict(env)
+    prepare_ps_environment(without)
+    assert without["DMLC_NODE_HOST"] == "10.0.0.2"
+    with_iface = dict(env, DMLC_INTERFACE="ib0")
+    prepare_ps_environment(with_iface)
+    assert "DMLC_NODE_HOST" not in with_iface
