@@ -115,11 +115,23 @@ def test_network_interface_gives_every_framework_its_addresses(tmp_path, slurm_c
 
     text = (ROOT / "configs" / "clusters" / "localslurm.yaml").read_text()
     profile = tmp_path / "lo.yaml"
-    profile.write_text(
-        text.replace("name: localslurm", "name: localslurm-lo") + "network: {interface: lo}\n"
-    )
+    network = "network: {interface: lo, nccl: IB}\n"
+    profile.write_text(text.replace("name: localslurm", "name: localslurm-lo") + network)
     root = run_campaign(_spec("2x1"), str(profile), "iface", tmp_path)
     env = next(root.glob("runs/*/provenance/env.txt")).read_text().splitlines()
     assert "DDLBENCH_ADDRS=127.0.0.1,127.0.0.1" in env
     assert {"GLOO_SOCKET_IFNAME=lo", "NCCL_SOCKET_IFNAME=lo", "DMLC_INTERFACE=lo"} <= set(env)
     assert _collected(root)["status"] == "ok"
+    # NCCL's INIT/NET lines of a run that fell back to sockets (recorded on a GPU cluster; the
+    # CPU ranks here use Gloo): the run is flagged, in the run table and in the report
+    attempt = RunPaths(next(root.glob("runs/*"))).attempt(1)
+    (attempt / "nccl").mkdir()
+    recorded = ROOT / "tests" / "fixtures" / "placement" / "nccl-socket.log"
+    (attempt / "nccl" / "rank-0.n1.321.log").write_text(recorded.read_text())
+    proc = ddlbench("report", root.name, "--recollect", "--format", "md", results=root.parent)
+    assert proc.returncode == 0, proc.stderr
+    row = pd.read_parquet(root / "data" / "runs.parquet").iloc[0]
+    assert row["nccl_net"] == "Socket" and row["status"] == "ok"
+    assert "NCCL used network Socket, not IB" in row["problems"]
+    report = next((root / "report").glob("*.md")).read_text()
+    assert "NCCL used network Socket, not IB" in report
