@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 
 from ddlbench.frameworks import get_launcher, launchers
 from ddlbench.render.context import launch_fragments, setup_lines
+from ddlbench.render.launch import slurm_too_old
 from ddlbench.render.shell import to_shell
 from ddlbench.spec.cluster import ClusterProfile
 
@@ -115,6 +116,9 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
     modules = launcher.imports(options)
     setup = profile.setup_for(entry.framework, entry.label)
     run = _probe_run(profile, entry, launcher, options)
+    if setup.container is not None and setup.container.runtime == "pyxis":
+        # a Pyxis image exists only inside an srun step: the host's Python proves nothing
+        return Check(entry.label, True, "not checked: the Pyxis image runs only under srun")
     try:
         lines = setup_lines(setup)
         python = launch_fragments(run, profile, setup, [])["python"]
@@ -165,7 +169,11 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     if part and not rows:
         return Check("slurm", False, f"partition '{part}' does not exist here")
     detail = "; ".join(f"{r[0]} {r[1]}, {r[2]} nodes" for r in rows[:4])
-    return Check("slurm", True, detail or "controller answers")
+    version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, timeout=30)
+    too_old = slurm_too_old(version.stdout)
+    if too_old:
+        return Check("slurm", False, f"{too_old} (docs/launching.md#requirements)")
+    return Check("slurm", True, detail or "controller answers", {"slurm": version.stdout.strip()})
 
 
 def run_doctor(profile: ClusterProfile, entries: Optional[List[Entry]] = None) -> List[Check]:

@@ -10,7 +10,10 @@ Input: per node, the sampler's series (:class:`NodeSeries`); output: :class:`Win
   mean over the samples inside the window and over the GPUs.
 * Joules per sample = energy / samples measured in the window (all ranks).
 * Throttled: some sample in the window reports a clock-event reason that slows the GPU down
-  for power or heat (:data:`THROTTLE_MASK`); idle and application-clock reasons do not count.
+  for power or heat (:data:`THROTTLE_MASK`); idle does not count. The application-clocks
+  reason (clocks held at the administrator's application clocks, below what the GPU could
+  run) is listed in ``throttle_reasons`` without making the run throttled: it is a setting,
+  recorded in provenance/nvidia-smi-q.txt, not an event.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 #: SW thermal (0x20), HW thermal (0x40), HW power brake (0x80)
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 THROTTLE_NAMES = {
+    0x2: "applications_clocks",
     0x4: "sw_power_cap",
     0x8: "hw_slowdown",
     0x20: "sw_thermal",

@@ -46,6 +46,8 @@ SOURCES = {
     "run metric": "per-run figure over the run's ranks (ddlbench/analyse/run_metrics.py)",
     "telemetry": "the run's per-node GPU telemetry logs (`telemetry/<node>.jsonl`)",
     "preflight": "the run's per-node pre-flight reports (`provenance/preflight/<node>.json`)",
+    "placement": "the ranks' placement records (`logs/attempt-<k>/placement/rank-<r>.json`) "
+    "and one rank's NCCL debug log (`logs/attempt-<k>/nccl/`)",
 }
 
 
@@ -257,7 +259,21 @@ _GPU = [
     ("node_shared", "flag", "preflight", "a node was shared with other jobs at the pre-flight"),
     ("interference", "text", "preflight", "what the pre-flight found, in words"),
 ]
-RUNS = _table(_PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL + _GPU)
+#: where the ranks ran (ddlbench/collect/placement.py; docs/launching.md)
+_PLACEMENT = [
+    (
+        "shared_device",
+        "text",
+        "placement",
+        "ranks of one node that drove one device (fails the run)",
+    ),
+    ("cpu_binding", "text", "placement", "the CPU binding policy, and ranks bound otherwise"),
+    ("nccl_net", "text", "placement", "the network NCCL chose: `IB`, `Socket` or a plugin's"),
+    ("nccl_transports", "text", "placement", "NCCL's channel transports, e.g. `NET/IB,P2P/IPC`"),
+]
+RUNS = _table(
+    _PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL + _GPU + _PLACEMENT
+)
 RUN_METRICS = _table(_RUN_METRICS)
 
 # ------------------------------------------------------------------ ranks.parquet

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ddlbench.campaign.paths import SLURM_ERROR_PATTERN, SLURM_OUTPUT_PATTERN
 from ddlbench.frameworks import get_launcher
 from ddlbench.plan import Run
-from ddlbench.render.shell import ShellSafe, to_shell, words
+from ddlbench.render.launch import interface_env, launch_fragments
+from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.cluster import ClusterProfile, EnvSetup, expand_path
 from ddlbench.spec.experiment import ExperimentSpec
 
@@ -56,7 +57,7 @@ def _shape_options(run: Run, spec: ExperimentSpec, profile: ClusterProfile) -> L
     opts = [
         f"--nodes={run.nodes}",
         f"--ntasks-per-node={run.tasks_per_node}",
-        f"--cpus-per-task={s.cpus_per_task}",
+        f"--cpus-per-task={s.cpus_requested}",
         f"--time={run.time_limit}",
     ]
     for name, value in (
@@ -87,6 +88,8 @@ def _shape_options(run: Run, spec: ExperimentSpec, profile: ClusterProfile) -> L
 def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
     """Shell lines that make the framework's software available."""
     lines: List[str] = []
+    if setup.module_purge or setup.modules:
+        lines += _module_init_lines(setup.module_init)
     if setup.module_purge:
         lines.append("module purge")
     for module in setup.modules:
@@ -101,40 +104,28 @@ def setup_lines(setup: EnvSetup) -> List[ShellSafe]:
     return [ShellSafe(line) for line in lines]
 
 
-def launch_fragments(
-    run: Run, profile: ClusterProfile, setup: EnvSetup, binds: List[str]
-) -> Dict[str, Any]:
-    """srun options and the command prefix that starts a workload process."""
-    srun_opts: List[str] = [f"--cpus-per-task={profile.slurm.cpus_per_task}"]
-    prefix: List[str] = []
-    container = setup.container
-    if container is not None:
-        image = expand_path(container.image)
-        mounts = [expand_path(b) for b in container.bind] + binds
-        if container.runtime == "pyxis":
-            srun_opts.append(f"--container-image={image}")
-            srun_opts.append(
-                "--container-mounts=" + ",".join(f"{m}:{m}" if ":" not in m else m for m in mounts)
-            )
-        else:
-            prefix += [container.runtime, "exec"]
-            if profile.device == "gpu":
-                prefix.append("--nv")
-            for m in mounts:
-                prefix += ["--bind", m]
-            prefix += list(container.options) + [image]
-    uses_mpi = (
-        run.framework == "horovod" and run.framework_options.get("controller") == "mpi"
-    ) or (run.framework == "pytorch" and run.backend == "mpi")
-    # the local executor starts tasks itself: there is no PMI for MPI to use
-    if uses_mpi and profile.slurm.mpi != "none" and profile.scheduler == "slurm":
-        srun_opts.append(f"--mpi={profile.slurm.mpi}")
-    python = expand_path(setup.python) if "/" in setup.python else setup.python
-    return {
-        "srun_opts": words(srun_opts),
-        # the interpreter, behind the container runtime when there is one
-        "python": ShellSafe(" ".join(w for w in (words(prefix), to_shell(python)) if w)),
-    }
+#: where sites keep the shell init of Lmod and Environment Modules
+MODULE_INITS = (
+    "/etc/profile.d/lmod.sh",
+    "/usr/share/lmod/lmod/init/bash",
+    "/etc/profile.d/modules.sh",
+    "/usr/share/Modules/init/bash",
+)
+
+
+def _module_init_lines(init: str | None) -> List[str]:
+    """A batch script's bash is not a login shell: ``module`` may not be defined in it."""
+    paths = " ".join(to_shell(p) for p in ([expand_path(init)] if init else MODULE_INITS))
+    return [
+        "if ! type module >/dev/null 2>&1; then  # not a login shell: load the site's init",
+        f"  for ddlbench_init in {paths}; do",
+        "    # shellcheck source=/dev/null",
+        '    if [[ -r "${ddlbench_init}" ]]; then source "${ddlbench_init}"; break; fi',
+        "  done",
+        "fi",
+        'type module >/dev/null 2>&1 || { echo "ddlbench: no module command on $(hostname)'
+        ' (set module_init in the cluster profile)" >&2; false; }',
+    ]
 
 
 def run_context(
@@ -154,17 +145,9 @@ def run_context(
     the run, so a 10,000-run sweep computes set-up and launch fragments once per framework.
     """
     cache = {} if cache is None else cache
-    key = (run.framework, run.label, run.backend)
+    key = (run.framework, run.label, run.backend, tuple(sorted(run.env)))
     if key not in cache:
-        setup = profile.setup_for(run.framework, run.label)
-        if spec.container and setup.container is not None:
-            image = setup.container.model_copy(update={"image": spec.container})
-            setup = setup.model_copy(update={"container": image})
-        env: Dict[str, str] = {}
-        env.update(profile.env)
-        env.update(setup.env)
-        fragments = launch_fragments(run, profile, setup, [str(results_root), str(pkg_root)])
-        cache[key] = (setup_lines(setup), env, fragments)
+        cache[key] = _framework_parts(run, spec, profile, pkg_root, results_root)
     setup, base_env, fragments = cache[key]
     env = dict(base_env)
     env.update(run.env)
@@ -183,6 +166,10 @@ def run_context(
         "ddlbench_version": ddlbench_version,
         "preflight": profile.preflight_policy,
         "telemetry": profile.telemetry and profile.device == "gpu",
+        "cpu_bind": profile.cpu_bind_policy,
+        "stage_dir": _stage_dir(spec, profile),
+        "data_path": spec.data.path,
+        "cores_per_task": profile.slurm.cpus_per_task,
     }
     ctx.update(fragments)
     launcher = get_launcher(run.framework)
@@ -191,6 +178,32 @@ def run_context(
         cache[options_key] = options_of(run)
     ctx.update(launcher.template_vars(cache[options_key], run))
     return ctx
+
+
+def _framework_parts(
+    run: Run, spec: ExperimentSpec, profile: ClusterProfile, pkg_root: Path, results_root: Path
+) -> Tuple[List[ShellSafe], Dict[str, str], Dict[str, Any]]:
+    """Set-up lines, environment and launch fragments of a framework entry."""
+    setup = profile.setup_for(run.framework, run.label)
+    if spec.container and setup.container is not None:
+        image = setup.container.model_copy(update={"image": spec.container})
+        setup = setup.model_copy(update={"container": image})
+    env: Dict[str, str] = interface_env(profile)
+    env.update(profile.env)
+    env.update(setup.env)
+    binds = [str(results_root), str(pkg_root)]
+    stage = _stage_dir(spec, profile)
+    if stage:
+        binds.insert(0, stage)
+    fragments = launch_fragments(run, profile, setup, binds, dict(env, **run.env))
+    return setup_lines(setup), env, fragments
+
+
+def _stage_dir(spec: ExperimentSpec, profile: ClusterProfile) -> str | None:
+    """Where an image folder is staged on each node, when it is."""
+    if profile.stage_dir and spec.data.kind == "imagefolder":
+        return expand_path(profile.stage_dir)
+    return None
 
 
 def options_of(run: Run) -> Any:

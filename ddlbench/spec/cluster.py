@@ -71,7 +71,8 @@ class Container(Strict):
     #: bind mounts, ``src[:dst[:opts]]``; the run directory and ddlbench's code are added
     bind: List[str] = Field(default_factory=list)
     #: extra options for ``apptainer exec`` (not ``--cleanenv``: the workloads need the job's
-    #: SLURM_*, DDLBENCH_* and PYTHONPATH variables); ignored for pyxis
+    #: SLURM_*, DDLBENCH_* and PYTHONPATH variables), or extra ``srun`` options for pyxis
+    #: (such as ``--container-remap-root``)
     options: List[str] = Field(default_factory=list)
 
 
@@ -89,6 +90,9 @@ class EnvSetup(Strict):
     #: activation (e.g. sourcing conda.sh): for site administrators, not for per-run values
     commands: List[str] = Field(default_factory=list)
     env: Dict[str, str] = Field(default_factory=dict)
+    #: the site's shell init for ``module`` (e.g. /usr/share/lmod/lmod/init/bash), sourced when
+    #: the job's non-login bash has no ``module`` function; default: the usual locations
+    module_init: Optional[str] = None
 
     @field_validator("modules")
     @classmethod
@@ -130,6 +134,20 @@ class SlurmSettings(Strict):
     sacct: Literal["auto", "yes", "no"] = "auto"
     #: the jobcomp/filetxt file, when sacct is off (default: JobCompLoc from scontrol show config)
     jobcomp_loc: Optional[str] = None
+    #: CPU binding of the ranks (docs/launching.md#cpu-binding): ``gpu-socket`` puts each rank's
+    #: cores on its GPU's socket (from the GPU's local_cpulist); ``slurm`` leaves it to Slurm
+    #: (``--cpu-bind=cores``); ``none`` binds nothing. Default: gpu-socket on GPU profiles,
+    #: slurm on CPU profiles
+    cpu_bind: Optional[Literal["gpu-socket", "slurm", "none"]] = None
+    #: the workers' ``srun --distribution``: nodes in block order (rank 0 on the first node,
+    #: which MASTER_ADDR and TF_CONFIG assume), cores taken from alternate sockets
+    distribution: Literal["block:cyclic", "block:block", "block:fcyclic"] = "block:cyclic"
+    #: hardware threads per core that Slurm counts as CPUs (2 on nodes with hyperthreading
+    #: enabled and configured as CPUs): ``cpus_per_task`` counts cores, the request is
+    #: multiplied by this
+    threads_per_core: int = Field(default=1, ge=1, le=8)
+    #: extra options for every srun of the job, e.g. ``--network=...`` (one option each)
+    srun_options: List[str] = Field(default_factory=list)
     #: resubmissions of a run whose job ended NODE_FAIL, BOOT_FAIL or PREEMPTED (never FAILED,
     #: TIMEOUT, OUT_OF_MEMORY or a user's CANCELLED); docs/failures.md
     infra_retries: int = Field(default=2, ge=0, le=20)
@@ -154,10 +172,33 @@ class SlurmSettings(Strict):
         parse_minutes(value)
         return value
 
-    @field_validator("extra_sbatch")
+    @field_validator("extra_sbatch", "srun_options")
     @classmethod
     def _extra(cls, value: List[str]) -> List[str]:
         return [check_sbatch_line(v) for v in value]
+
+    @property
+    def cpus_requested(self) -> int:
+        """``--cpus-per-task``: cores per rank times the hardware threads Slurm counts."""
+        return self.cpus_per_task * self.threads_per_core
+
+
+class Network(Strict):
+    """The fabric the ranks talk over (docs/cluster-profiles.md#network)."""
+
+    #: the interface every framework's rendezvous and socket traffic uses (``ib0``): sets
+    #: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and DMLC_INTERFACE, and the rendezvous addresses
+    interface: Optional[str] = None
+    #: the NCCL network a multi-node run must use (``IB``, ``Socket``, or a plugin's name);
+    #: a run on another one is flagged in the run table and the report
+    nccl: Optional[str] = None
+
+    @field_validator("interface", "nccl")
+    @classmethod
+    def _word(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^[A-Za-z0-9_.:-]+$", value):
+            raise ValueError(f"{value!r} is not an interface or network name")
+        return value
 
 
 class LocalSettings(Strict):
@@ -177,6 +218,7 @@ class ClusterProfile(Strict):
     max_nodes: Optional[int] = Field(default=None, ge=1)
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     local: LocalSettings = Field(default_factory=LocalSettings)
+    network: Network = Field(default_factory=Network)
     #: per-framework software set-up, keyed by framework name; ``default`` applies otherwise
     environments: Dict[str, EnvSetup] = Field(default_factory=dict)
     #: variables for every run on this cluster (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...)
@@ -188,12 +230,21 @@ class ClusterProfile(Strict):
     preflight: Optional[Literal["warn", "fail", "off"]] = None
     #: per-node GPU telemetry sampler (NVML, about 10 Hz) beside the ranks; GPU profiles only
     telemetry: bool = True
+    #: node-local folder (``/tmp``, ``/local/scratch``) that an ``imagefolder`` data set is
+    #: copied to, once per node, before the ranks start; unset: read from data.path
+    stage_dir: Optional[str] = None
 
     @property
     def preflight_policy(self) -> str:
         if self.preflight is not None:
             return self.preflight
         return "warn" if self.device == "gpu" else "off"
+
+    @property
+    def cpu_bind_policy(self) -> str:
+        if self.slurm.cpu_bind is not None:
+            return self.slurm.cpu_bind
+        return "gpu-socket" if self.device == "gpu" else "slurm"
 
     @field_validator("name")
     @classmethod

@@ -17,8 +17,8 @@
   are broadcast from kvstore rank 0 (all ranks build them from the same seed anyway).
 
 Before importing MXNet the workload also sets ``DMLC_NODE_HOST`` to this node's Slurm
-``NodeAddr`` (from ``DDLBENCH_HOSTS``/``DDLBENCH_ADDRS``, unless set), since node names need not
-resolve, and ``OMP_NUM_THREADS`` on the CPU (unless set).
+``NodeAddr`` (from ``DDLBENCH_HOSTS``/``DDLBENCH_ADDRS``, unless it or ``DMLC_INTERFACE`` is
+set), since node names need not resolve, and ``OMP_NUM_THREADS`` on the CPU (unless set).
 
 Training: ``gluon.Trainer(params, "sgd"/"nag", kvstore=kv, update_on_kvstore=False)``. The
 servers only sum: each worker pushes its gradients, pulls the sum over workers and applies the
@@ -97,7 +97,8 @@ def prepare_ps_environment(env: Optional[Dict[str, str]] = None) -> None:
         raise RuntimeError(
             "DMLC_RANK is set: ps-lite would not take the id its scheduler assigns (unset it)"
         )
-    if role() != "scheduler" and not env.get("DMLC_NODE_HOST"):
+    # ps-lite prefers DMLC_NODE_HOST to DMLC_INTERFACE: set it only when no interface is named
+    if role() != "scheduler" and not env.get("DMLC_NODE_HOST") and not env.get("DMLC_INTERFACE"):
         host = node_host(env)
         if host:
             env["DMLC_NODE_HOST"] = host

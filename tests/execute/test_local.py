@@ -104,7 +104,7 @@ def test_kill_on_bad_exit_and_unknown_srun_flag(tmp_path):
     rc, took = (int(p.split("=")[1]) for p in out.split())
     assert rc == 7 and took < 10
     err = (cdir / "runs" / "flag" / f"slurm-{st['flag']['job_id']}.err").read_text()
-    assert "unsupported option --distribution" in err
+    assert "--distribution=cyclic: only block is emulated" in err
     assert st["flag"]["state"] == "FAILED" and st["flag"]["exit_code"] == 1
 
 

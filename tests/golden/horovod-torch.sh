@@ -23,15 +23,40 @@
 
 set -Eeuo pipefail
 
+# --- a clean job environment -------------------------------------------------------------------
+# sbatch hands the job the submitting shell's environment: an salloc's SLURM_MEM_PER_*, a user's
+# SLURM_DISTRIBUTION, SLURM_CPU_BIND or SLURM_HINT, all of which srun reads as options. Every srun
+# below states its own placement, so srun's input variables are removed (provenance/job.txt lists
+# them). PATH and the module environment are kept: --export=NONE would drop them.
+ddlbench_unset=()
+for ddlbench_v in $(compgen -e); do
+  case "${ddlbench_v}" in
+    SRUN_* | SLURM_MEM_PER_* | SLURM_MEM_BIND* | SLURM_CPU_BIND* | SLURM_DISTRIBUTION | SLURM_HINT | \
+    SLURM_GPU_BIND | SLURM_GPUS_PER_TASK | SLURM_CPUS_PER_GPU | SLURM_TRES_PER_TASK | \
+    SLURM_NTASKS_PER_SOCKET | SLURM_NTASKS_PER_CORE | SLURM_NTASKS_PER_GPU | SLURM_THREADS_PER_CORE | \
+    SLURM_OVERLAP | SLURM_EXACT | SLURM_EXPORT_ENV | SLURM_CPU_FREQ_REQ | SLURM_STEP_GRES | SLURM_ACCEL_BIND)
+      ddlbench_unset+=("${ddlbench_v}")
+      unset "${ddlbench_v}"
+      ;;
+  esac
+done
+# --- Slurm 22.05 or newer: --overlap shares every resource of the allocation ----------------
+DDLBENCH_SLURM_VERSION=$(srun --version 2>/dev/null | awk '{print $2}' || true)
+if [[ "${DDLBENCH_SLURM_VERSION}" =~ ^[0-9]+\.[0-9]+ ]] &&
+  [[ $(printf '%s\n' 22.05 "${DDLBENCH_SLURM_VERSION}" | sort -V | head -n 1) != 22.05 ]]; then
+  echo "ddlbench: Slurm ${DDLBENCH_SLURM_VERSION} is older than 22.05, which this job script needs (docs/launching.md)" >&2
+  false
+fi
+
 export DDLBENCH_CAMPAIGN=golden
 export DDLBENCH_RUN_ID=horovod-torch-resnet50-n2x4-b64-r0
 export DDLBENCH_RUN_DIR=<RESULTS>/golden/runs/horovod-torch-resnet50-n2x4-b64-r0
 DDLBENCH_BG_PIDS=()
 
 ddlbench_cleanup() {
-  # stop background steps (servers, rendezvous, the telemetry sampler) that outlive the workers
+  # stop background steps (servers, rendezvous) that outlive the workers
   local pid
-  for pid in "${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}" ${DDLBENCH_SAMPLER_PID:-}; do
+  for pid in "${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}"; do
     kill "$pid" 2>/dev/null || true
   done
 }
@@ -112,6 +137,13 @@ DDLBENCH_RUN_JSON
 
 # --- software environment -----------------------------------------------------------------
 set +u  # module and activation scripts often read unset variables
+if ! type module >/dev/null 2>&1; then  # not a login shell: load the site's init
+  for ddlbench_init in /etc/profile.d/lmod.sh /usr/share/lmod/lmod/init/bash /etc/profile.d/modules.sh /usr/share/Modules/init/bash; do
+    # shellcheck source=/dev/null
+    if [[ -r "${ddlbench_init}" ]]; then source "${ddlbench_init}"; break; fi
+  done
+fi
+type module >/dev/null 2>&1 || { echo "ddlbench: no module command on $(hostname) (set module_init in the cluster profile)" >&2; false; }
 module purge
 module load env/release/2020b
 module load tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0
@@ -119,6 +151,12 @@ module load mpi/OpenMPI/4.0.5-gcccuda-2020b
 set -u
 export PYTHONPATH=<RESULTS>/golden/pkg${PYTHONPATH:+:${PYTHONPATH}}
 export PYTHONUNBUFFERED=1
+# CUDA numbers GPUs as nvidia-smi and /sys do, so a rank's device index names its PCI device
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+# each rank: one device, its cores bound by this policy, recorded in logs/attempt-<k>/placement/
+export DDLBENCH_DEVICE=gpu
+export DDLBENCH_CPU_BIND=gpu-socket
+export DDLBENCH_CORES_PER_TASK=7
 export NCCL_SOCKET_IFNAME=ib0
 export NCCL_IB_HCA=mlx5
 export NCCL_DEBUG=WARN
@@ -147,9 +185,9 @@ export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
 # never derived from the job id, so jobs that share a node cannot be given the same ports
 # (and checked on every node, picking again when one is in use on another node)
 ddlbench_try=0
-until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=7 --mpi=pmix \
+until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
     python -m ddlbench.workloads.ports --count 1) &&
-  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 --mpi=pmix \
+  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
     python -m ddlbench.workloads.ports --verify "${DDLBENCH_PORTS}"; do
   (( ++ddlbench_try < 5 )) || { echo "ddlbench: found no ports free on every node" >&2; false; }
 done
@@ -167,29 +205,36 @@ echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
   echo "start=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "ddlbench_version=0.1.0"
   echo "kernel=$(uname -srm)"
+  echo "slurm_version=${DDLBENCH_SLURM_VERSION}"
+  echo "unset=${ddlbench_unset[*]+"${ddlbench_unset[*]}"}"
 } > "${DDLBENCH_RUN_DIR}/provenance/job.txt"
-env | grep -E '^(SLURM_|CUDA_|NCCL_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_RUN_DIR}/provenance/env.txt" || true
+env | grep -E '^(SLURM_|CUDA_|NCCL_|GLOO_|DMLC_|OMP_|MKL_|DDLBENCH_)' | sort > "${DDLBENCH_RUN_DIR}/provenance/env.txt" || true
 (module list) > "${DDLBENCH_RUN_DIR}/provenance/modules.txt" 2>&1 || true
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "${DDLBENCH_RUN_DIR}/provenance/gpus.txt" 2>&1 || true
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode,ecc.mode.current,clocks.applications.graphics,clocks.applications.memory,clocks.max.sm \
+    --format=csv > "${DDLBENCH_RUN_DIR}/provenance/gpus.txt" 2>&1 || true
+  # clocks, persistence mode, ECC and the GPU/NIC/CPU topology (NVLink, PCIe switches, NUMA)
+  nvidia-smi -q > "${DDLBENCH_RUN_DIR}/provenance/nvidia-smi-q.txt" 2>&1 || true
+  nvidia-smi topo -m > "${DDLBENCH_RUN_DIR}/provenance/gpu-topology.txt" 2>&1 || true
 fi
 # packages.txt is written by rank 0 of the workload: the packages of the environment the ranks
 # run in (venv, Apptainer image or Pyxis container alike)
 lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 
 # --- interference pre-flight, one task per node (docs/telemetry.md) -------------------------
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 --mpi=pmix \
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
   python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
-# --- GPU telemetry: one sampler per node beside the ranks, stopped at exit ------------------
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=7 --mpi=pmix \
-  python -m ddlbench.workloads.gpu_sampler --out "${DDLBENCH_RUN_DIR}/telemetry" --hz 10 &
-DDLBENCH_SAMPLER_PID=$!
+# --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
+# (a step of its own would need the node's GPUs beside the workers'), stopped with the ranks
+export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"
+# rank 0 logs NCCL's INIT and NET lines (the transport it chose) to logs/attempt-<k>/nccl/
+export DDLBENCH_NCCL_INFO_RANK=0
 
 # --- launch ----------------------------------------------------------------------------------
 echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"
 # Horovod with MPI: srun starts every rank as an MPI process (--mpi from the cluster profile);
 # Horovod reads rank and size from MPI.
-srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --mpi=pmix \
-  python -m ddlbench.workloads.horovod_torch "${DDLBENCH_RUN_DIR}/run.json"
+srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none --mpi=pmix \
+  python -m ddlbench.workloads.rank_start horovod_torch "${DDLBENCH_RUN_DIR}/run.json"
 echo "ddlbench: ${DDLBENCH_RUN_ID} finished"
 echo 0 > "${DDLBENCH_RUN_DIR}/exit_code"

@@ -110,6 +110,10 @@ def test_power_ramp_two_nodes_util_and_throttle():
     assert w.mean_util_pct == pytest.approx(70.0) and w.gpus == 2
     assert w.throttled is True and w.throttle_reasons == ["sw_power_cap"]
     assert window_energy([a, b], 1.0, 5.0).throttled is False
+    # clocks held at the application clocks: listed, not counted as throttling
+    thr[t == 3.0] = 0x2
+    app = window_energy([series(t, np.full_like(t, 200.0), throttle=thr, node="b")], 2.0, 4.0)
+    assert app.throttled is False and app.throttle_reasons == ["applications_clocks"]
 
 
 def test_window_not_covered_gives_no_energy():

@@ -235,7 +235,7 @@ def test_one_gpu_benchmark_campaign_renders(tmp_path, fixed_home, monkeypatch):
     ]  # fmt: skip
     text = scripts[0].read_text()
     assert "source '/opt/cuda torch/venv/bin/activate'" in text
-    assert "-m ddlbench.workloads.gpu_sampler" in text
+    assert 'export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"' in text
     assert "-m ddlbench.workloads.preflight --policy warn" in text
     proc = subprocess.run([shellcheck, "--severity=info", str(scripts[0])], capture_output=True)
     assert proc.returncode == 0, proc.stdout

@@ -339,6 +339,8 @@ def imagefolder_split(
     the framework's decoder reads), an image of another type is an error now rather than
     in the middle of training.
     """
+    # the job script's staging step copied data.path to node-local storage (docs/launching.md)
+    path = os.environ.get("DDLBENCH_STAGED_DATA") or path
     if not path:
         raise ValueError("data kind imagefolder needs data.path")
     if not os.path.isdir(path):
@@ -383,8 +385,14 @@ class TrainData:
 
 
 def data_workers(cfg: Dict[str, Any]) -> int:
-    """Image-folder loader workers: ``framework_options.data_workers`` (default 4)."""
-    return int(framework_options(cfg).get("data_workers", 4))
+    """Image-folder loader workers: ``framework_options.data_workers``; by default the rank's
+    cores but one (``DDLBENCH_CORES_PER_TASK`` - 1, the job script's ``cpus_per_task``), at
+    least 1; 4 outside a job script."""
+    got = framework_options(cfg).get("data_workers")
+    if got is not None:
+        return int(got)
+    cores = os.environ.get("DDLBENCH_CORES_PER_TASK", "")
+    return max(1, int(cores) - 1) if cores.isdigit() else 4
 
 
 Convert = Callable[[np.ndarray, np.ndarray], Tuple[Any, Any]]

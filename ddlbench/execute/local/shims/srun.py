@@ -46,6 +46,8 @@ VALUED = {
     "--kill-on-bad-exit": "kill_on_bad_exit",  # optional value: only --kill-on-bad-exit=N
     "--mem": "mem",
     "--gres": "gres",
+    "--distribution": "distribution",  # block node distribution only (checked in layout)
+    "-m": "distribution",
     "--time": "time",
     "-t": "time",
 }
@@ -130,6 +132,8 @@ def _int(opts: Dict[str, str], key: str, what: str) -> Optional[int]:
 
 def layout(opts: Dict[str, str], env: Dict[str, str]) -> Tuple[List[str], List[int]]:
     """Step nodes and tasks per step node (block distribution)."""
+    if opts.get("distribution", "block").split(":")[0] not in ("block", "*", ""):
+        raise SrunError(f"--distribution={opts['distribution']}: only block is emulated")
     job_nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
     if not job_nodes:
         raise SrunError("SLURM_JOB_NODELIST is not set: srun runs inside a job only")

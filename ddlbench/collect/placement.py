@@ -1,0 +1,157 @@
+"""Run columns from where the ranks ran: shared devices, CPU binding, NCCL's transport.
+
+Read from the newest attempt folder of a run that has them:
+
+- ``logs/attempt-<k>/placement/rank-<r>.json`` (format ``ddlbench-placement/1``, written by
+  ``ddlbench.workloads.rank_start``): each rank's host, device identity (a GPU's UUID and PCI
+  bus id) and the CPUs it was bound to;
+- ``logs/attempt-<k>/nccl/rank-<r>.<host>.<pid>.log``: NCCL's INIT and NET debug lines of one
+  rank (``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,NET``).
+
+Two ranks of one node that recorded the same device make the run ``failed``: its figures are
+not those of the planned scale. A multi-node run whose NCCL network is not the profile's
+``network.nccl`` gets a note in ``problems`` (docs/launching.md#placement-and-transport).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pandas as pd
+
+from ddlbench.campaign.paths import RunPaths
+
+PLACEMENT_COLUMNS = ["shared_device", "cpu_binding", "nccl_net", "nccl_transports"]
+
+_NET = re.compile(r"NCCL INFO Using network (?P<net>\S.*?)\s*$")
+_NET_DEV = re.compile(r"NCCL INFO NET/(?P<net>[A-Za-z0-9_]+) : Using (?P<devs>.*?)(?: ; OOB .*)?$")
+_VIA = re.compile(r"NCCL INFO Channel .* via (?P<via>\S+)")
+_VERSION = re.compile(r"NCCL version (?P<v>\S+)")
+
+
+def parse_nccl_log(text: str) -> Dict[str, Any]:
+    """NCCL's INIT/NET lines -> ``{"version", "net", "devices", "transports"}``.
+
+    ``net`` is the network NCCL chose for inter-node traffic (``IB``, ``Socket`` or a
+    plugin's name); ``transports`` the distinct ``via ...`` of its channels, with the device
+    index dropped (``NET/IB``, ``P2P/IPC``, ``SHM/direct``).
+    """
+    out: Dict[str, Any] = {"version": None, "net": None, "devices": None, "transports": []}
+    seen: List[str] = []
+    for line in text.splitlines():
+        m = _VERSION.search(line)
+        if m and out["version"] is None:
+            out["version"] = m.group("v")
+        m = _NET.search(line)
+        if m:
+            out["net"] = m.group("net")
+        m = _NET_DEV.search(line)
+        if m:
+            out["devices"] = m.group("devs").strip()
+            out["net"] = out["net"] or m.group("net")
+        m = _VIA.search(line)
+        if m:
+            via = "/".join(m.group("via").split("/")[:2])
+            if via not in seen:
+                seen.append(via)
+    out["transports"] = sorted(seen)
+    return out
+
+
+def shared_devices(records: List[Dict[str, Any]]) -> List[str]:
+    """Ranks of one node that recorded the same device: one message per shared device."""
+    seen: Dict[Tuple[str, str], List[int]] = {}
+    for rec in records:
+        dev = rec.get("device") or {}
+        ident = dev.get("uuid") if isinstance(dev, dict) else None
+        if not ident or str(ident).startswith("cpu:"):
+            continue
+        seen.setdefault((str(rec.get("host")), str(ident)), []).append(int(rec["rank"]))
+    return [
+        f"ranks {', '.join(map(str, sorted(ranks)))} on {host} shared device {ident}"
+        for (host, ident), ranks in sorted(seen.items())
+        if len(ranks) > 1
+    ]
+
+
+def _attempt_dir(run_dir: Path) -> Optional[Path]:
+    """The newest attempt folder that holds placement records."""
+    paths = RunPaths(run_dir)
+    folders = [paths.attempt(k) for k in reversed(paths.attempts())]
+    return next((f for f in folders if (f / "placement").is_dir()), None)
+
+
+def _records(folder: Path) -> List[Dict[str, Any]]:
+    out = []
+    for path in sorted(folder.glob("placement/rank-*.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and "rank" in rec:
+            out.append(rec)
+    return out
+
+
+def _binding(records: List[Dict[str, Any]]) -> Optional[str]:
+    """The policy, and every rank that was not bound as the policy says."""
+    if not records:
+        return None
+    policies = sorted({str((r.get("binding") or {}).get("policy")) for r in records})
+    odd = []
+    for r in sorted(records, key=lambda r: int(r["rank"])):
+        b = r.get("binding") or {}
+        if str(b.get("how", "")).startswith("block"):
+            odd.append(f"rank {r['rank']}: {b.get('how')}")
+        cores, wanted = b.get("cores"), b.get("cores_per_task")
+        if isinstance(cores, int) and isinstance(wanted, int) and 0 < cores < wanted:
+            odd.append(f"rank {r['rank']}: {cores} of {wanted} cores")
+    return "; ".join([",".join(policies), *odd])
+
+
+def placement_fields(run_dir: Path, nodes: Any) -> Dict[str, Any]:
+    """The :data:`PLACEMENT_COLUMNS` of one run, and its problems ``(failure, note)``."""
+    out: Dict[str, Any] = dict.fromkeys(PLACEMENT_COLUMNS)
+    out["_failure"] = out["_note"] = None
+    folder = _attempt_dir(run_dir)
+    if folder is None:
+        return out
+    records = _records(folder)
+    shared = shared_devices(records)
+    out["shared_device"] = "; ".join(shared) or None
+    out["_failure"] = out["shared_device"]
+    out["cpu_binding"] = _binding(records)
+    logs = sorted(folder.glob("nccl/*.log"))
+    if logs:
+        parsed = parse_nccl_log(logs[0].read_text(errors="replace"))
+        out["nccl_net"] = parsed["net"]
+        out["nccl_transports"] = ",".join(parsed["transports"]) or None
+        expected = next((r.get("nccl_expected") for r in records if r.get("nccl_expected")), None)
+        multi = nodes is not None and not pd.isna(nodes) and int(nodes) > 1
+        if multi and expected and str(parsed["net"] or "").lower() != str(expected).lower():
+            out["_note"] = f"NCCL used network {parsed['net'] or 'unknown'}, not {expected}"
+    return out
+
+
+def add_placement_columns(runs: pd.DataFrame, campaign_dir: Path) -> pd.DataFrame:
+    """``runs`` with :data:`PLACEMENT_COLUMNS`; a run whose ranks shared a device is failed."""
+    rows = [
+        placement_fields(campaign_dir / str(r["run_dir"]), r.get("nodes"))
+        for r in runs.to_dict("records")
+    ]
+    out = runs.copy()
+    for c in PLACEMENT_COLUMNS:
+        out[c] = [r[c] for r in rows]
+    for i, r in zip(out.index, rows):
+        if r["_failure"]:
+            out.at[i, "status"] = "failed"
+            out.at[i, "complete"] = False
+            out.at[i, "error_message"] = f"ranks shared a device: {r['_failure']}"
+        note = r["_note"] or (r["_failure"] and f"ranks shared a device: {r['_failure']}")
+        if note:
+            old = out.at[i, "problems"]
+            out.at[i, "problems"] = "; ".join(x for x in (old, note) if isinstance(x, str) and x)
+    return out
