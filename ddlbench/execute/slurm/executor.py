@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import RunInfo
 from ddlbench.campaign.paths import RunPaths
 from ddlbench.errors import DDLBenchError
@@ -414,14 +415,17 @@ class SlurmExecutor(Executor):
         paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
         steps = self.steps.get(rec.key) if rec.source == "sacct" else None
         found = find_cause(steps, (p for p in paths if p.is_file()))
+        hung = hung_values(run_dir, found[0].exit_code if found else None)
+        hung = hung if rec.state == S.FAILED else {}
         if found is None:
-            return {}
+            return hung
         failure, source = found
         return {
             "failed_task": failure.task,
             "failed_signal": failure.signal,
             "cause": failure.describe(),
             "cause_source": source,
+            **hung,
         }
 
     def refresh(self) -> RefreshResult:

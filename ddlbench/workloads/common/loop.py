@@ -14,6 +14,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from . import watchdog
 from .logger import RankLogger
 from .mllog import MLLog
 from .schedule import LRSchedule
@@ -101,9 +102,12 @@ class Measurement:
     ) -> Optional[float]:
         """Fetch the next batch (if ``batches``), run ``step_fn(batch, lr)``, log the step."""
         t_start = time.time()
+        watchdog.mark("data")
         batch = next(batches) if batches is not None else None
+        watchdog.mark("step")
         out = step_fn(batch, lr)
         t_end = time.time()
+        watchdog.progress(step)
         if isinstance(out, tuple):
             loss, compute_s, comm_s = out
         else:
