@@ -136,7 +136,7 @@ def command(
     nodes, elapsed time and reason. With a local campaign whose runner has stopped while runs
     remain, status restarts the runner.
     """
-    from ddlbench.campaign.suspects import annotate_status
+    from ddlbench.analyse.suspects import annotate_status
     from ddlbench.execute import campaign_status
 
     root = campaign_dir(results, campaign)
@@ -157,10 +157,10 @@ def _err(msg: str) -> None:
 
 
 def _print(status: Dict) -> None:
-    from ddlbench.campaign.suspects import suspects_lines
+    from ddlbench.analyse.suspects import suspects_lines
 
     click.echo(render_table(status, color=_use_color()))
-    for line in suspects_lines(status):
+    for line in suspects_lines(status.get("suspects", [])):
         click.echo(line)
     for note in status["notes"]:
         click.echo(f"note: {note}")
