@@ -31,12 +31,13 @@ def health_failures(run_dir: Path) -> List[Dict[str, Any]]:
     return out
 
 
-def bad_nodes(campaign_dir: Path, run_ids: List[str]) -> List[str]:
-    """The nodes whose pre-flight health check failed in any of ``run_ids``."""
+def bad_nodes(campaign_dir: Path) -> List[str]:
+    """The nodes whose pre-flight health check failed in any run of the campaign."""
     paths = CampaignPaths.of(campaign_dir)
     nodes = set()
-    for rid in run_ids:
-        nodes.update(b["node"] for b in health_failures(paths.run_dir(rid)))
+    if paths.runs.is_dir():
+        for run_dir in sorted(paths.runs.iterdir()):
+            nodes.update(b["node"] for b in health_failures(run_dir))
     return sorted(nodes)
 
 

@@ -18,7 +18,7 @@ from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SchedulerUnreachable, SubmitSummary
 from ddlbench.execute.infra_retry import parse_limit
 from ddlbench.execute.sbatchfile import JobScript
-from ddlbench.execute.settings import ExecuteSettings
+from ddlbench.execute.settings import ExecuteSettings, exclude_args
 from ddlbench.execute.slurm import poll
 from ddlbench.execute.slurm.arrays import write_array_script
 from ddlbench.execute.slurm.commands import (
@@ -225,6 +225,7 @@ class SlurmExecutor(Executor):
         script = JobScript.read(run.script)
         name = f"{script.job_name or run.run_id}~{token}"
         args = sbatch_args(str(run.script), token=token, name=name, after=after)
+        args[1:1] = exclude_args(self.settings.exclude_nodes)
         res, found = self._sbatch(args, run.run_dir, token)
         if found:
             self._apply(intent, found[0])
@@ -291,6 +292,7 @@ class SlurmExecutor(Executor):
         name = f"{self.campaign.name}.array~{token}"
         tasks = f"0-{len(runs) - 1}{throttle}"
         args = sbatch_args(str(path), token=token, name=name, after=previous, array=tasks)
+        args[1:1] = exclude_args(self.settings.exclude_nodes)
         res, found = self._sbatch(args, path.parent, token)
         if found:
             self._adopt(attempts, found, summary)
