@@ -78,3 +78,25 @@ def test_slow_and_bad_node_hooks():
     assert diagnose.slow_delay(env, "n2") == 0.5 and diagnose.slow_delay(env, "n1") == 0
     assert diagnose.bad_node({"DDLBENCH_TEST_BAD_NODE": "n1"}, "n1")
     assert not diagnose.bad_node({}, "n1")
+
+
+def test_new_records_follow_the_schema(tmp_path):
+    import jsonschema
+
+    from tests.conftest import ROOT
+
+    schema = json.loads((ROOT / "ddlbench/schemas/rank-log-v1.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    records = []
+    wd = Watchdog(str(tmp_path), 1, "n2", records.append, {"grace_s": 0})
+    wd.phase = "backward"
+    wd.progress(4)
+    import unittest.mock  # os._exit would end pytest: the record is what is checked here
+
+    with unittest.mock.patch("os._exit"):
+        wd.fire(12.5, 10.0)
+    comm = {"type": "node_comm", "t": 1.0, "test": "pair", "round": 0, "nodes": ["a", "b"]}
+    comm.update(ranks=[0, 1], bytes=4096, time_s=0.01, algbw_gbps=0.4, busbw_gbps=0.4)
+    for rec in records + [comm]:
+        validator.validate(rec)
+    assert records[0]["last_step"] == 4 and records[0]["phase"] == "backward"
