@@ -127,6 +127,15 @@ def _pairwise_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> No
         _add(suspects, str(named["node"]), "pairwise", item)
 
 
+def _health_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> None:
+    bad = health_failures(run_dir)
+    if bad:
+        row["bad_nodes"] = bad
+        for b in bad:
+            checks = [c.get("check") for c in b["failed"]]
+            _add(suspects, b["node"], "health", {"run_id": row["run_id"], "checks": checks})
+
+
 def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any]:
     """Add ``hang``, ``pairwise`` and ``bad_nodes`` to the rows of ``status`` (a
     ``campaign_status`` dict) and the campaign's ``suspects``: one entry per node with every
@@ -141,17 +150,12 @@ def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any
             _hang_evidence(row, run_dir, suspects)
         if row.get("state") == S.COMPLETED:
             _pairwise_evidence(row, run_dir, suspects)
-        bad = health_failures(run_dir)
-        if bad:
-            row["bad_nodes"] = bad
-            for b in bad:
-                checks = [c.get("check") for c in b["failed"]]
-                _add(suspects, b["node"], "health", {"run_id": row["run_id"], "checks": checks})
+        _health_evidence(row, run_dir, suspects)
     status["suspects"] = sorted(suspects.values(), key=lambda s: s["node"])
     return status
 
 
-def _evidence_text(e: Dict[str, Any]) -> str:
+def evidence_text(e: Dict[str, Any]) -> str:
     if e["kind"] == "hang":
         return f"{e['run_id']}: rank {e['rank']} never arrived ({e['phase']})"
     if e["kind"] == "pairwise":
@@ -164,7 +168,7 @@ def _evidence_text(e: Dict[str, Any]) -> str:
 def suspects_lines(suspects: Sequence[Dict[str, Any]]) -> List[str]:
     """One text line per suspected node."""
     return [
-        f"suspect node {s['node']}: " + "; ".join(_evidence_text(e) for e in s["evidence"])
+        f"suspect node {s['node']}: " + "; ".join(evidence_text(e) for e in s["evidence"])
         for s in suspects
     ]
 
@@ -183,3 +187,25 @@ def straggler_evidence(stragglers: Any) -> Dict[str, List[Dict[str, Any]]]:
         item.update(metric=r.get("straggler_metric"), rank=r.get("slowest_rank"))
         out.setdefault(host, []).append(item)
     return out
+
+
+def campaign_suspects(
+    campaign_dir: Path, run_ids: Sequence[str], stragglers: Any = None
+) -> Dict[str, Any]:
+    """Every suspected node of the campaign's runs with its evidence (hang, straggler,
+    pairwise, health), and the pairwise results per run: ``{"suspects", "pairwise"}``."""
+    paths = CampaignPaths.of(campaign_dir)
+    suspects: Dict[str, Dict[str, Any]] = {}
+    pairwise: Dict[str, Dict[str, Any]] = {}
+    for run_id in run_ids:
+        row: Dict[str, Any] = {"run_id": run_id}
+        run_dir = paths.run_dir(run_id)
+        _hang_evidence(row, run_dir, suspects)
+        _pairwise_evidence(row, run_dir, suspects)
+        if "pairwise" in row:
+            pairwise[run_id] = row["pairwise"]
+        _health_evidence(row, run_dir, suspects)
+    for host, items in straggler_evidence(stragglers).items():
+        for item in items:
+            _add(suspects, host, "straggler", item)
+    return {"suspects": sorted(suspects.values(), key=lambda s: s["node"]), "pairwise": pairwise}

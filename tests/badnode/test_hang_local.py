@@ -55,5 +55,9 @@ def test_blocked_rank_is_named(tmp_path):
     # comm_debug: c10d's own INFO lines are in the job's error file
     (err,) = list((results / "hang" / "runs").glob("*/slurm-*.err"))
     assert "c10d" in err.read_text()
+    rep = ddlbench("report", "hang", "--format", "md", "-q", results=results)
+    assert rep.returncode == 0, rep.stderr
+    text = (results / "hang" / "report" / "report.md").read_text()
+    assert f"| {missing[0]['host']} | hang |" in text and "rank 1 never arrived" in text
     table = ddlbench("status", "hang", results=results).stdout
     assert "HUNG" in table and f"suspect node {missing[0]['host']}" in table

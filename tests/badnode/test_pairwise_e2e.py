@@ -34,6 +34,12 @@ def _run(tmp_path, name: str, cluster: str, slow: str) -> dict:
     status = json.loads(ddlbench("status", name, "--json", results=results).stdout)
     table = ddlbench("status", name, results=results).stdout
     assert f"suspect node {slow}" in table
+    rep = ddlbench("report", name, "--format", "md", "-q", results=results)
+    assert rep.returncode == 0, rep.stderr
+    text = (results / name / "report" / "report.md").read_text()
+    section = text.split("## Suspected nodes", 1)[1].split("\n## ", 1)[0]
+    assert f"| {slow} | pairwise |" in section and "nodes alone, best first" in section
+    assert "outlier threshold" in section
     return status
 
 
