@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..analyse.suspects import THRESHOLD_TEXT, evidence_text, campaign_suspects
+from ..analyse.suspects import THRESHOLD_TEXT, campaign_suspects, evidence_text
 from ..collect.collector import CampaignData
 from .table import Table
 

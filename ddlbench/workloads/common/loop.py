@@ -73,6 +73,7 @@ class Measurement:
     ) -> None:
         """Log a step timed elsewhere and account for it."""
         self.logger.step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        watchdog.progress(step)
         if self.first_t_start is None:
             self.first_t_start = t_start
             self.first_step_s = t_end - t_start
@@ -107,7 +108,6 @@ class Measurement:
         watchdog.mark("step")
         out = step_fn(batch, lr)
         t_end = time.time()
-        watchdog.progress(step)
         if isinstance(out, tuple):
             loss, compute_s, comm_s = out
         else:
