@@ -24,15 +24,16 @@ from ddlbench.campaign.paths import RANK_LOG_GLOB, RunPaths
 #: how far along a step each phase is (a rank in a later phase has arrived further)
 PHASE_ORDER = {
     "start": 0,
-    "prepare": 1,
-    "data": 1,
-    "step": 2,
-    "forward": 3,
-    "backward": 4,
-    "optimizer": 5,
-    "sync": 6,
-    "collective": 7,
-    "barrier": 7,
+    "eval": 1,  # after step k, before step k + 1
+    "prepare": 2,
+    "data": 2,
+    "step": 3,
+    "forward": 4,
+    "backward": 5,
+    "optimizer": 6,
+    "sync": 7,
+    "collective": 8,
+    "barrier": 8,
 }
 
 

@@ -23,6 +23,8 @@ def test_limit_follows_the_median_step():
     wd.durations.clear()
     wd.durations.extend([0.01] * 3)
     assert wd.limit_s() == 2  # the floor
+    wd.phase = "eval"  # an evaluation has no steps: the start-up limit again
+    assert wd.limit_s() == 50
 
 
 def test_exit_code_is_shared_with_the_login_side():

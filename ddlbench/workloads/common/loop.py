@@ -264,6 +264,7 @@ def _run_convergence(
             step += 1
         mllog.end("epoch_stop", metadata={"epoch_num": epoch + 1})
         eval_start = time.time()
+        watchdog.mark("eval")
         mllog.start("eval_start", metadata={"epoch_num": epoch + 1})
         accuracy, loss, n = evaluate(epoch)
         mllog.end("eval_stop", metadata={"epoch_num": epoch + 1})

@@ -15,7 +15,8 @@ time the watchdog
    and the job, long before its time limit. The login node records the run as ``HUNG``.
 
 The limit: ``first_s`` until the first step completes (start-up, rendezvous, compilation),
-then ``max(floor_s, factor * median of the recent step times)``. Run config ``watchdog``
+then ``max(floor_s, factor * median of the recent step times)``; during an evaluation
+(phase ``eval``) ``first_s`` again. Run config ``watchdog``
 (spec key ``watchdog``): ``{floor_s, factor, first_s, grace_s}``, or ``false`` to disarm.
 
 Standard library only; Python 3.8 syntax.
@@ -38,6 +39,8 @@ EXIT_HUNG = 86
 DEFAULTS: Dict[str, float] = {"floor_s": 300.0, "factor": 20.0, "first_s": 1200.0, "grace_s": 3.0}
 #: how many recent step times the median is taken over
 WINDOW = 50
+#: phases with no step inside (an evaluation pass): the start-up limit ``first_s`` applies
+LONG_PHASES = ("eval",)
 
 
 class Watchdog:
@@ -79,7 +82,7 @@ class Watchdog:
 
     def limit_s(self) -> float:
         """How long this rank may go without completing a step."""
-        if self.last_step is None or not self.durations:
+        if self.last_step is None or not self.durations or self.phase in LONG_PHASES:
             return max(self.first_s, self.floor_s)
         return max(self.floor_s, self.factor * statistics.median(self.durations))
 
