@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.integration.test_e2e import ddlbench, require_envs
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
 
 SPEC = """\
 name: slurmhang

@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.integration.test_e2e import ddlbench, require_envs
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
+from tests.support.repo import ROOT
 
 SPEC = """\
 name: health

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from tests.integration.test_e2e import ddlbench, require_envs
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
 
 pytestmark = pytest.mark.frameworks
 

@@ -85,7 +85,7 @@ def test_slow_and_bad_node_hooks():
 def test_new_records_follow_the_schema(tmp_path):
     import jsonschema
 
-    from tests.conftest import ROOT
+    from tests.support.repo import ROOT
 
     schema = json.loads((ROOT / "ddlbench/schemas/rank-log-v1.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
