@@ -18,7 +18,9 @@ def _report(root, run_id: str, node: str, status: str) -> None:
 
 def test_bad_nodes_are_excluded_and_debug_switched_on(tmp_path, monkeypatch):
     monkeypatch.setenv("DDLBENCH_EXCLUDE_NODES", "n9")
-    monkeypatch.delenv("DDLBENCH_COMM_DEBUG", raising=False)
+    # set first, so that the variables the code sets are undone after the test
+    monkeypatch.setenv("DDLBENCH_COMM_DEBUG", "0")
+    monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "WARNING")
     _report(tmp_path, "a-r0", "n3", "fail")
     _report(tmp_path, "b-r0", "n1", "ok")
     said = []
@@ -29,11 +31,11 @@ def test_bad_nodes_are_excluded_and_debug_switched_on(tmp_path, monkeypatch):
     import os
 
     assert os.environ["DDLBENCH_COMM_DEBUG"] == "1"
-    assert os.environ["TORCH_CPP_LOG_LEVEL"]
+    assert os.environ["TORCH_CPP_LOG_LEVEL"] == "WARNING"  # a value already set is kept
 
 
 def test_nothing_to_exclude(tmp_path, monkeypatch):
-    monkeypatch.delenv("DDLBENCH_EXCLUDE_NODES", raising=False)
+    monkeypatch.setenv("DDLBENCH_EXCLUDE_NODES", "")
     said = []
     assert retry_environment(tmp_path, True, False, said.append) == []
     assert ExecuteSettings.from_env().exclude_nodes is None and exclude_args(None) == []
