@@ -16,16 +16,20 @@ CANCELLED = "CANCELLED"
 NODE_FAIL = "NODE_FAIL"
 OUT_OF_MEMORY = "OUT_OF_MEMORY"
 LOST = "LOST"  # the scheduler forgot the job and no record of its end was found
+#: a rank's watchdog found no step completing in time and ended the job (docs/bad-nodes.md)
+HUNG = "HUNG"
+#: the exit code of a rank whose watchdog fired (ddlbench.workloads.common.watchdog)
+HUNG_EXIT_CODE = 86
 #: run-level only: the run has no attempt yet
 NOT_SUBMITTED = "NOT_SUBMITTED"
 
 FINAL = frozenset(
-    {COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST}
+    {COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST, HUNG}
 )
 LIVE = frozenset({SUBMITTING, PENDING, RUNNING, SUSPENDED, REQUEUED, PREEMPTED})
 ALL = tuple(
     [NOT_SUBMITTED, SUBMITTING, PENDING, RUNNING, SUSPENDED, REQUEUED, PREEMPTED]
-    + [COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST]
+    + [COMPLETED, FAILED, HUNG, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST]
 )
 #: final states that are not success: what ``ddlbench retry --failed`` resubmits
 UNSUCCESSFUL = FINAL - {COMPLETED}

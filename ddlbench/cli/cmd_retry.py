@@ -17,6 +17,8 @@ Examples:
   ddlbench retry resnet50-scaling --state TIMEOUT   # only the runs that hit the time limit
   ddlbench retry resnet50-scaling --run pytorch-resnet50-n2x4-b64-r1
   ddlbench retry quickstart --results /scratch/me/results
+  ddlbench retry resnet50-scaling --state HUNG --comm-debug
+  ddlbench retry resnet50-scaling --failed --exclude-bad-nodes
   ddlbench wait resnet50-scaling
 """
 )
@@ -26,7 +28,7 @@ Examples:
 @click.option(
     "--failed",
     is_flag=True,
-    help="Retry every run whose newest attempt ended without success: FAILED, TIMEOUT, "
+    help="Retry every run whose newest attempt ended without success: FAILED, HUNG, TIMEOUT, "
     "CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST (the default selection).",
 )
 @click.option(
@@ -44,6 +46,18 @@ Examples:
     help="Retry this run (repeatable), whatever way it ended, even COMPLETED.",
 )
 @click.option("--serial", is_flag=True, help="Chain the retried runs (afterany), one at a time.")
+@click.option(
+    "--exclude-bad-nodes",
+    is_flag=True,
+    help="Keep the new attempts off the nodes whose pre-flight health check failed in this "
+    "campaign (sbatch --exclude; Slurm only).",
+)
+@click.option(
+    "--comm-debug",
+    is_flag=True,
+    help="Switch the communication libraries' debug output on for the new attempts "
+    "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL...; docs/bad-nodes.md).",
+)
 def command(
     campaign: str,
     results: Path,
@@ -51,6 +65,8 @@ def command(
     states: Tuple[str, ...],
     run_ids: Tuple[str, ...],
     serial: bool,
+    exclude_bad_nodes: bool = False,
+    comm_debug: bool = False,
 ) -> None:
     """Submit new attempts of CAMPAIGN's runs that ended without success.
 
@@ -73,6 +89,9 @@ def command(
     elif failed or not run_ids:
         wanted = set(UNSUCCESSFUL)
     root = campaign_dir(results, campaign)
+    from ddlbench.cli.retry_env import retry_environment
+
+    retry_environment(root, exclude_bad_nodes, comm_debug, click.echo)
     summary = retry_campaign(
         root, run_ids=list(run_ids) or None, states=wanted, serial=serial, echo=click.echo
     )

@@ -111,7 +111,7 @@ Examples:
   ddlbench status --results /scratch/me/results quickstart
 
 States: NOT_SUBMITTED, SUBMITTING, PENDING, RUNNING, SUSPENDED, REQUEUED, PREEMPTED (not
-ended); COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST
+ended); COMPLETED, FAILED, HUNG, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, SUBMIT_FAILED, LOST
 (ended). One poll of Slurm costs one or two scheduler commands for the whole campaign.
 """
 )
@@ -136,16 +136,18 @@ def command(
     nodes, elapsed time and reason. With a local campaign whose runner has stopped while runs
     remain, status restarts the runner.
     """
+    from ddlbench.analyse.suspects import annotate_status
     from ddlbench.execute import campaign_status
 
     root = campaign_dir(results, campaign)
     if as_json and not watch:
         import json
 
-        click.echo(json.dumps(campaign_status(root, echo=_err), indent=1, sort_keys=True))
+        status = annotate_status(root, campaign_status(root, echo=_err))
+        click.echo(json.dumps(status, indent=1, sort_keys=True))
         return
     if not watch:
-        _print(campaign_status(root, echo=_err))
+        _print(annotate_status(root, campaign_status(root, echo=_err)))
         return
     _watch(root, interval, as_json)
 
@@ -155,7 +157,11 @@ def _err(msg: str) -> None:
 
 
 def _print(status: Dict) -> None:
+    from ddlbench.analyse.suspects import suspects_lines
+
     click.echo(render_table(status, color=_use_color()))
+    for line in suspects_lines(status.get("suspects", [])):
+        click.echo(line)
     for note in status["notes"]:
         click.echo(f"note: {note}")
 

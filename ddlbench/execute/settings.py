@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class ExecuteSettings:
     #: disk space to record a job's end (``DDLBENCH_DISKFULL_WAIT``)
     local_kill_wait_s: float = 5.0
     diskfull_wait_s: float = 600.0
+    #: nodes new Slurm jobs must avoid, sbatch --exclude (``DDLBENCH_EXCLUDE_NODES``, set by
+    #: ``ddlbench retry --exclude-bad-nodes``)
+    exclude_nodes: Optional[str] = None
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> ExecuteSettings:
@@ -48,4 +51,10 @@ class ExecuteSettings:
             slurm_backoff=float(env.get("DDLBENCH_SLURM_BACKOFF") or 1.0),
             local_kill_wait_s=float(env.get("DDLBENCH_LOCAL_KILL_WAIT") or 5.0),
             diskfull_wait_s=float(env.get("DDLBENCH_DISKFULL_WAIT") or 600.0),
+            exclude_nodes=env.get("DDLBENCH_EXCLUDE_NODES") or None,
         )
+
+
+def exclude_args(nodes: Optional[str]) -> List[str]:
+    """``["--exclude=<nodes>"]`` when nodes are to be avoided, else ``[]``."""
+    return [f"--exclude={nodes}"] if nodes else []

@@ -353,6 +353,8 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     env = dict(spec.env)
     if variant is not None:
         env.update(variant.env)
+    if spec.comm_debug:  # read when torch is imported, before the workload can set it
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
     return Run(
         run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
         group=group,

@@ -37,6 +37,7 @@ from ddlbench.names import check_safe_name
 from ddlbench.plan import Plan, Run
 from ddlbench.render.context import run_context
 from ddlbench.render.shell import ShellSafe, to_shell
+from ddlbench.spec.diagnosis import run_config_fields
 from ddlbench.spec.experiment import MODEL_SHAPES
 
 MANIFEST_FORMAT = "ddlbench-campaign/1"
@@ -184,6 +185,7 @@ def run_config(
         "allreduce": parts["allreduce"],
         "log_dir": f"{run_dir}/{LOGS_DIR}",
         "mllog": spec.mllog,
+        **run_config_fields(spec),
     }
 
 
@@ -193,7 +195,7 @@ def _spec_parts(plan: Plan) -> Dict[str, Any]:
     return {
         "data": spec.data.model_dump(),
         "steps": spec.steps.model_dump(),
-        "allreduce": spec.allreduce.model_dump(),
+        "allreduce": spec.allreduce.model_dump(exclude_none=True),
     }
 
 

@@ -31,6 +31,7 @@ from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
 from .model import model_figure, model_notes, model_tables, scaling_model
 from .sections import report_tables, stderr_tails
+from .suspects import suspect_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = REPORT_FORMATS
@@ -103,6 +104,7 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
     tables = report_tables(a)
     if model is not None:
         tables["model"] = model_tables(model)
+    tables["suspects"] = suspect_tables(a, data)
     return {
         "title": f"ddlbench report: {data.name}",
         "campaign": data.name,

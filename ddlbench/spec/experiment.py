@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ddlbench.frameworks import FrameworkOptions, launchers
 from ddlbench.names import ENV_NAME, check_safe_name
+from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -179,6 +180,8 @@ class AllreduceSpec(Strict):
     max_bytes: int = Field(default=256 * 1024 * 1024, ge=4)
     iters: int = Field(default=20, ge=1)
     warmup: int = Field(default=5, ge=0)
+    #: per-node and pairwise tests instead of the sweep: pairs in log2(N) or N-1 rounds
+    pairwise: Optional[Literal["log", "all"]] = None
 
 
 class Variant(Strict):
@@ -233,6 +236,10 @@ class ExperimentSpec(Strict):
     #: container image for every framework, replacing the image of the profile's container
     container: Optional[str] = None
     mllog: bool = False
+    #: hang detection (docs/bad-nodes.md): limits, or false to disarm
+    watchdog: Union[bool, WatchdogSpec] = True
+    #: NCCL/torch.distributed/Gloo/Horovod debug output, kept with the attempt's logs
+    comm_debug: bool = False
 
     @field_validator("name")
     @classmethod

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from .allreduce_pairs import run_pairwise
 from .common import Context, end_process, run_allreduce_sweep, workload_main
 from .pytorch import init_distributed, setup_device
 
@@ -42,7 +43,10 @@ def body(ctx: Context) -> None:
 
             return op
 
-        fields = run_allreduce_sweep(ctx.logger, cfg, info.world_size, make_op, dist.barrier)
+        if cfg["allreduce"].get("pairwise"):  # per-node and pairwise tests instead
+            fields = run_pairwise(ctx, dist, device)
+        else:
+            fields = run_allreduce_sweep(ctx.logger, cfg, info.world_size, make_op, dist.barrier)
         ctx.finish(fields)
         dist.barrier()
     finally:

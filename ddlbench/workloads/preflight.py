@@ -28,6 +28,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from .gpu_sampler import node_name, nvml_call, nvml_text, open_nvml, visible_indices
+from .health import node_health
 
 FORMAT = "ddlbench-preflight/1"
 #: load average above this fraction of the node's CPUs makes the node busy (override:
@@ -160,8 +161,11 @@ def check(policy: str, job_id: Optional[str] = None) -> Dict[str, Any]:
         "other_jobs": others,
         "node_shared": node_shared(cpu, others),
         "gpu": gpu_state(),
+        "health": node_health(node),  # docs/bad-nodes.md#health
     }
-    report["reasons"] = busy_reasons(report)
+    report["reasons"] = busy_reasons(report) + [
+        f"unhealthy: {f}" for f in report["health"]["failed"]
+    ]
     report["busy"] = bool(report["reasons"])
     return report
 

@@ -34,6 +34,7 @@ from .common import (
     resolve_precision,
     training_flops,
     warmup_steps,
+    watchdog,
     workload_main,
 )
 from .data_torch import Batch, make_data
@@ -293,7 +294,8 @@ def make_step_fn(
         set_lr(optimizer, lr)
         model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
         hvd_comm: Optional[float] = None
-        loss = forward_loss(x, y)
+        loss = forward_loss(x, y)  # the loop marked the phase "step": the forward pass
+        watchdog.mark("backward")  # DDP's gradient allreduce (and its wait) is in backward
         if hvd_update is not None:
             hvd_comm = hvd_update(loss)
         elif scaler is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
 from ddlbench.diskfull import is_disk_full, looks_full
@@ -441,6 +442,7 @@ def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
             cause=failure.describe(),
             cause_source="srun",
         )
+    values.update(hung_values(run_dir, failure.exit_code if failure else None))
     values.update(_disk_full_cause(run_dir, stderr_file))
     return values
 

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import RunInfo
 from ddlbench.campaign.paths import RunPaths
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SchedulerUnreachable, SubmitSummary
 from ddlbench.execute.infra_retry import parse_limit
 from ddlbench.execute.sbatchfile import JobScript
-from ddlbench.execute.settings import ExecuteSettings
+from ddlbench.execute.settings import ExecuteSettings, exclude_args
 from ddlbench.execute.slurm import poll
 from ddlbench.execute.slurm.arrays import write_array_script
 from ddlbench.execute.slurm.commands import (
@@ -224,6 +225,7 @@ class SlurmExecutor(Executor):
         script = JobScript.read(run.script)
         name = f"{script.job_name or run.run_id}~{token}"
         args = sbatch_args(str(run.script), token=token, name=name, after=after)
+        args[1:1] = exclude_args(self.settings.exclude_nodes)
         res, found = self._sbatch(args, run.run_dir, token)
         if found:
             self._apply(intent, found[0])
@@ -290,6 +292,7 @@ class SlurmExecutor(Executor):
         name = f"{self.campaign.name}.array~{token}"
         tasks = f"0-{len(runs) - 1}{throttle}"
         args = sbatch_args(str(path), token=token, name=name, after=previous, array=tasks)
+        args[1:1] = exclude_args(self.settings.exclude_nodes)
         res, found = self._sbatch(args, path.parent, token)
         if found:
             self._adopt(attempts, found, summary)
@@ -414,14 +417,17 @@ class SlurmExecutor(Executor):
         paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
         steps = self.steps.get(rec.key) if rec.source == "sacct" else None
         found = find_cause(steps, (p for p in paths if p.is_file()))
+        hung = hung_values(run_dir, found[0].exit_code if found else None)
+        hung = hung if rec.state == S.FAILED else {}
         if found is None:
-            return {}
+            return hung
         failure, source = found
         return {
             "failed_task": failure.task,
             "failed_signal": failure.signal,
             "cause": failure.describe(),
             "cause_source": source,
+            **hung,
         }
 
     def refresh(self) -> RefreshResult:

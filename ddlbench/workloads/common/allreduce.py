@@ -14,6 +14,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import diagnose, watchdog
 from .logger import RankLogger
 
 
@@ -59,10 +60,16 @@ def run_allreduce_sweep(
     t_begin = time.time()
     best_alg = best_bus = 0.0
     sizes = message_sizes(int(ar.get("min_bytes", 1024)), int(ar.get("max_bytes", 256 << 20)))
+    done = 0
     for nbytes in sizes:
+        watchdog.mark("prepare")
+        diagnose.before_collective(watchdog.current_rank())
+        watchdog.mark("collective")  # make_op checks one allreduce
         op = make_op(nbytes)
         if barrier is not None:
+            watchdog.mark("barrier")
             barrier()
+        watchdog.mark("collective")
         for _ in range(warmup):
             op()
         times = []
@@ -70,6 +77,8 @@ def run_allreduce_sweep(
             t0 = time.perf_counter()
             op()
             times.append(time.perf_counter() - t0)
+            done += 1
+            watchdog.progress(done)
         median = statistics.median(times)
         algbw, busbw = bandwidths(nbytes, median, world_size)
         best_alg, best_bus = max(best_alg, algbw), max(best_bus, busbw)

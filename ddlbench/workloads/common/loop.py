@@ -14,6 +14,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from . import watchdog
 from .logger import RankLogger
 from .mllog import MLLog
 from .schedule import LRSchedule
@@ -72,6 +73,7 @@ class Measurement:
     ) -> None:
         """Log a step timed elsewhere and account for it."""
         self.logger.step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        watchdog.progress(step)
         if self.first_t_start is None:
             self.first_t_start = t_start
             self.first_step_s = t_end - t_start
@@ -101,7 +103,9 @@ class Measurement:
     ) -> Optional[float]:
         """Fetch the next batch (if ``batches``), run ``step_fn(batch, lr)``, log the step."""
         t_start = time.time()
+        watchdog.mark("data")
         batch = next(batches) if batches is not None else None
+        watchdog.mark("step")
         out = step_fn(batch, lr)
         t_end = time.time()
         if isinstance(out, tuple):
@@ -260,6 +264,7 @@ def _run_convergence(
             step += 1
         mllog.end("epoch_stop", metadata={"epoch_num": epoch + 1})
         eval_start = time.time()
+        watchdog.mark("eval")
         mllog.start("eval_start", metadata={"epoch_num": epoch + 1})
         accuracy, loss, n = evaluate(epoch)
         mllog.end("eval_stop", metadata={"epoch_num": epoch + 1})

@@ -22,6 +22,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Tuple
 
+from . import diagnose, watchdog
 from .config import load_run_config
 from .data import TrainData
 from .env import RankInfo, rank_info
@@ -216,6 +217,8 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
             old[sig] = signal.signal(sig, _raise_terminated)
     if ctx.info.is_root:
         _record_packages(ctx.cfg)
+    diagnose.enable_comm_debug(ctx.cfg, ctx.cfg["log_dir"])
+    watchdog.arm(ctx.cfg, ctx.cfg["log_dir"], ctx.info.rank, diagnose.node_name(), ctx.logger.write)
     try:
         ctx.mllog.start("init_start")
         ctx.mllog.run_config(ctx.cfg)
@@ -229,6 +232,7 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
         _log_failure(ctx)
         return 1
     finally:
+        watchdog.disarm()
         for sig, handler in old.items():
             signal.signal(sig, handler)
         ctx.logger.close()

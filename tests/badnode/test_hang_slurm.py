@@ -1,0 +1,51 @@
+"""A rank that blocks forever before its allreduce, on the real two-node Slurm cluster: the
+job ends long before its time limit and the run is HUNG, naming the rank and its node."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.support.cli import ddlbench
+from tests.support.envs import require_envs
+
+SPEC = """\
+name: slurmhang
+mode: allreduce
+frameworks: [{name: pytorch, backend: gloo}]
+allreduce: {min_bytes: 1024, max_bytes: 4096, iters: 3, warmup: 1}
+scale: {points: [2x1]}
+watchdog: {first_s: 20, floor_s: 5, grace_s: 2}
+slurm: {time: "00:10:00"}
+env: {DDLBENCH_TEST_HANG_RANK: "1"}
+"""
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+def test_blocked_rank_on_slurm_is_named(tmp_path, slurm_cluster):
+    require_envs("pytorch")
+    spec = tmp_path / "slurmhang.yaml"
+    spec.write_text(SPEC)
+    results = tmp_path / "results"
+    t0 = time.time()
+    sub = ddlbench(
+        "submit", str(spec), "--cluster", "localslurm", "--campaign", "slurmhang", results=results
+    )
+    assert sub.returncode == 0, sub.stderr
+    ddlbench("wait", "slurmhang", "--timeout", "400", results=results)
+    took = time.time() - t0
+    status = json.loads(ddlbench("status", "slurmhang", "--json", results=results).stdout)
+    (row,) = status["runs"]
+    assert row["state"] == "HUNG", row
+    assert took < 300, took  # the time limit is 10 minutes
+    (missing,) = row["hang"]["not_arrived"]
+    assert missing["rank"] == 1 and missing["phase"] == "prepare"
+    ranks = {r["rank"]: r for r in row["hang"]["ranks"]}
+    assert ranks[0]["phase"] == "collective" and ranks[0]["host"] != missing["host"]
+    assert row["hang"]["hosts"] == [missing["host"]]
+    assert f"rank 1 on {missing['host']}" in row["reason"]
+    with open(missing["stacks"]) as fh:
+        assert "before_collective" in fh.read()
