@@ -12,7 +12,7 @@ from ddlbench.collect.placement import (
     placement_fields,
     shared_devices,
 )
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "placement"
 

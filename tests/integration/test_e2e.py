@@ -14,24 +14,11 @@ import pytest
 
 from ddlbench.campaign.paths import RunPaths
 from tests.support.cli import ddlbench, diagnose
+from tests.support.e2e import SPEC, run_campaign
 from tests.support.envs import require_envs
 from tests.support.repo import RANK_LOG_SCHEMA, ROOT
 
 SCHEMA = json.loads(RANK_LOG_SCHEMA.read_text())
-
-SPEC = """\
-name: e2e
-model: lenet
-data: digits
-frameworks:
-{frameworks}
-batch_size: 16
-steps: {{warmup: 3, measure: 12}}
-optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
-lr_scaling: {{rule: none}}
-scale: {{points: [{point}]}}
-slurm: {{time: "00:05:00"}}
-"""
 
 ALL = """\
   - {name: pytorch, backend: gloo}
@@ -46,20 +33,6 @@ ON_SLURM = """\
   - {name: tensorflow, communication: ring}
   - {name: horovod, wraps: pytorch, controller: gloo}
   - {name: mxnet, kvstore: dist_sync, servers: 1}"""
-
-
-def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path:
-    spec = tmp / f"{campaign}.yaml"
-    spec.write_text(spec_text)
-    results = tmp / "results"
-    sub = ddlbench(
-        "submit", str(spec), "--cluster", cluster, "--campaign", campaign, results=results
-    )
-    assert sub.returncode == 0, sub.stderr
-    waited = ddlbench("wait", campaign, "--timeout", "840", results=results)
-    status = ddlbench("status", campaign, "--json", results=results)
-    assert waited.returncode == 0, diagnose(results / campaign, waited.stdout + status.stdout)
-    return results / campaign
 
 
 def check_run(run_dir: Path, world: int) -> None:

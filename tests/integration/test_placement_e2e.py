@@ -16,7 +16,9 @@ import pandas as pd
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.integration.test_e2e import SPEC, ddlbench, require_envs, run_campaign
+from tests.support.cli import ddlbench
+from tests.support.e2e import SPEC, run_campaign
+from tests.support.envs import require_envs
 
 TORCH = "  - {name: pytorch, backend: gloo}"
 
@@ -111,7 +113,7 @@ def test_job_submitted_from_inside_salloc_with_mem_per_cpu_runs(tmp_path, slurm_
 @pytest.mark.slow
 def test_network_interface_gives_every_framework_its_addresses(tmp_path, slurm_cluster):
     require_envs("pytorch")
-    from tests.conftest import ROOT
+    from tests.support.repo import ROOT
 
     text = (ROOT / "configs" / "clusters" / "localslurm.yaml").read_text()
     profile = tmp_path / "lo.yaml"

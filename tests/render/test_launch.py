@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, require_tool
-from tests.render.test_render import GOLDEN, render
+from tests.support.render import GOLDEN, render
+from tests.support.repo import ROOT, require_tool
 
 PYXIS = ROOT / "configs" / "clusters" / "v100-pyxis.yaml"
 

@@ -13,10 +13,10 @@ from ddlbench.errors import InputError
 from ddlbench.plan import plan_runs
 from ddlbench.render import render_campaign
 from ddlbench.render.campaign import read_run_config
-from ddlbench.spec.load import load_profile, load_spec, load_spec_text
+from ddlbench.spec.load import load_profile, load_spec_text
+from tests.support.render import GOLDEN, render
 from tests.support.repo import ROOT, require_tool
 
-GOLDEN = ROOT / "tests" / "golden"
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 
@@ -32,21 +32,6 @@ def _pairs():
         if config.stem in ("quickstart", "lenet-mnist"):
             out.append((config, "localslurm"))
     return out
-
-
-def render(spec_path, profile_name, out: Path, campaign=None):
-    spec = load_spec(spec_path)
-    profile = load_profile(profile_name)
-    plan = plan_runs(spec.value, profile.value, spec.source)
-    return render_campaign(
-        plan,
-        campaign or spec.value.name,
-        out,
-        spec.source.text,
-        str(spec_path),
-        profile.source.text,
-        profile.path,
-    )
 
 
 @pytest.fixture

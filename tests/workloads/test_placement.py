@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from ddlbench.workloads.common import placement as P
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "placement"
 SYS = str(FIX / "sysfs-2s-4gpu")
