@@ -474,6 +474,10 @@ def _train(
     import torch.distributed as dist
 
     cfg, info = ctx.cfg, ctx.info
+    if distributed and framework_options(cfg).get("backup_workers") is not None:
+        from .backup_sync import train_with_backups  # synchronous SGD with backup workers
+
+        return train_with_backups(ctx, device, device_name, knobs, backend)
     model = build_rank_model(cfg, device, knobs)
     n_params = param_count(model)
     ctx.write_meta(
@@ -498,6 +502,9 @@ def _train(
         comm_timer,
         channels_last=knobs.channels_last,
     )
+    from .backup_sync import with_injection  # straggler injection (common/inject.py)
+
+    step_fn = with_injection(ctx, model, device, step_fn)
 
     def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
         if distributed:
