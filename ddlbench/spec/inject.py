@@ -135,6 +135,11 @@ def plan_problem(
     if backups is not None and spec.mode == "allreduce":
         return where, "backup_workers applies to training (mode throughput or convergence)"
     inject, base = effective_inject(spec, variant)
+    if inject is not None and inject.straggler is not None and entry.name != "pytorch":
+        return base + ("inject", "straggler"), (
+            f"{entry.id_label}: straggler injection is implemented in the pytorch workload "
+            "only (this framework would run without it)"
+        )
     problem = run_problem(inject, entry.options, world)
     if problem is None:
         return None

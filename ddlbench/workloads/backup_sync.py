@@ -248,6 +248,9 @@ def train_with_backups(
     if knobs.precision in ("amp", "bf16"):
         raise ValueError("backup_workers runs in fp32 or tf32 only (no autocast yet)")
     backups = int(backup_count(cfg) or 0)
+    if knobs.compile_mode is not None:
+        knobs.knobs.compile = "eager"
+        knobs.knobs.fallback("compile: the backup-worker step is not compiled; it ran eager")
     model = build_rank_model(cfg, device, knobs)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     ctx.write_meta(

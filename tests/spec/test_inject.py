@@ -125,3 +125,24 @@ def test_plan_json_unchanged_without_inject(tmp_path):
     for r in plan.runs:
         assert r.inject is None
         assert "inject" not in json.loads(json.dumps(run_config(r, plan, "bw", tmp_path)))
+
+
+def test_injection_into_another_framework_is_refused(tmp_path):
+    text = SPEC.replace("{name: pytorch, label: sync, backend: gloo}", "{name: tensorflow}")
+    path = tmp_path / "bw.yaml"
+    path.write_text(text)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddlbench", "plan", "bw.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    why = "straggler injection is implemented in the pytorch workload only"
+    assert proc.stderr.splitlines() == [
+        f"bw.yaml:15:14: variants[0].inject.straggler: tensorflow: {why} "
+        "(this framework would run without it)",
+        f"bw.yaml:12:3: inject.straggler: tensorflow: {why} (this framework would run without it)",
+    ]  # the variant that injects nothing (inject: {}) is not refused
