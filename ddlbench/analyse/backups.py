@@ -162,7 +162,7 @@ def backup_verdicts(
     configs = _configs(runs, per)
     rows: List[Dict[str, Any]] = []
     for group, c in configs.items():
-        if c["b"] <= 0:
+        if c["b"] < 0:  # b = 0 too: the cost of the mechanism
             continue
         for base_group, base in configs.items():
             if base["b"] != PLAIN or base["key"] != c["key"]:
