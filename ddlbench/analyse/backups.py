@@ -59,7 +59,8 @@ def _per_run(ranks: pd.DataFrame) -> pd.DataFrame:
                     f"{rk[i]}: {100 * share[i]:.0f} % of steps, {injected_s[i]:.2f} s" for i in hit
                 )
                 or None,
-                "most_injected_rank": int(rk[int(np.argmax(injected_s))]) if hit else None,
+                # "found" is asked only of a run whose injection hit one rank
+                "most_injected_rank": int(rk[hit[0]]) if len(hit) == 1 else None,
                 "drop_rates": "; ".join(f"{rk[i]}: {100 * rate[i]:.0f} %" for i in range(len(rk)))
                 if not bw.isna().all()
                 else None,

@@ -59,9 +59,10 @@ def backup_tables(
                 ],
                 inj,
                 note="Injected: the ranks slowed on purpose, the share of their measured steps "
-                "and the total delay. Found: the slowest rank by the straggler index is the rank "
-                "with the most injected delay. Drop rate: measured steps whose gradient of the "
-                "rank was dropped (b: backup workers; -: plain DDP). docs/backup-workers.md.",
+                "and the total delay. Found (runs that slowed one rank): the slowest rank by "
+                "the straggler index is the injected one. Drop rate: measured steps whose "
+                "gradient of the rank was dropped (b: backup workers; -: plain DDP). "
+                "docs/backup-workers.md.",
                 flag=lambda r: _yes(r["found"]) == "no",
             )
         )
