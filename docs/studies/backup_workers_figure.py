@@ -29,7 +29,7 @@ def main(campaign: str, out: str) -> None:
     times = [
         1e3 * (g["t_end"] - g["t_start"]) for c in configs for g in [steps[steps["config"] == c]]
     ]
-    ax1.boxplot(times, labels=configs, whis=(5, 95), showfliers=False)
+    ax1.boxplot(times, tick_labels=configs, whis=(5, 95), showfliers=False)
     ax1.set_ylabel("step time, rank 0 (ms)")
     ax1.set_title("Step time under injected stragglers")
     colours = dict(zip(configs, ["tab:red", "tab:grey", "tab:blue", "tab:green"]))
