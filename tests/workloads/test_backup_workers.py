@@ -37,6 +37,7 @@ def test_fixed_injection_is_logged(launch_ranks, run_config, check_data_parallel
     assert result.summary(0)["injected_steps"] == 0
 
 
+@pytest.mark.slow
 def test_b0_gives_the_losses_of_plain_ddp(launch_ranks, run_config, check_data_parallel):
     common = dict(steps={"warmup": 2, "measure": 10}, seed=7)
     ddp = launch_ranks(
@@ -56,6 +57,7 @@ def test_b0_gives_the_losses_of_plain_ddp(launch_ranks, run_config, check_data_p
     assert b0.summary(0)["param_sum"] == pytest.approx(ddp.summary(0)["param_sum"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_b1_drops_the_injected_straggler(launch_ranks, run_config, check_data_parallel):
     """3 ranks, 1 backup; rank 2 is 20x slower every step: it is dropped in every step, the
     two others are kept, and all three end with the same parameters."""
