@@ -26,7 +26,7 @@ optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
 lr_scaling: {{rule: none}}
 scale: {{points: [{point}]}}
 inject:
-  straggler: {{ranks: [1], slowdown: 4}}
+  straggler: {{ranks: [1], slowdown: 20}}
 slurm: {{time: "00:05:00"}}
 """
 
@@ -46,7 +46,7 @@ def _check(root) -> None:
         for path in RunPaths(run_dir).rank_logs():
             steps = [json.loads(x) for x in path.read_text().splitlines()[1:-1]]
             assert all(
-                s["slowdown"] == (4.0 if path.name == "rank-1.jsonl" else 1.0) for s in steps
+                s["slowdown"] == (20.0 if path.name == "rank-1.jsonl" else 1.0) for s in steps
             )
             if run_dir.name.startswith("backup1-"):
                 assert all(s["dropped"] == [1] for s in steps if s["phase"] == "measure")
