@@ -228,21 +228,23 @@ class BackupSync:
 
 
 def train_with_backups(
-    ctx: Any, device: torch.device, device_name: str, knobs: Any, backend: str
+    ctx: Any, device: torch.device, device_name: str, knobs: Any, backend: str, w: Any
 ) -> nn.Module:
     """The pytorch workload's training with ``backup_workers`` (no DDP): model, meta
-    record, data, :class:`BackupSync` step, training; returns the model."""
+    record, data, :class:`BackupSync` step, training; returns the model. ``w`` is the
+    pytorch workload module, whose helpers build the model, optimizer, evaluation and meta
+    record exactly as for DDP (passed in, so that this module does not import it back)."""
     import torch.distributed as dist
 
     from .common.inject import StepExtras
-    from .pytorch import (
-        build_rank_model,
-        make_data,
-        make_evaluate,
-        make_optimizer,
-        meta_fields,
-        model_checksum,
+    from .data_torch import make_data
+
+    build_rank_model, make_evaluate, make_optimizer = (
+        w.build_rank_model,
+        w.make_evaluate,
+        w.make_optimizer,
     )
+    meta_fields, model_checksum = w.meta_fields, w.model_checksum
 
     cfg, info = ctx.cfg, ctx.info
     if knobs.precision in ("amp", "bf16"):

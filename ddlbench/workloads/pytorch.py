@@ -11,6 +11,7 @@ with ``horovod_torch``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -477,7 +478,7 @@ def _train(
     if distributed and framework_options(cfg).get("backup_workers") is not None:
         from .backup_sync import train_with_backups  # synchronous SGD with backup workers
 
-        return train_with_backups(ctx, device, device_name, knobs, backend)
+        return train_with_backups(ctx, device, device_name, knobs, backend, sys.modules[__name__])
     model = build_rank_model(cfg, device, knobs)
     n_params = param_count(model)
     ctx.write_meta(
