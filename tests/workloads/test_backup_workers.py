@@ -20,12 +20,12 @@ def test_fixed_injection_is_logged(launch_ranks, run_config, check_data_parallel
         "pytorch",
         framework_options={"backend": "gloo", "threads": 1},
         steps={"warmup": 2, "measure": 12},
-        inject={"straggler": {"ranks": [1], "slowdown": 3.0}},
+        inject={"straggler": {"ranks": [1], "slowdown": 10.0}},
     )
     result = launch_ranks("pytorch", cfg, world_size=2)
     check_data_parallel(result)
     slow, fast = _steps(result, 1), _steps(result, 0)
-    assert all(s["slowdown"] == 3.0 and s["injected_s"] > 0 for s in slow)
+    assert all(s["slowdown"] == 10.0 and s["injected_s"] > 0 for s in slow)
     assert all(s["slowdown"] == 1.0 and s["injected_s"] == 0 for s in fast)
     measured = [s for s in slow if s["phase"] == "measure"]
     # the delay is compute of the slow rank: its compute time exceeds the fast rank's
