@@ -5,14 +5,14 @@ real Slurm cluster."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from ddlbench.analyse.backups import injection_table
 from ddlbench.campaign.paths import RunPaths
 from ddlbench.collect.collector import ensure_collected
-from tests.support.cli import ddlbench, diagnose
+from tests.support.cli import ddlbench
+from tests.support.e2e import run_campaign
 from tests.support.envs import require_envs
 
 SPEC = """\
@@ -31,19 +31,6 @@ inject:
   straggler: {{ranks: [1], slowdown: 20}}
 slurm: {{time: "00:05:00"}}
 """
-
-
-def run_campaign(spec_text: str, cluster: str, campaign: str, tmp: Path) -> Path:
-    spec = tmp / f"{campaign}.yaml"
-    spec.write_text(spec_text)
-    results = tmp / "results"
-    sub = ddlbench(
-        "submit", str(spec), "--cluster", cluster, "--campaign", campaign, results=results
-    )
-    assert sub.returncode == 0, sub.stderr
-    waited = ddlbench("wait", campaign, "--timeout", "840", results=results)
-    assert waited.returncode == 0, diagnose(results / campaign, waited.stdout)
-    return results / campaign
 
 
 def _check(root) -> None:
