@@ -332,6 +332,10 @@ _SUMMARY = [
     ("time_to_accuracy_s", "float", "time to target accuracy"),
     ("param_sum", "float", "sum of the final parameters"),
     ("param_sha256", "text", "digest of the final parameters"),
+    ("injected_steps", "float", "measured steps slowed on purpose (straggler injection)"),
+    ("injected_s", "float", "their total injected delay (s)"),
+    ("backup_workers", "float", "backup workers of the run (null: plain DDP)"),
+    ("dropped_steps", "float", "measured steps whose gradient of this rank was dropped"),
 ]
 _RANK_REST = [
     ("has_error", "bool", "log files", "the rank wrote an error record"),

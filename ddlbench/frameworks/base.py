@@ -36,6 +36,8 @@ class FrameworkOptions(BaseModel):
     precision: Optional[Literal[PRECISIONS]] = None  # type: ignore[valid-type]
     layout: Optional[Literal[LAYOUTS]] = None  # type: ignore[valid-type]
     compile: Optional[bool] = None
+    #: synchronous SGD with this many backup workers (pytorch only; docs/backup-workers.md)
+    backup_workers: Optional[int] = Field(default=None, ge=0)
 
     def knob_overrides(self) -> Dict[str, Any]:
         """The knobs this entry sets (``precision``, ``layout``, ``compile``)."""

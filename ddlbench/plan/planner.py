@@ -27,6 +27,7 @@ from ddlbench.spec.experiment import (
     Optimizer,
     Variant,
 )
+from ddlbench.spec.inject import plan_problem, run_inject
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
 
@@ -64,6 +65,8 @@ class Run:
     layout: str = "default"
     #: graph compilation knob
     compile: bool = False
+    #: run.json's ``inject`` (None: nothing injected)
+    inject: Optional[Dict[str, Any]] = None
 
     @property
     def gpus(self) -> int:
@@ -348,6 +351,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if problem:
         loc = _knob_loc(spec, variant, fi, knobs, profile.device)
         return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+    refused = plan_problem(spec, fi, variant, nodes * gpn)  # inject, backup_workers
+    if refused is not None:
+        return _problem(sweep.source, *refused)
     lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
     group = _group_name(spec, entry.id_label, nodes, gpn, batch_word, variant)
     env = dict(spec.env)
@@ -383,6 +389,7 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         time_limit=sweep.time_limit,
         time_limit_min=sweep.time_limit_min,
         env=env,
+        inject=run_inject(spec, variant),
     )
 
 

@@ -182,6 +182,7 @@ def run_config(
         "seed": spec.seed + run.repeat,
         "repeat": run.repeat,
         "variant": run.variant,
+        **({"inject": run.inject} if run.inject else {}),  # stragglers on purpose
         "allreduce": parts["allreduce"],
         "log_dir": f"{run_dir}/{LOGS_DIR}",
         "mllog": spec.mllog,

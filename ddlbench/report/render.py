@@ -102,6 +102,11 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
     """Everything the report templates show but the figures: built while the figure worker
     draws."""
     tables = report_tables(a)
+    from .backups import backup_sentences, backup_tables  # stragglers on purpose, backups
+
+    extra = backup_tables(a, data)
+    if extra:
+        tables["stragglers"] = tables.get("stragglers", []) + extra
     if model is not None:
         tables["model"] = model_tables(model)
     tables["suspects"] = suspect_tables(a, data)
@@ -110,7 +115,7 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
         "campaign": data.name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
-        "summary": narrative.summary(a, data),
+        "summary": narrative.summary(a, data) + backup_sentences(a, data),
         "tables": tables,
         "settings": a.settings,
         "base_note": narrative.base_note(a),

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ddlbench.frameworks import FrameworkOptions, launchers
 from ddlbench.names import ENV_NAME, check_safe_name
 from ddlbench.spec.diagnosis import WatchdogSpec
+from ddlbench.spec.inject import InjectSpec
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -197,6 +198,8 @@ class Variant(Strict):
     layout: Optional[Layout] = None
     compile: Optional[bool] = None
     env: Dict[str, str] = Field(default_factory=dict)
+    #: stragglers on purpose, replacing the spec's inject (docs/stragglers.md)
+    inject: Optional[InjectSpec] = None
 
     @field_validator("label")
     @classmethod
@@ -240,6 +243,8 @@ class ExperimentSpec(Strict):
     watchdog: Union[bool, WatchdogSpec] = True
     #: NCCL/torch.distributed/Gloo/Horovod debug output, kept with the attempt's logs
     comm_debug: bool = False
+    #: stragglers on purpose (docs/stragglers.md)
+    inject: Optional[InjectSpec] = None
 
     @field_validator("name")
     @classmethod

@@ -11,6 +11,7 @@ with ``horovod_torch``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -474,6 +475,10 @@ def _train(
     import torch.distributed as dist
 
     cfg, info = ctx.cfg, ctx.info
+    if distributed and framework_options(cfg).get("backup_workers") is not None:
+        from .backup_sync import train_with_backups  # synchronous SGD with backup workers
+
+        return train_with_backups(ctx, device, device_name, knobs, backend, sys.modules[__name__])
     model = build_rank_model(cfg, device, knobs)
     n_params = param_count(model)
     ctx.write_meta(
@@ -498,6 +503,9 @@ def _train(
         comm_timer,
         channels_last=knobs.channels_last,
     )
+    from .backup_sync import with_injection  # straggler injection (common/inject.py)
+
+    step_fn = with_injection(ctx, model, device, step_fn)
 
     def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
         if distributed:

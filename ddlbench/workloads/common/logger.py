@@ -120,7 +120,9 @@ class RankLogger:
         lr: Optional[float],
         compute_s: Optional[float] = None,
         comm_s: Optional[float] = None,
+        extra: Optional[Dict[str, Any]] = None,
     ) -> None:
+        # extra: the optional fields of straggler injection and backup workers, written last
         self.write(
             {
                 "type": "step",
@@ -134,6 +136,7 @@ class RankLogger:
                 "lr": _opt_float(lr),
                 "compute_s": _opt_float(compute_s),
                 "comm_s": _opt_float(comm_s),
+                **(extra or {}),
             }
         )
 

@@ -19,7 +19,11 @@ from .logger import RankLogger
 from .mllog import MLLog
 from .schedule import LRSchedule
 
-StepReturn = Union[float, Tuple[float, Optional[float], Optional[float]]]
+StepReturn = Union[
+    float,
+    Tuple[float, Optional[float], Optional[float]],
+    Tuple[float, Optional[float], Optional[float], Dict[str, Any]],
+]
 
 
 class Measurement:
@@ -36,8 +40,11 @@ class Measurement:
         target_accuracy: Optional[float] = None,
         mllog: Optional[MLLog] = None,
         compiled: bool = False,
+        extras: Any = None,
     ) -> None:
         self.logger = logger
+        #: a common.inject.StepExtras that sums up the extra step fields, or None
+        self.extras = extras
         #: whether the step is compiled (its first step then includes the compilation)
         self.compiled = compiled
         self.first_step_s: Optional[float] = None
@@ -70,10 +77,15 @@ class Measurement:
         lr: Optional[float],
         compute_s: Optional[float] = None,
         comm_s: Optional[float] = None,
+        extra: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Log a step timed elsewhere and account for it."""
-        self.logger.step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        self.logger.step(
+            step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s, extra
+        )
         watchdog.progress(step)
+        if extra is not None and self.extras is not None:
+            self.extras.add(phase, extra)
         if self.first_t_start is None:
             self.first_t_start = t_start
             self.first_step_s = t_end - t_start
@@ -108,11 +120,16 @@ class Measurement:
         watchdog.mark("step")
         out = step_fn(batch, lr)
         t_end = time.time()
-        if isinstance(out, tuple):
+        extra = None
+        if isinstance(out, tuple) and len(out) == 4:  # with the injection/backup fields
+            loss, compute_s, comm_s, extra = out
+        elif isinstance(out, tuple):
             loss, compute_s, comm_s = out
         else:
             loss, compute_s, comm_s = out, None, None
-        self.record_step(step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s)
+        self.record_step(
+            step, epoch, phase, t_start, t_end, samples, loss, lr, compute_s, comm_s, extra
+        )
         return loss
 
     def record_eval(
@@ -163,6 +180,7 @@ class Measurement:
             "eval_time_s": self.eval_time_s if self.mode == "convergence" else None,
             "first_step_s": self.first_step_s,
             "compile_s": self.compile_seconds(),
+            **(self.extras.summary() if self.extras is not None else {}),
         }
 
     def compile_seconds(self) -> Optional[float]:

@@ -47,6 +47,8 @@ class Context:
     mllog: MLLog
     start_time: float
     meta_fields: Dict[str, Any] = field(default_factory=dict)
+    #: a common.inject.StepExtras when the step function returns extra step fields
+    step_extras: Any = None
 
     def write_meta(
         self,
@@ -77,6 +79,7 @@ class Context:
             target_accuracy=self.cfg.get("target_accuracy"),
             mllog=self.mllog,
             compiled=bool(self.cfg.get("compile")),
+            extras=self.step_extras,
         )
 
     def train(

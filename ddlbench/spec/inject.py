@@ -1,0 +1,153 @@
+"""The spec's ``inject`` key (stragglers on purpose) and the checks of ``backup_workers``
+that need a run's world size (docs/stragglers.md, docs/backup-workers.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Literal, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class StragglerSpec(BaseModel):
+    """``inject.straggler``: a fixed slowdown of chosen ranks, or a random one.
+
+    Fixed: ``{ranks: [1], slowdown: 1.5}``. Random: ``{probability: 0.1}`` plus optionally
+    ``distribution`` (``pareto``), ``shape``, ``min_slowdown``, ``max_slowdown``, ``seed``
+    and ``ranks`` (the ranks that may be slowed; default all)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ranks: Optional[List[int]] = None
+    slowdown: Optional[float] = None
+    probability: Optional[float] = Field(default=None, gt=0, le=1)
+    distribution: Literal["pareto"] = "pareto"
+    shape: float = Field(default=2.0, gt=0)
+    min_slowdown: float = 1.5
+    max_slowdown: float = 10.0
+    seed: int = Field(default=0, ge=0)
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks(cls, value: Optional[List[int]]) -> Optional[List[int]]:
+        if value is not None:
+            if not value:
+                raise ValueError("ranks must list at least one rank")
+            if any(r < 0 for r in value):
+                raise ValueError(f"ranks must be 0 or more, not {min(value)}")
+            if len(set(value)) != len(value):
+                raise ValueError("ranks lists a rank twice")
+        return value
+
+    @field_validator("slowdown", "min_slowdown", "max_slowdown")
+    @classmethod
+    def _factor(cls, value: Optional[float]) -> Optional[float]:
+        if value is not None and value < 1:
+            raise ValueError(
+                f"a slowdown is a factor on the rank's compute time, at least 1 "
+                f"(1.5 = 50 % slower), not {value:g}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _mode(self) -> StragglerSpec:
+        if self.probability is None:
+            if self.slowdown is None or self.ranks is None:
+                raise ValueError(
+                    "give 'ranks' and 'slowdown' (fixed mode) or 'probability' (random mode)"
+                )
+        elif self.slowdown is not None:
+            raise ValueError(
+                "'slowdown' is the fixed mode's factor; random mode draws it between "
+                "'min_slowdown' and 'max_slowdown'"
+            )
+        if self.min_slowdown > self.max_slowdown:
+            raise ValueError("min_slowdown is larger than max_slowdown")
+        return self
+
+
+class InjectSpec(BaseModel):
+    """``inject``: what to do to the runs on purpose."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    straggler: Optional[StragglerSpec] = None
+
+    def run_value(self) -> Optional[Dict[str, Any]]:
+        """What run.json carries (None: nothing injected)."""
+        if self.straggler is None:
+            return None
+        return {"straggler": self.straggler.model_dump(exclude_none=True)}
+
+
+def run_problem(
+    inject: Optional[InjectSpec], options: Any, world: int
+) -> Optional[Tuple[Tuple[Any, ...], str]]:
+    """Why a run of ``world`` ranks cannot inject or keep backups: ``(where below the
+    spec, message)``; None when it can. ``where`` is ``("inject", ...)`` or
+    ``("options", "backup_workers")`` (the caller places it)."""
+    backups = getattr(options, "backup_workers", None)
+    if backups is not None and backups >= world:
+        return (
+            ("options", "backup_workers"),
+            f"backup_workers {backups} leaves no gradient to average with {world} rank(s): "
+            f"it must be below the number of ranks (at most {world - 1} here)",
+        )
+    st = inject.straggler if inject is not None else None
+    if st is not None and st.ranks is not None and max(st.ranks) >= world:
+        return (
+            ("inject", "straggler", "ranks"),
+            f"rank {max(st.ranks)} is outside the world of {world} rank(s) "
+            f"(ranks are 0 to {world - 1})",
+        )
+    return None
+
+
+#: why a framework cannot keep backup workers (docs/backup-workers.md); pytorch can
+BACKUP_REFUSALS = {
+    "horovod": "Horovod's allreduce waits for every rank's tensor and cannot leave a rank "
+    "out of a step; use framework pytorch",
+    "mxnet": "MXNet's dist_sync kvstore servers wait for every worker's push before they "
+    "update; use framework pytorch",
+    "tensorflow": "MultiWorkerMirroredStrategy's collective allreduce needs every worker's "
+    "gradient; use framework pytorch",
+    "keras": "Keras trains through MultiWorkerMirroredStrategy, whose allreduce needs every "
+    "worker's gradient; use framework pytorch",
+}
+
+
+def effective_inject(spec: Any, variant: Any) -> Tuple[Optional[InjectSpec], Tuple[Any, ...]]:
+    """The run's ``inject`` (a variant's wins) and where it is written in the spec."""
+    if variant is not None and getattr(variant, "inject", None) is not None:
+        return variant.inject, ("variants", spec.variants.index(variant))
+    return getattr(spec, "inject", None), ()
+
+
+def plan_problem(
+    spec: Any, index: int, variant: Any, world: int
+) -> Optional[Tuple[Tuple[Any, ...], str]]:
+    """Why framework ``index`` of ``spec`` cannot run a ``world``-rank run with its
+    ``backup_workers`` and the run's ``inject``: ``(spec location, message)``, or None."""
+    entry = spec.frameworks[index]
+    backups = getattr(entry.options, "backup_workers", None)
+    where = ("frameworks", index, "backup_workers")
+    if backups is not None and entry.name in BACKUP_REFUSALS:
+        return where, f"{entry.id_label}: backup_workers: {BACKUP_REFUSALS[entry.name]}"
+    if backups is not None and spec.mode == "allreduce":
+        return where, "backup_workers applies to training (mode throughput or convergence)"
+    inject, base = effective_inject(spec, variant)
+    if inject is not None and inject.straggler is not None and entry.name != "pytorch":
+        return base + ("inject", "straggler"), (
+            f"{entry.id_label}: straggler injection is implemented in the pytorch workload "
+            "only (this framework would run without it)"
+        )
+    problem = run_problem(inject, entry.options, world)
+    if problem is None:
+        return None
+    loc, message = problem
+    return (where if loc[0] == "options" else base + loc), message
+
+
+def run_inject(spec: Any, variant: Any) -> Optional[Dict[str, Any]]:
+    """run.json's ``inject`` of a run (None: nothing injected)."""
+    inject = effective_inject(spec, variant)[0]
+    return None if inject is None else inject.run_value()

@@ -1,0 +1,77 @@
+"""Stragglers on purpose and backup workers end to end: `submit` -> real PyTorch ranks ->
+`wait` -> `collect` -> the analysis and the report, on the local executor and on the project's
+real Slurm cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddlbench.analyse.backups import injection_table
+from ddlbench.campaign.paths import RunPaths
+from ddlbench.collect.collector import ensure_collected
+from tests.support.cli import ddlbench
+from tests.support.e2e import run_campaign
+from tests.support.envs import require_envs
+
+SPEC = """\
+name: bw-e2e
+model: lenet
+data: digits
+frameworks:
+  - {{name: pytorch, label: sync, backend: gloo, threads: 1}}
+  - {{name: pytorch, label: backup1, backend: gloo, threads: 1, backup_workers: 1}}
+batch_size: 32
+steps: {{warmup: 2, measure: 12}}
+optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
+lr_scaling: {{rule: none}}
+scale: {{points: [{point}]}}
+inject:
+  straggler: {{ranks: [1], slowdown: 20}}
+slurm: {{time: "00:05:00"}}
+"""
+
+
+def _check(root) -> None:
+    data = ensure_collected(root)
+    runs = data.runs.set_index("run_id")
+    assert runs["params_consistent"].all()  # every rank ends with the same parameters
+    sync = runs.loc[next(i for i in runs.index if i.startswith("sync-"))]
+    # the straggler analysis finds the injected rank (compute-time index)
+    assert sync["straggler_metric"] == "compute" and sync["slowest_rank"] == 1
+    table = injection_table(data.runs, data.ranks).set_index("run_id")
+    assert bool(table.loc[sync.name, "found"]) and table.loc[sync.name, "most_injected_rank"] == 1
+    backup = table.loc[next(i for i in runs.index if i.startswith("backup1-"))]
+    assert backup["backup_workers"] == 1 and backup["drop_rates"] == "0: 0 %; 1: 100 %"
+    for run_dir in sorted((root / "runs").iterdir()):
+        for path in RunPaths(run_dir).rank_logs():
+            steps = [json.loads(x) for x in path.read_text().splitlines()[1:-1]]
+            assert all(
+                s["slowdown"] == (20.0 if path.name == "rank-1.jsonl" else 1.0) for s in steps
+            )
+            if run_dir.name.startswith("backup1-"):
+                assert all(s["dropped"] == [1] for s in steps if s["phase"] == "measure")
+
+
+@pytest.mark.frameworks
+@pytest.mark.slow
+def test_injected_straggler_and_backup_on_the_local_executor(tmp_path):
+    require_envs("pytorch")
+    root = run_campaign(SPEC.format(point="1x2"), "local", "bw-local", tmp_path)
+    _check(root)
+    rep = ddlbench("report", root.name, results=tmp_path / "results")
+    assert rep.returncode == 0, rep.stderr
+    md = (root / "report" / "report.md").read_text()
+    assert "Injected stragglers and dropped gradients per run" in md
+    assert "Backup workers against plain synchronous SGD" in md
+    assert "- Backup workers: backup1-lenet-n1x2-b32 (2 ranks, b = 1) against sync-" in md
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_backup_workers_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
+    require_envs("pytorch")
+    root = run_campaign(SPEC.format(point="2x1"), "localslurm", "bw-slurm", tmp_path)
+    _check(root)
