@@ -1,0 +1,58 @@
+"""MXNet on the loopback Slurm cluster: the scheduler and servers on the cores the workers leave.
+
+Each emulated node has 2 CPUs. With ``exclusive: true`` the job holds both and the one worker
+per node uses one, so the scheduler and server bind themselves to the other; without it the
+job holds one CPU per node and they say that none is spare. Both are read back from
+``provenance/mxnet-ps/`` and the workers' placement records.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddlbench.campaign.paths import RunPaths
+from tests.integration.test_e2e import SPEC, check_run, run_campaign
+from tests.support.envs import require_envs
+from tests.support.repo import ROOT
+
+pytestmark = [pytest.mark.frameworks, pytest.mark.slurm, pytest.mark.slow]
+
+MXNET = "  - {name: mxnet, kvstore: dist_sync, servers: 1}"
+
+
+def _ps_records(run_dir):
+    return [json.loads(p.read_text()) for p in (run_dir / "provenance" / "mxnet-ps").glob("*.json")]
+
+
+def test_mxnet_ps_roles_on_spare_cores_of_exclusive_nodes(tmp_path, slurm_cluster):
+    require_envs("mxnet")
+    profile = (ROOT / "configs" / "clusters" / "localslurm.yaml").read_text()
+    profile = profile.replace("name: localslurm", "name: localslurm-excl")
+    profile = profile.replace("  cpus_per_task: 1\n", "  cpus_per_task: 1\n  exclusive: true\n")
+    (tmp_path / "excl.yaml").write_text(profile)
+    spec = SPEC.format(frameworks=MXNET, point="2x1")
+    root = run_campaign(spec, str(tmp_path / "excl.yaml"), "mx-excl", tmp_path)
+    (run_dir,) = sorted((root / "runs").iterdir())
+    check_run(run_dir, world=2)
+    recs = _ps_records(run_dir)
+    assert sorted(r["role"] for r in recs) == ["scheduler", "server"], recs
+    for rec in recs:
+        assert rec["spare"] is True and rec["why"].startswith("1 spare core(s)"), rec
+        assert rec["cpus"] == "1", rec  # the node's top CPU (the emulated nodes share 0-1)
+    out = "".join(p.read_text() for p in run_dir.glob("slurm-*.err"))
+    assert "ddlbench: mxnet server on " in out and "1 spare core(s)" in out
+
+
+def test_mxnet_ps_roles_say_when_no_core_is_spare(tmp_path, slurm_cluster):
+    require_envs("mxnet")
+    spec = SPEC.format(frameworks=MXNET, point="2x1")
+    root = run_campaign(spec, "localslurm", "mx-shared", tmp_path)
+    (run_dir,) = sorted((root / "runs").iterdir())
+    check_run(run_dir, world=2)
+    recs = _ps_records(run_dir)
+    assert sorted(r["role"] for r in recs) == ["scheduler", "server"], recs
+    assert all(r["spare"] is False and r["why"].startswith("no spare cores") for r in recs)
+    placement = sorted(RunPaths(run_dir).attempt(1).glob("placement/rank-*.json"))
+    assert len(placement) == 2
