@@ -13,13 +13,22 @@ import json
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.integration.test_e2e import SPEC, check_run, run_campaign
+from tests.support.e2e import SPEC, run_campaign
 from tests.support.envs import require_envs
 from tests.support.repo import ROOT
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slurm, pytest.mark.slow]
 
 MXNET = "  - {name: mxnet, kvstore: dist_sync, servers: 1}"
+
+
+def check_run(run_dir, world: int) -> None:
+    """Every worker trained to the end, and all ended with the same parameters."""
+    logs = list(RunPaths(run_dir).rank_logs())
+    assert [p.name for p in logs] == [f"rank-{k}.jsonl" for k in range(world)], run_dir
+    summaries = [json.loads(p.read_text().splitlines()[-1]) for p in logs]
+    assert all(s["type"] == "summary" and s["throughput"] > 0 for s in summaries), summaries
+    assert len({s["param_sha256"] for s in summaries}) == 1
 
 
 def _ps_records(run_dir):
