@@ -68,6 +68,8 @@ def test_a_ps_process_binds_itself_and_records_it(tmp_path):
         "SLURM_CPUS_ON_NODE": str(len(here)),
         "DDLBENCH_MXNET_WORKER_TASKS": "1",
         "DDLBENCH_MXNET_WORKER_CPUS": str(len(here) - 1),
+        "DDLBENCH_CPU_BIND": "gpu-socket",
+        "DDLBENCH_DEVICE": "gpu",
     }
     code = (
         "import os, sys; from ddlbench.workloads.common.ps_cpus import bind_ps_role;"
@@ -88,3 +90,8 @@ def test_a_ps_process_binds_itself_and_records_it(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == str(here)
     assert "no spare cores" in out.stderr and "share the workers' cores" in out.stderr
+    # spare cores, but workers that ddlbench did not bind: nothing bound, and it says why
+    env.update(DDLBENCH_MXNET_WORKER_CPUS=str(len(here) - 1), DDLBENCH_CPU_BIND="slurm")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == str(here)
+    assert "not placed there: the workers are not bound by ddlbench" in out.stderr

@@ -75,6 +75,20 @@ def spare_cpus(
     return sorted(picked), why
 
 
+#: why spare-looking cores are left alone when ddlbench did not bind the workers
+NOT_CONFINED = (
+    "; not placed there: the workers are not bound by ddlbench (cpu_bind gpu-socket on a GPU "
+    "profile), so a worker may run on those cores"
+)
+
+
+def workers_bound(env: Dict[str, str]) -> bool:
+    """Whether the workers bind themselves to the lowest cores of each socket (rank_start's
+    ``gpu-socket`` policy on a GPU profile): only then are the top cores known to be free.
+    Under Slurm's own binding without CPU cgroups, or with none, a worker may run anywhere."""
+    return env.get("DDLBENCH_CPU_BIND") == "gpu-socket" and env.get("DDLBENCH_DEVICE") == "gpu"
+
+
 def bind_ps_role(env: Dict[str, str], role: str) -> Dict[str, object]:
     """Bind this scheduler or server process to its node's spare cores and record it.
 
@@ -93,6 +107,8 @@ def bind_ps_role(env: Dict[str, str], role: str) -> Dict[str, object]:
     else:
         cores = core_of(before)
         picked, why = spare_cpus(before, cores, int(on_node), int(tasks), int(cpus))
+    if picked and not workers_bound(env):
+        picked, why = [], why + NOT_CONFINED
     if picked:
         os.sched_setaffinity(0, picked)
     rec.update({"cpus": format_cpulist(sorted(os.sched_getaffinity(0))), "spare": bool(picked)})
