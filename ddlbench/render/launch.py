@@ -5,11 +5,11 @@ Three kinds of step:
 - the workers (one task per device): the cores of ``cpus_per_task`` (times the hardware
   threads Slurm counts), an explicit ``--distribution`` and ``--cpu-bind``, the profile's
   ``srun_options``, ``--mpi`` for MPI launches;
-- small helpers (the port probe, the pre-flight, Horovod's rendezvous server, MXNet's
-  scheduler): one CPU, little memory, ``--mpi=none``, no binding, and ``--gres=none`` where
-  they run beside the workers, so that no helper holds a GPU, a core or memory the workers'
-  step waits for;
-- MXNet's parameter servers: a helper with the workers' CPU count (they sum the gradients).
+- small helpers (the port probe, the pre-flight, Horovod's rendezvous server): one CPU, little
+  memory, ``--mpi=none``, no binding, and ``--gres=none`` where they run beside the workers,
+  so that no helper holds a GPU, a core or memory the workers' step waits for;
+- MXNet's scheduler and parameter servers: helpers that hold their node's CPUs and bind
+  themselves to the cores the workers leave (``ddlbench/workloads/common/ps_cpus.py``).
 
 Every step runs in the same container (one named Pyxis container per job, imported once).
 """
@@ -89,6 +89,8 @@ FRAMEWORK_EXPORTS: Dict[str, Tuple[str, ...]] = {
         "DMLC_NUM_SERVER",
         "DMLC_ROLE",
         "DDLBENCH_MXNET_WORKERS_PER_NODE",
+        "DDLBENCH_MXNET_WORKER_TASKS",
+        "DDLBENCH_MXNET_WORKER_CPUS",
     ),
 }
 #: names set from the profile's ``network.interface``
@@ -169,6 +171,10 @@ def launch_fragments(
     beside = ["--gres=none"] if profile.scheduler == "slurm" else []
     servers = [f"--cpus-per-task={s.cpus_requested}", *beside, "--mpi=none", "--cpu-bind=none"]
     tail = list(s.srun_options) + container_opts
+    # MXNet's scheduler and servers hold their node's CPUs (--overlap: they take none from the
+    # workers) and bind themselves to the cores the workers leave; two servers per node keep C
+    whole = ' --cpus-per-task="${SLURM_CPUS_ON_NODE}"'
+    per_node = (run.framework_options.get("servers") or run.nodes) <= run.nodes
     python = expand_path(setup.python) if "/" in setup.python else setup.python
     return {
         "srun_opts": ShellSafe(words(workers) + name_opt),
@@ -176,7 +182,11 @@ def launch_fragments(
         "preflight_opts": ShellSafe(words(helper + tail) + name_opt),
         # helpers: the port probe, and those that run while the workers do
         "aux_opts": ShellSafe(words(helper + beside + tail) + name_opt),
-        "server_opts": ShellSafe(words(servers + tail) + name_opt),
+        "server_opts": ShellSafe(
+            (words(servers[1:] + tail) + whole if per_node else words(servers + tail)) + name_opt
+        ),
+        "scheduler_opts": ShellSafe(words(helper[1:] + beside + tail) + whole + name_opt),
+        "worker_cpus": s.cpus_requested,
         "in_container": in_container,
         "min_slurm": MIN_SLURM,
         # the interpreter, behind the container runtime when there is one

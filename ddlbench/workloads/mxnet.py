@@ -65,6 +65,7 @@ from .common import (
     warmup_steps,
     workload_main,
 )
+from .common.ps_cpus import bind_ps_role
 from .vocabulary import DEFAULT_MXNET_KVSTORE, MXNET_KVSTORES, MXNET_PRECISIONS
 
 PS_ROLES = ("scheduler", "server")
@@ -108,6 +109,7 @@ def run_ps_role(which: str) -> int:
     """Scheduler or server: MXNet runs the role during ``import mxnet`` and exits from it."""
     prepare_ps_environment()
     env = os.environ
+    bind_ps_role(dict(env), which)  # on the cores the workers leave (docs/launching.md#mxnet)
     sys.stderr.write(
         f"ddlbench[mxnet]: {which} starting (scheduler {env.get('DMLC_PS_ROOT_URI')}:"
         f"{env.get('DMLC_PS_ROOT_PORT')}, {env.get('DMLC_NUM_WORKER')} workers, "

@@ -234,17 +234,23 @@ echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JO
 # MXNet parameter server: one scheduler, 2 server(s) and 8 worker(s),
 # started as three srun steps that share the allocation (--overlap). The scheduler runs on the
 # first node, servers are spread over the nodes, workers get one task per GPU (or CPU rank) so
-# that SLURM_LOCALID picks the GPU. The scheduler and servers ask for no GPU (--gres=none) and
-# bind no cores, so they run beside the workers without holding what the workers need. Separate steps (rather than one --multi-prog step) keep the
+# that SLURM_LOCALID picks the GPU. Separate steps (rather than one --multi-prog step) keep the
 # workers' task layout identical to the other frameworks and let each role be sized on its own.
+# Placement of the scheduler and servers: no GPU (--gres=none). Each holds its node's CPUs
+# (SLURM_CPUS_ON_NODE; --overlap, so none is taken from the workers) and binds itself to the
+# cores the workers leave (SLURM_CPUS_ON_NODE less the workers' 4 x 7): whole cores from
+# the top of each socket. With none spare it says so in this job's output and shares the
+# workers' cores (lower cpus_per_task to leave some). Recorded in provenance/mxnet-ps/.
+export DDLBENCH_MXNET_WORKER_TASKS=4
+export DDLBENCH_MXNET_WORKER_CPUS=7
 export DMLC_PS_ROOT_URI="${DDLBENCH_FIRST_ADDR}"
 export DMLC_PS_ROOT_PORT="${DDLBENCH_PORT}"
 export DMLC_NUM_WORKER=8
 export DMLC_NUM_SERVER=2
-DMLC_ROLE=scheduler srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
+DMLC_ROLE=scheduler srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --mem=1G --mpi=none --cpu-bind=none --gres=none --cpus-per-task="${SLURM_CPUS_ON_NODE}" \
   python -m ddlbench.workloads.mxnet "${DDLBENCH_RUN_DIR}/run.json" &
 DDLBENCH_BG_PIDS+=("$!")
-DMLC_ROLE=server srun --overlap --nodes=2 --ntasks=2 --cpus-per-task=7 --gres=none --mpi=none --cpu-bind=none \
+DMLC_ROLE=server srun --overlap --nodes=2 --ntasks=2 --gres=none --mpi=none --cpu-bind=none --cpus-per-task="${SLURM_CPUS_ON_NODE}" \
   python -m ddlbench.workloads.mxnet "${DDLBENCH_RUN_DIR}/run.json" &
 DDLBENCH_BG_PIDS+=("$!")
 DMLC_ROLE=worker srun --overlap --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \

@@ -59,11 +59,13 @@ def test_helper_steps_hold_no_gpu_and_one_cpu(pyxis_scripts):
             if "ddlbench.workloads.rank_start" in cmd:  # the workers
                 assert "--cpus-per-task=10 --distribution=block:cyclic --cpu-bind=none" in cmd
                 assert "--gres=none" not in cmd
-            elif "DMLC_ROLE=server" in cmd:
-                assert "--cpus-per-task=10 --gres=none --mpi=none --cpu-bind=none" in cmd
+            elif "DMLC_ROLE=server" in cmd or "DMLC_ROLE=scheduler" in cmd:
+                # the whole node's CPUs (--overlap), bound in the step to the spare cores
+                assert "--mpi=none" in cmd and "--cpu-bind=none" in cmd and "--gres=none" in cmd
+                assert '--cpus-per-task="${SLURM_CPUS_ON_NODE}"' in cmd
             elif "workloads.preflight" in cmd:  # before the workers; reads the GPUs
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none" in cmd
-            else:  # port probe, rendezvous server, scheduler: beside the workers
+            else:  # port probe, rendezvous server: beside the workers
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none" in cmd
         assert "gpu_sampler" not in text  # local rank 0 starts it inside the workers' step
         assert 'export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"' in text
@@ -233,3 +235,21 @@ def test_slurm_version_judgement():
     )
     assert slurm_too_old("slurm-wlm 22.05.8\n") is None
     assert slurm_too_old("slurm 23.11.4") is None and slurm_too_old("") is None
+
+
+def test_mxnet_scheduler_and_servers_are_placed_on_spare_cores(pyxis_scripts, tmp_path):
+    text = pyxis_scripts["mxnet"]
+    # the workers' share of a node, which the scheduler and servers leave alone
+    assert "export DDLBENCH_MXNET_WORKER_TASKS=4\n" in text
+    assert "export DDLBENCH_MXNET_WORKER_CPUS=10\n" in text
+    assert "Recorded in provenance/mxnet-ps/" in text
+    # two servers per node cannot each hold the node: they keep the workers' CPU count
+    spec = (GOLDEN / "spec.yaml").read_text().replace("servers: 2", "servers: 4")
+    assert spec != (GOLDEN / "spec.yaml").read_text()
+    (tmp_path / "s4").mkdir()
+    (tmp_path / "s4" / "spec.yaml").write_text(spec)
+    rendered = render(tmp_path / "s4" / "spec.yaml", str(PYXIS), tmp_path / "out")
+    (script,) = [p.read_text() for p in rendered.root.glob("jobs/mxnet-*.sh")]
+    (server,) = [c for c in _sruns(script) if "DMLC_ROLE=server" in c]
+    assert "--ntasks=4 --cpus-per-task=10 --gres=none" in server
+    assert "SLURM_CPUS_ON_NODE" not in server
