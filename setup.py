@@ -1,4 +1,4 @@
-"""Build hook: the wheel carries slurm_templates/ and configs/ as package data.
+"""Build hook: the wheel carries slurm_templates/, configs/ and docs/*.md as package data.
 
 The top-level ``slurm_templates/`` and ``configs/`` are the only copy in the repository (what
 users read and edit). Building copies them into ``ddlbench/_data/`` of the build, where an
@@ -19,6 +19,7 @@ SHIPPED = [
     ("slurm_templates", "*.j2"),
     ("configs", "*.yaml"),
     ("configs/clusters", "*.yaml"),
+    ("docs", "*.md"),  # `ddlbench docs TOPIC` prints them
 ]
 
 

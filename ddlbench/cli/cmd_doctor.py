@@ -58,7 +58,9 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
             console.print(f"  {mark} {c.name:<14} {c.detail}{took}", markup=True)
         bad = [c.name for c in checks if not c.ok]
         console.print(
-            "all usable" if not bad else f"not usable: {', '.join(bad)} (see docs/environments.md)"
+            "all usable"
+            if not bad
+            else f"not usable: {', '.join(bad)} (see 'ddlbench docs environments')"
         )
     if not all(c.ok for c in checks):
         raise SystemExit(1)

@@ -139,10 +139,16 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "ddlbench: no such file: configs/quickstart.yaml (ddlbench ships an example spec of "
-        f"that name: cp {example} .)"
+        f"that name: 'ddlbench init' writes the examples to ./configs/, or cp {example} .)"
     )
     assert example.read_text() == (ROOT / "configs" / "quickstart.yaml").read_text()
-    shutil.copy(example, here / "quickstart.yaml")
+    # `ddlbench init` gives the examples and a profile; the docs come with the wheel
+    ok([ddlbench, "init"], here, env)
+    assert (here / "configs" / "quickstart.yaml").read_text() == example.read_text()
+    assert list((here / "configs" / "clusters").glob("*.yaml"))
+    page = ok([ddlbench, "docs", "cluster-profiles"], here, env)
+    assert page == (ROOT / "docs" / "cluster-profiles.md").read_text()
+    shutil.copy(here / "configs" / "quickstart.yaml", here / "quickstart.yaml")
 
     out = ok([ddlbench, "submit", "quickstart.yaml", "--dry-run"], here, env)
     assert "6 runs on cluster profile 'local'" in out

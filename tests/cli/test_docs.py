@@ -1,0 +1,38 @@
+"""ddlbench docs: the pages of docs/, from the install or the checkout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.support.cli import invoke
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_lists_topics_and_prints_a_page():
+    res = invoke(["docs"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^cluster-profiles\s+Cluster profile reference$", res.stdout, re.M)
+    assert len([p for p in DOCS.glob("*.md")]) == len(res.stdout.strip().splitlines()) - 2
+    page = invoke(["docs", "spec.md"])
+    assert page.exit_code == 0 and page.stdout == (DOCS / "spec.md").read_text()
+    where = invoke(["docs", "failures", "--path"])
+    assert Path(where.stdout.strip()) == (DOCS / "failures.md").resolve()
+
+
+def test_unknown_topic_is_an_input_error_with_a_suggestion():
+    res = invoke(["docs", "clustr-profiles"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "did you mean 'cluster-profiles'" in res.stderr, res.output
+
+
+def test_error_hints_name_topics_not_paths():
+    """What a user reads on the terminal names `ddlbench docs TOPIC`, which an install has."""
+    root = DOCS.parent / "ddlbench" / "cli"
+    for path in root.glob("*.py"):
+        for m in re.finditer(r"ddlbench docs ([a-z-]+)", path.read_text()):
+            if m.group(1) not in ("TOPIC",):
+                assert (DOCS / f"{m.group(1)}.md").is_file(), (path.name, m.group(0))
+        text = path.read_text()
+        assert not re.search(r"docs/[a-z-]+\.md", text.replace("print docs/", "")), path
