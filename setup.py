@@ -8,6 +8,9 @@ read them in place, so nothing is copied in editable mode. Everything else is in
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -38,4 +41,16 @@ class BuildWithShippedFiles(build_py):
                 self.copy_file(str(path), str(target / path.name), preserve_mode=False)
 
 
-setup(cmdclass={"build_py": BuildWithShippedFiles})
+def _scratch() -> str:
+    """A temporary folder for setuptools' build/ and ddlbench.egg-info/: building a wheel
+    (``pip wheel .``) leaves the source tree as it was. Removed when the build ends."""
+    path = tempfile.mkdtemp(prefix="ddlbench-build-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+_SCRATCH = _scratch()
+setup(
+    cmdclass={"build_py": BuildWithShippedFiles},
+    options={"build": {"build_base": _SCRATCH}, "egg_info": {"egg_base": _SCRATCH}},
+)

@@ -14,6 +14,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -182,3 +183,18 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     runs = CampaignPaths.of(campaign).run_folders()
     logs = sorted(p.name for run in runs for p in run.rank_logs())
     assert logs == ["rank-0.jsonl", "rank-0.jsonl", "rank-1.jsonl"]
+
+
+def test_building_a_wheel_leaves_the_tree_clean(tmp_path):
+    """``pip wheel .`` in a checkout: no build/ or ddlbench.egg-info/ left behind."""
+    need(can_build_wheels_offline(), "building a wheel offline needs setuptools>=70.1 or wheel")
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=SKIP)
+    before = sorted(p.name for p in source.iterdir())
+    pip_wheel = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    ok([sys.executable, *pip_wheel, "-w", str(tmp_path / "dist"), "."], source, dict(os.environ))
+    (wheel,) = (tmp_path / "dist").glob("ddlbench-*.whl")
+    assert sorted(p.name for p in source.iterdir()) == before
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert "ddlbench/_data/docs/cli.md" in names and "ddlbench/cli/cmd_init.py" in names
