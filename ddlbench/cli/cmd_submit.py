@@ -115,12 +115,17 @@ def command(
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
     if dry_run:
-        from ddlbench.campaign.resolve import mark_dry_run
-
-        mark_dry_run(rendered.root)
-        click.echo(str(rendered.root))
+        _dry_run_done(rendered.root)
         return
     _submit(rendered.root, serial or exclusive, array, resume=False)
+
+
+def _dry_run_done(root: Path) -> None:
+    """Mark the campaign a dry run (never the latest while a submitted one exists)."""
+    from ddlbench.campaign.resolve import mark_dry_run
+
+    mark_dry_run(root)
+    click.echo(str(root))
 
 
 def _render(render_campaign, plan, name, results, spec, profile, profile_text, console):
