@@ -34,6 +34,12 @@ class Partition:
     cpus: List[int] = field(default_factory=list)
     mem_mb: List[int] = field(default_factory=list)
     gpus: List[Tuple[Optional[str], int]] = field(default_factory=list)
+    #: nodes seen in ``scontrol show node`` (sinfo may list a partition on several lines)
+    seen: int = 0
+
+    @property
+    def node_count(self) -> int:
+        return self.seen or self.nodes
 
     @property
     def gpus_per_node(self) -> int:
@@ -81,6 +87,7 @@ def parse_nodes(text: str, parts: Dict[str, Partition]) -> None:
             part = parts.get(name)
             if part is None:
                 continue
+            part.seen += 1
             if fields.get("CPUTot", "").isdigit():
                 part.cpus.append(int(fields["CPUTot"]))
             if fields.get("RealMemory", "").isdigit():
@@ -120,12 +127,17 @@ def _pick(parts: Dict[str, Partition]) -> Optional[Partition]:
     return None
 
 
+def _mem(mb: int) -> str:
+    """Slurm's ``--mem`` spelling of ``mb`` megabytes, rounded down (never ``0``: all memory)."""
+    return f"{mb // 1024}G" if mb >= 1024 else f"{max(mb, 1)}M"
+
+
 def _describe(part: Partition) -> str:
     gpus = f"{part.gpus_per_node} GPUs" if part.gpus_per_node else "no GPUs"
     cpus = f"{min(part.cpus)} CPUs" if part.cpus else "CPUs unknown"
-    mem = f"{min(part.mem_mb) // 1024} GiB" if part.mem_mb else "memory unknown"
+    mem = f"memory {_mem(min(part.mem_mb))}" if part.mem_mb else "memory unknown"
     limit = f", limit {part.time_limit}" if part.time_limit else ""
-    return f"{part.name}: {part.nodes} nodes, {gpus}, {cpus}, {mem}{limit}"
+    return f"{part.name}: {part.node_count} nodes, {gpus}, {cpus}, {mem}{limit}"
 
 
 _ENVIRONMENTS = """\
@@ -174,7 +186,7 @@ def _slurm_block(part: Optional[Partition]) -> List[str]:
         _c(f"  cpus_per_task: {per_rank}", f"{cpus} CPUs per node"),
     ]
     if part.mem_mb:
-        lines.append(_c(f"#  mem: {min(part.mem_mb) // 1024}G", "memory per node (--mem)"))
+        lines.append(_c(f"#  mem: {_mem(min(part.mem_mb))}", "memory per node (--mem)"))
     if gpus and part.gpu_type:
         lines.append(_c(f"  gpu_type: {part.gpu_type}", "from the nodes' Gres"))
     lines.append(_c("  gpu_request: " + ("gres" if gpus else "none"), "--gres=gpu[:type]:N"))
@@ -204,7 +216,7 @@ def profile_text(name: str, parts: Dict[str, Partition], when: Optional[datetime
         ]
     gpus = part.gpus_per_node if part else 0
     device = "gpu" if gpus or part is None else "cpu"
-    nodes = f"{part.nodes}" if part and part.nodes else "null"
+    nodes = f"{part.node_count}" if part and part.node_count else "null"
     lines = [
         *head,
         "# Use it with `cluster: "

@@ -36,7 +36,9 @@ def test_profile_from_recorded_slurm(tmp_path):
     parts = parse_sinfo(SINFO)
     parse_nodes(NODES, parts)
     assert list(parts) == ["gpu", "bigmem"] and parts["gpu"].default
-    assert parts["gpu"].nodes == 16 and parts["gpu"].gpus_per_node == 4
+    # sinfo lists gpu twice (16 nodes); scontrol's node lines are what is counted when present
+    assert parts["gpu"].nodes == 16 and parts["gpu"].node_count == 2
+    assert parts["gpu"].gpus_per_node == 4
     assert parts["bigmem"].gpus_per_node == 0  # m001 has none
     text = profile_text("hpc1", parts, datetime(2026, 1, 2, tzinfo=timezone.utc))
     path = tmp_path / "hpc1.yaml"
@@ -44,8 +46,8 @@ def test_profile_from_recorded_slurm(tmp_path):
     profile = load_profile(str(path)).value
     assert profile.name == "hpc1" and profile.device == "gpu" and profile.gpus_per_node == 4
     assert profile.slurm.partition == "gpu" and profile.slurm.gpu_type == "a100"
-    assert profile.slurm.cpus_per_task == 16 and profile.max_nodes == 16
-    assert "bigmem: 2 nodes, no GPUs, 64 CPUs, 502 GiB, limit 7-00:00:00" in text
+    assert profile.slurm.cpus_per_task == 16 and profile.max_nodes == 2
+    assert "bigmem: 2 nodes, no GPUs, 64 CPUs, memory 502G, limit 7-00:00:00" in text
     assert "#  mem: 502G" in text and "2026-01-02" in text
 
 
