@@ -68,6 +68,8 @@ ATTEMPT_JOB = "job.txt"
 #: (``provenance/preflight/<node>.json``); docs/telemetry.md
 TELEMETRY_DIR = "telemetry"
 PREFLIGHT_DIR = "preflight"
+#: each node's facts (NCCL, GPU links, network, CPU/NUMA), written by the workload
+NODE_FACTS_GLOB = "node-*.json"
 
 
 class ArrayOutput(NamedTuple):
@@ -174,6 +176,11 @@ class RunPaths:
     @property
     def preflight(self) -> Path:
         return self.provenance / PREFLIGHT_DIR
+
+    def node_facts(self) -> Iterator[Path]:
+        """``provenance/node-<host>.json``: one per node of the run's last start."""
+        if self.provenance.is_dir():
+            yield from sorted(self.provenance.glob(NODE_FACTS_GLOB))
 
     def preflight_reports(self) -> Iterator[Path]:
         if self.preflight.is_dir():
