@@ -174,3 +174,29 @@ def test_convergence_log_passes_the_mlperf_checker(launch_ranks, run_config, tmp
     assert proc.returncode == 0 and "SUCCESS" in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )
+
+
+def test_spec_mllog_reaches_run_json(tmp_path):
+    """``mllog: true`` and the mapping form both validate; run.json carries the metadata with
+    the profile's name as the default platform, and ``false`` stays ``false``."""
+    from ddlbench.plan import plan_runs
+    from ddlbench.render.campaign import run_config
+    from ddlbench.spec.load import load_profile, load_spec_text
+
+    profile = load_profile("local").value
+    base = "name: m\nmodel: resnet50\nframeworks: [pytorch]\nscale: {points: [1x1]}\n"
+    for extra, want in (
+        ("mllog: false\n", False),
+        ("mllog: true\n", {"org": "unspecified", "platform": "local", "division": "open",
+                           "status": "research"}),
+        ("mllog: {org: Lab, division: closed}\n", {"org": "Lab", "platform": "local",
+                                                   "division": "closed", "status": "research"}),
+    ):  # fmt: skip
+        spec = load_spec_text(base + extra).value
+        plan = plan_runs(spec, profile)
+        assert run_config(plan.runs[0], plan, "m", tmp_path)["mllog"] == want
+    from ddlbench.errors import InputError
+
+    # an unknown division is an input error at its line, with the allowed values
+    with pytest.raises(InputError, match=r"<spec>:5:.*division: 'semi' is not one of open"):
+        load_spec_text(base + "mllog: {division: semi}\n")
