@@ -27,12 +27,16 @@ def test_unknown_topic_is_an_input_error_with_a_suggestion():
     assert "did you mean 'cluster-profiles'" in res.stderr, res.output
 
 
-def test_error_hints_name_topics_not_paths():
-    """What a user reads on the terminal names `ddlbench docs TOPIC`, which an install has."""
-    root = DOCS.parent / "ddlbench" / "cli"
-    for path in root.glob("*.py"):
+def test_help_and_hints_name_topics_not_paths():
+    """What a user reads (every command's --help, and the hints in the commands' messages)
+    names `ddlbench docs TOPIC`, which an install has, never a docs/ path, which it has not."""
+    from ddlbench.cli import _commands
+
+    for name in sorted(_commands()):
+        text = invoke([name, "--help"]).stdout
+        assert not re.search(r"docs/[a-z-]+\.md", text.replace("print docs/", "")), name
+        for m in re.finditer(r"ddlbench docs ([a-z-]+)", text):
+            assert (DOCS / f"{m.group(1)}.md").is_file(), (name, m.group(0))
+    for path in (DOCS.parent / "ddlbench" / "cli").glob("cmd_*.py"):
         for m in re.finditer(r"ddlbench docs ([a-z-]+)", path.read_text()):
-            if m.group(1) not in ("TOPIC",):
-                assert (DOCS / f"{m.group(1)}.md").is_file(), (path.name, m.group(0))
-        text = path.read_text()
-        assert not re.search(r"docs/[a-z-]+\.md", text.replace("print docs/", "")), path
+            assert (DOCS / f"{m.group(1)}.md").is_file(), (path.name, m.group(0))
