@@ -18,7 +18,7 @@ from ddlbench.doctor_checks import (
     results_check,
     stale_env_checks,
 )
-from tests.conftest import ROOT
+from tests.support.repo import ROOT
 
 # recorded on a node with 4 A100s (driver 535.129.03)
 QUERY = (

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ddlbench.campaign.paths import RunPaths
-from tests.conftest import ROOT, require_tool
+from tests.support.repo import ROOT, require_tool
 
 IMAGES = Path(os.environ.get("DDLBENCH_IMAGES") or Path.home() / ".cache/ddlbench/images")
 IMAGE = IMAGES / "debian-python3"
