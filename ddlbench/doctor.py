@@ -219,10 +219,9 @@ def run_doctor(
 
 def _make_envs_script() -> Optional[Path]:
     """scripts/make-envs.sh of a source checkout (an installed ddlbench has none)."""
-    from ddlbench.shipped import _checkout_root
-
-    root = _checkout_root()
-    return root / "scripts" / "make-envs.sh" if root else None
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / "make-envs.sh"
+    return script if (root / "pyproject.toml").is_file() and script.is_file() else None
 
 
 @dataclass(frozen=True)

@@ -368,7 +368,7 @@ def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, object]:
-    from ddlbench.collect.node_facts import node_summary
+    from ddlbench.campaign.node_facts import node_summary
 
     m = data.manifest
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ddlbench.collect.node_facts import read_node_facts, summarise
+from ddlbench.campaign.node_facts import read_node_facts, summarise
 from ddlbench.workloads.common.provenance import (
     cpu_and_numa,
     gpu_links,
