@@ -1,4 +1,4 @@
-"""Build hook: the wheel carries slurm_templates/ and configs/ as package data.
+"""Build hook: the wheel carries slurm_templates/, configs/ and docs/*.md as package data.
 
 The top-level ``slurm_templates/`` and ``configs/`` are the only copy in the repository (what
 users read and edit). Building copies them into ``ddlbench/_data/`` of the build, where an
@@ -8,6 +8,9 @@ read them in place, so nothing is copied in editable mode. Everything else is in
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -19,6 +22,7 @@ SHIPPED = [
     ("slurm_templates", "*.j2"),
     ("configs", "*.yaml"),
     ("configs/clusters", "*.yaml"),
+    ("docs", "*.md"),  # `ddlbench docs TOPIC` prints them
 ]
 
 
@@ -37,4 +41,16 @@ class BuildWithShippedFiles(build_py):
                 self.copy_file(str(path), str(target / path.name), preserve_mode=False)
 
 
-setup(cmdclass={"build_py": BuildWithShippedFiles})
+def _scratch() -> str:
+    """A temporary folder for setuptools' build/ and ddlbench.egg-info/: building a wheel
+    (``pip wheel .``) leaves the source tree as it was. Removed when the build ends."""
+    path = tempfile.mkdtemp(prefix="ddlbench-build-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+_SCRATCH = _scratch()
+setup(
+    cmdclass={"build_py": BuildWithShippedFiles},
+    options={"build": {"build_base": _SCRATCH}, "egg_info": {"egg_base": _SCRATCH}},
+)

@@ -17,9 +17,11 @@ import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import List, Optional
 
+from ddlbench.doctor_checks import NOT_CONFIGURED, Check
 from ddlbench.frameworks import get_launcher, launchers
 from ddlbench.render.context import launch_fragments, setup_lines
 from ddlbench.render.launch import slurm_too_old
@@ -33,17 +35,14 @@ for name in sys.argv[1:]:
     module = importlib.import_module(name)
     top = sys.modules[name.split(".")[0]]
     out[name] = str(getattr(module, "__version__", None) or getattr(top, "__version__", "?"))
+if "torch" in sys.modules:
+    try:  # the NCCL PyTorch was built with; CPU builds have none
+        v = sys.modules["torch"].cuda.nccl.version()
+        out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:
+        pass
 print("DDLBENCH_PROBE " + json.dumps(out))
 """
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    versions: Dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -176,12 +175,53 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     return Check("slurm", True, detail or "controller answers", {"slurm": version.stdout.strip()})
 
 
-def run_doctor(profile: ClusterProfile, entries: Optional[List[Entry]] = None) -> List[Check]:
-    entries = entries or default_entries()
+def configured(profile: ClusterProfile, entry: Entry) -> bool:
+    """Whether the profile sets up an environment for the entry (or a ``default`` one)."""
+    envs = profile.environments
+    return any(k in envs for k in (entry.label, entry.framework, "default"))
+
+
+def _probe_or_skip(profile: ClusterProfile, entry: Entry, named: bool) -> Check:
+    """Probe a framework; one the profile does not set up is "not configured" when no spec
+    names it, and a failure says so when one does."""
+    if not named and not configured(profile, entry):
+        why = f"not configured: profile '{profile.name}' sets up no environment for it"
+        return Check(entry.label, True, why, state=NOT_CONFIGURED)
+    check = probe_framework(profile, entry)
+    if not check.ok and not configured(profile, entry):
+        check.detail += f" (profile '{profile.name}' sets up no environment for it)"
+    return check
+
+
+def run_doctor(
+    profile: ClusterProfile,
+    entries: Optional[List[Entry]] = None,
+    results: Optional[Path] = None,
+) -> List[Check]:
+    from ddlbench import doctor_checks as dc
+
+    named = entries is not None
+    todo = entries or default_entries()
     with ThreadPoolExecutor(max_workers=4) as pool:
-        checks = list(pool.map(lambda e: probe_framework(profile, e), entries))
+        checks = list(pool.map(lambda e: _probe_or_skip(profile, e, named), todo))
     scheduler = probe_scheduler(profile)
-    return ([scheduler] if scheduler else []) + checks
+    extra: List[Check] = []
+    if profile.device == "gpu":
+        versions = next((c.versions for c in checks if "torch" in c.versions), {})
+        extra += dc.gpu_checks(profile.gpus_per_node)
+        extra += [dc.nccl_check(versions), dc.nvml_check()]
+    if results is not None:
+        extra.append(dc.results_check(results))
+    venvs = [e.venv for e in profile.environments.values() if e.venv]
+    extra += dc.stale_env_checks(venvs, _make_envs_script())
+    return ([scheduler] if scheduler else []) + checks + extra
+
+
+def _make_envs_script() -> Optional[Path]:
+    """scripts/make-envs.sh of a source checkout (an installed ddlbench has none)."""
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / "make-envs.sh"
+    return script if (root / "pyproject.toml").is_file() and script.is_file() else None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ DATA_DIR = "_data"
 TEMPLATES = "slurm_templates"
 EXAMPLES = "configs"
 PROFILES = "configs/clusters"
+DOCS = "docs"
 TEMPLATES_ENV = "DDLBENCH_TEMPLATES"
 
 
@@ -89,3 +90,9 @@ def shipped_example(name: str) -> Optional[Path]:
         return None
     candidate = folder / Path(name).name
     return candidate if candidate.suffix in (".yaml", ".yml") and candidate.is_file() else None
+
+
+def shipped_docs() -> Optional[Path]:
+    """The folder of the user documentation (``cli.md``, ``spec.md``, ...)."""
+    root = _installed_root() or _checkout_root()
+    return root / DOCS if root else None

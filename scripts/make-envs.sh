@@ -5,6 +5,8 @@
 #   ENV       one or more of: torch tensorflow horovod mxnet (default: all four)
 #   --check   build nothing; import each env's framework(s), print versions,
 #             exit 0 only if every asked-for env is usable and up to date.
+#   --hash    build nothing; print "<env> <hash>" per env: the stamp an up-to-date env
+#             has (`ddlbench doctor` compares it with the envs' stamps)
 #
 # Each env is a virtualenv under ${DDLBENCH_ENVS:-$HOME/.cache/ddlbench/envs}/<env>,
 # pinned by scripts/envs/<env>.txt (pip requirement files; "# @python X.Y" picks
@@ -334,11 +336,12 @@ check_env() {
 }
 
 main() {
-  local check=0 arg env hash failed=0 total_start=${SECONDS}
+  local check=0 hashes=0 arg env hash failed=0 total_start=${SECONDS}
   local -a envs=()
   for arg in "$@"; do
     case ${arg} in
       --check) check=1 ;;
+      --hash) hashes=1 ;;
       -h | --help) usage; exit 0 ;;
       -*) usage >&2; die "unknown option: ${arg}" ;;
       *) is_known_env "${arg}" || die "unknown env '${arg}' (known: ${ALL_ENVS[*]})"
@@ -347,6 +350,12 @@ main() {
   done
   [[ ${#envs[@]} -gt 0 ]] || envs=("${ALL_ENVS[@]}")
 
+  if [[ ${hashes} -eq 1 ]]; then
+    for env in "${envs[@]}"; do
+      printf '%s %s\n' "${env}" "$(env_hash "${env}")"
+    done
+    exit 0
+  fi
   if [[ ${check} -eq 1 ]]; then
     for env in "${envs[@]}"; do
       check_env "${env}" || failed=1

@@ -24,6 +24,9 @@ scripts/setup.sh --dev
 stage "framework environments"
 scripts/make-envs.sh
 
+stage "Charliecloud test image"
+scripts/make-image.sh
+
 stage "local Slurm cluster"
 export DDLBENCH_SLURM_DIR="${DDLBENCH_SLURM_DIR:-/tmp/ddlbench-slurm-test}"
 slurm_was_up=0

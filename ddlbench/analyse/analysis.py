@@ -368,6 +368,8 @@ def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, object]:
+    from ddlbench.campaign.node_facts import node_summary
+
     m = data.manifest
 
     def uniq(df, col):
@@ -411,6 +413,7 @@ def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, objec
         "job_ids": uniq(runs, "job_id"),
         "runs": int(len(runs)),
         "runs_ok": int((runs["status"] == "ok").sum()) if len(runs) else 0,
+        "nodes": node_summary(data.campaign_dir),
     }
 
 

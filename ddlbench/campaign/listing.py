@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import ManifestError, read_manifest, scheduler_of
 from ddlbench.campaign.paths import CampaignPaths
-from ddlbench.campaign.resolve import PathLike, list_campaigns
+from ddlbench.campaign.resolve import PathLike, is_dry_run, list_campaigns
 from ddlbench.campaign.store_view import read_attempts
 
 
@@ -36,6 +36,8 @@ class CampaignEntry:
     collected: bool = False
     reports: List[str] = field(default_factory=list)
     latest: bool = False
+    #: rendered by ``submit --dry-run``, no run submitted since
+    dry_run: bool = False
     problems: List[str] = field(default_factory=list)
 
     def as_dict(self) -> Dict[str, Any]:
@@ -85,14 +87,16 @@ def summarise(campaign_dir: PathLike) -> CampaignEntry:
     if entry.runs is not None:
         _states(campaign_dir, run_ids, entry)
     entry.collected = paths.collect_info.is_file()
+    entry.dry_run = is_dry_run(campaign_dir)
     entry.reports = [str(p.absolute()) for p in paths.reports()]
     return entry
 
 
 def list_entries(results: Optional[PathLike] = None) -> List[CampaignEntry]:
-    """Every campaign under the results folder, oldest first; the last is marked latest
-    (the one commands use when no campaign is named)."""
+    """Every campaign under the results folder, oldest first; the one commands use when no
+    campaign is named is marked latest (the last that is not a dry run, else the last)."""
     entries = [summarise(p) for p in list_campaigns(results)]
+    real = [e for e in entries if not e.dry_run]
     if entries:
-        entries[-1].latest = True
+        (real or entries)[-1].latest = True
     return entries

@@ -16,6 +16,7 @@ results/<campaign>/
     jobs/<job-id>/   CampaignPaths.local_job_dir(job_id)   a local-executor job's files
     arrays/<token>.sh  CampaignPaths.array_script(token)   a job array's script (submit --array)
     arrays/<token>-<array>_<task>-<job>.out                 CampaignPaths.array_output(token)
+    dry-run          CampaignPaths.dry_run_mark    written by ``submit --dry-run``
 ```
 
 No other module spells these names; a layering test checks it. Standard library only.
@@ -48,6 +49,7 @@ ARRAYS_DIR = "arrays"  # under WORK_DIR: job array scripts and their own output 
 SUBMIT_LOCK = "submit.lock"  # under WORK_DIR: held while runs of the campaign are submitted
 RUNNER_LOCK = "runner.lock"  # under WORK_DIR: held by the local executor's runner
 SHIMS_DIR = "bin"  # under WORK_DIR: the local executor's srun/scontrol shims
+DRY_RUN_MARK = "dry-run"  # under WORK_DIR: rendered by ``submit --dry-run``
 #: a job array's own output file: array job id, task id and the task's own job id, which
 #: ``ddlbench recover`` reads back (%j is what the task's ``slurm-%j.out`` is named after)
 _ARRAY_OUTPUT = re.compile(r"^([0-9a-f]+)-(\d+)_(\d+)(?:-(\d+))?\.out$")
@@ -66,6 +68,8 @@ ATTEMPT_JOB = "job.txt"
 #: (``provenance/preflight/<node>.json``); docs/telemetry.md
 TELEMETRY_DIR = "telemetry"
 PREFLIGHT_DIR = "preflight"
+#: each node's facts (NCCL, GPU links, network, CPU/NUMA), written by the workload
+NODE_FACTS_GLOB = "node-*.json"
 
 
 class ArrayOutput(NamedTuple):
@@ -172,6 +176,11 @@ class RunPaths:
     @property
     def preflight(self) -> Path:
         return self.provenance / PREFLIGHT_DIR
+
+    def node_facts(self) -> Iterator[Path]:
+        """``provenance/node-<host>.json``: one per node of the run's last start."""
+        if self.provenance.is_dir():
+            yield from sorted(self.provenance.glob(NODE_FACTS_GLOB))
 
     def preflight_reports(self) -> Iterator[Path]:
         if self.preflight.is_dir():
@@ -286,6 +295,10 @@ class CampaignPaths:
     def shims(self) -> Path:
         """``.ddlbench/bin/``: the local executor's ``srun`` and ``scontrol`` shims."""
         return self.work / SHIMS_DIR
+
+    @property
+    def dry_run_mark(self) -> Path:
+        return self.work / DRY_RUN_MARK
 
     def local_job_dir(self, job_id: Union[str, int]) -> Path:
         """``.ddlbench/jobs/<job-id>/``: a local-executor job's pgid, status and shims' files."""

@@ -9,6 +9,9 @@ Every command that takes ``[CAMPAIGN] --results DIR`` asks :func:`resolve_campai
   ties (and manifests without ``created``) are broken by the manifest's modification time,
   then by the folder name. Submitting again, collecting or reporting never changes which
   campaign is latest: they do not rewrite the manifest's ``created``.
+* A **dry run** (rendered by ``submit --dry-run``, no run submitted since) is never the latest
+  while a campaign with submitted runs exists; it is the latest only when there is nothing
+  else. Submitting its runs (``submit --resume``) makes it a campaign like any other.
 
 Standard library only.
 """
@@ -64,12 +67,33 @@ def campaign_names(results: Optional[PathLike] = None) -> List[str]:
     return sorted(p.name for p in list_campaigns(results))
 
 
+def mark_dry_run(campaign: Path) -> None:
+    """Mark a campaign just rendered by ``submit --dry-run``."""
+    mark = CampaignPaths(campaign).dry_run_mark
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.write_text("rendered by 'ddlbench submit --dry-run'; a dry run until a run is submitted\n")
+
+
+def is_dry_run(campaign: Path) -> bool:
+    """Rendered by ``submit --dry-run`` and no run submitted since (no attempt in the store)."""
+    paths = CampaignPaths(campaign)
+    if not paths.dry_run_mark.is_file():
+        return False
+    if not paths.store.is_file():
+        return True
+    from ddlbench.campaign.store_view import read_attempts
+
+    rows = read_attempts(campaign)
+    return rows is not None and not rows.rows
+
+
 def latest_campaign(results: Optional[PathLike] = None) -> Path:
     """The campaign created last under the results folder (see the module's rule)."""
     found = list_campaigns(results)
     if not found:
         raise InputError(Problem(_nothing_there(results_root(results))))
-    return found[-1]
+    real = [p for p in found if not is_dry_run(p)]
+    return (real or found)[-1]
 
 
 def existing_results_root(results: Optional[PathLike] = None) -> Path:

@@ -19,6 +19,7 @@ from ddlbench.errors import DDLBenchError
 
 EPILOG = """\b
 Typical use on a login node:
+  ddlbench init                                     # example specs, a cluster profile
   ddlbench validate configs/resnet50.yaml
   ddlbench plan configs/resnet50.yaml
   ddlbench submit configs/resnet50.yaml --dry-run   # render only
@@ -27,7 +28,7 @@ Typical use on a login node:
   ddlbench report
 
 Exit codes: 0 success, 2 bad input, 1 any other failure, 75 the scheduler did not
-answer, 124 `wait --timeout` passed (docs/failures.md).
+answer, 124 `wait --timeout` passed (`ddlbench docs failures`).
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 

@@ -34,7 +34,7 @@ Examples:
 
 Writes results/CAMPAIGN/data/: steps.parquet (one row per rank per step), ranks.parquet
 (one row per rank per run), runs.parquet and runs.csv (one row per run), evals.parquet,
-allreduce.parquet, files.parquet and collect.json. Column definitions: docs/metrics.md.
+allreduce.parquet, files.parquet and collect.json. Column definitions: `ddlbench docs metrics`.
 """,
 )
 @click.argument("campaign", required=False)

@@ -55,7 +55,7 @@ def command(
     first when its data is missing or stale. Regressed: the drop is significant (one-sided
     Welch test over repeats, alpha 0.05) and at least the threshold; unchanged: the change
     lies within the threshold with confidence; otherwise inconclusive, with the number of
-    repeats that would decide (docs/metrics.md).
+    repeats that would decide (`ddlbench docs metrics`).
     """
     from ddlbench.analyse.compare import parse_threshold
     from ddlbench.errors import InputError

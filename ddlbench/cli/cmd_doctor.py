@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ddlbench.cli.common import cluster_option, stdout_console
+from ddlbench.cli.common import cluster_option, results_option, stdout_console
+
+MARKS = {"ok": "[green]ok[/]  ", "fail": "[red]FAIL[/]", "skip": "[dim]skip[/]"}
 
 
 @click.command(
@@ -18,14 +22,19 @@ Examples:
 )
 @click.argument("spec_path", metavar="[SPEC]", required=False)
 @cluster_option
+@results_option
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
+def command(spec_path: str | None, cluster: str | None, results: Path, as_json: bool) -> None:
     """Report which frameworks are usable with a cluster profile, and why not.
 
     Each framework's set-up from the profile (modules, venv or conda, container) runs in a
     fresh shell, exactly as in a job script, and the framework is imported there; its version or
-    the import error is shown. On Slurm profiles the scheduler and the partition are checked
-    too. Exit code 0 when everything checked is usable, 1 otherwise.
+    the import error is shown; a framework the profile does not set up is "not configured"
+    (unless the spec names it). On Slurm profiles the scheduler and the partition are checked
+    too; on GPU profiles the GPUs against gpus_per_node, the driver, CUDA, NCCL and NVML (each
+    skipped, with the reason, where this node has no GPU). Also: the results folder is
+    writable, and environments built by scripts/make-envs.sh match their pins. Exit code 0
+    when nothing checked failed, 1 otherwise.
     """
     from ddlbench.doctor import Entry, files_in_use, run_doctor
     from ddlbench.doctor import as_json as to_json
@@ -44,7 +53,7 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
 
         name, why = (cluster, "--cluster") if cluster else default_profile_name()
         profile = load_profile(name)
-    checks = run_doctor(profile.value, entries)
+    checks = run_doctor(profile.value, entries, results)
     files = files_in_use(profile.value, profile.path, spec_path)
     if as_json:
         click.echo(to_json(profile.value, checks, files))
@@ -53,12 +62,17 @@ def command(spec_path: str | None, cluster: str | None, as_json: bool) -> None:
         console.print(f"cluster profile [bold]{profile.value.name}[/] [dim]({why})[/]")
         print_files(console, files)
         for c in checks:
-            mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
+            mark = MARKS.get(c.state, "[dim]--[/]  ")
             took = f" [dim]({c.seconds:.1f} s)[/]" if c.seconds else ""
             console.print(f"  {mark} {c.name:<14} {c.detail}{took}", markup=True)
         bad = [c.name for c in checks if not c.ok]
+        unset = [c.name for c in checks if c.state == "not configured"]
+        if unset:
+            console.print(f"not configured in the profile: {', '.join(unset)}")
         console.print(
-            "all usable" if not bad else f"not usable: {', '.join(bad)} (see docs/environments.md)"
+            "all usable"
+            if not bad
+            else f"not usable: {', '.join(bad)} (see 'ddlbench docs environments')"
         )
     if not all(c.ok for c in checks):
         raise SystemExit(1)

@@ -26,9 +26,14 @@ def _states(entry) -> str:
     return ", ".join(f"{n} {s}" for s, n in entry.counts.items()) or "no runs"
 
 
+def _marks(entry) -> str:
+    marks = [m for m, on in (("latest", entry.latest), ("dry run", entry.dry_run)) if on]
+    return f" ({', '.join(marks)})" if marks else ""
+
+
 def _row(entry) -> List[str]:
     return [
-        entry.name + (" (latest)" if entry.latest else ""),
+        entry.name + _marks(entry),
         _created(entry.created),
         entry.cluster or "",
         entry.scheduler or "",
@@ -64,7 +69,8 @@ Examples:
 
 States are those the campaign's store last recorded: `ddlbench status CAMPAIGN` asks the
 scheduler and updates them. The campaign marked (latest) is the one every command uses when
-no campaign is named.
+no campaign is named; a dry run (`submit --dry-run`, nothing submitted since) is marked so and
+is the latest only when there is no other campaign.
 """,
 )
 @results_option

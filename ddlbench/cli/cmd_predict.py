@@ -66,7 +66,7 @@ def command(**kw) -> None:
     """Predict step time, throughput and scaling efficiency of data-parallel training on
     GPUS_PER_NODE x NODES devices from one device's measured throughput and the cluster's
     links: a hierarchical allreduce (ring or tree, as NCCL picks) and the overlap of the
-    gradient buckets with the backward pass (docs/scaling-model.md)."""
+    gradient buckets with the backward pass (`ddlbench docs scaling-model`)."""
     if kw["list_presets"]:
         _list_presets(kw["as_json"])
         return

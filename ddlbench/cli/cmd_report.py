@@ -38,7 +38,7 @@ Examples:
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
 self-contained (figures embedded, no external fetches); the SVG figures and a copy of the
-data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md.
+data files sit next to it. Definitions: `ddlbench docs metrics`; layout: `ddlbench docs reports`.
 """,
 )
 @click.argument("campaign", required=False)
@@ -82,7 +82,7 @@ data files sit next to it. Definitions: docs/metrics.md; layout: docs/reports.md
     default=None,
     metavar="CAMPAIGN",
     help="A campaign with an allreduce sweep on the same cluster: feeds the predictive "
-    "scaling model (docs/scaling-model.md).",
+    "scaling model (`ddlbench docs scaling-model`).",
 )
 @click.option("--recollect", is_flag=True, help="Collect again even when data/ is up to date.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")

@@ -56,7 +56,7 @@ Examples:
     "--comm-debug",
     is_flag=True,
     help="Switch the communication libraries' debug output on for the new attempts "
-    "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL...; docs/bad-nodes.md).",
+    "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL...; `ddlbench docs bad-nodes`).",
 )
 def command(
     campaign: str,

@@ -45,7 +45,8 @@ def counts_line(status: Dict) -> str:
     counts = status["counts"]
     parts = [f"{counts[s]} {s}" for s in ALL if counts.get(s)]
     done = "all ended" if status["final"] else "in progress"
-    return f"{status['total']} runs ({done}): " + ", ".join(parts)
+    runs = "run" if status["total"] == 1 else "runs"
+    return f"{status['total']} {runs} ({done}): " + ", ".join(parts)
 
 
 _ANSI = {"green": "32", "cyan": "36", "yellow": "33", "red": "31", "dim": "2"}

@@ -12,6 +12,7 @@ from ddlbench.cli.common import (
     deprecated_option,
     given,
     results_option,
+    runs_text,
     stderr_console,
 )
 
@@ -106,17 +107,25 @@ def command(
     plan = plan_runs(spec_value, profile.value, spec.source)
     name = campaign or spec_value.name
     console = stderr_console()
+    label = name if name == spec_value.name else f"campaign {name} (spec {spec_value.name})"
     console.print(
-        f"{spec_value.name}: {len(plan.runs)} runs on cluster profile '{profile.value.name}' "
-        f"({why})"
+        f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
     )
     profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
-    console.print(f"rendered {len(plan.runs)} runs into {rendered.root}")
+    console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
     if dry_run:
-        click.echo(str(rendered.root))
+        _dry_run_done(rendered.root)
         return
     _submit(rendered.root, serial or exclusive, array, resume=False)
+
+
+def _dry_run_done(root: Path) -> None:
+    """Mark the campaign a dry run (never the latest while a submitted one exists)."""
+    from ddlbench.campaign.resolve import mark_dry_run
+
+    mark_dry_run(root)
+    click.echo(str(root))
 
 
 def _render(render_campaign, plan, name, results, spec, profile, profile_text, console):

@@ -21,7 +21,7 @@ Examples:
 
 Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never submitted);
 124 --timeout passed first; 75 the scheduler did not answer for --patience seconds;
-2 bad input. See docs/failures.md.
+2 bad input. See `ddlbench docs failures`.
 """
 )
 @click.argument("campaign")

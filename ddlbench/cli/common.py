@@ -109,3 +109,8 @@ def campaign_dir(results: Path, campaign: Optional[str]) -> Path:
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+def runs_text(n: int) -> str:
+    """``1 run``, ``6 runs``."""
+    return f"{n} run" if n == 1 else f"{n} runs"

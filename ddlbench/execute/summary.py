@@ -35,7 +35,11 @@ def counts_line(summary: SubmitSummary, verb: str = "submitted") -> str:
         if n or k == SUBMITTED  # "0 submitted" says plainly that nothing went out
     ]
     arrays = f" as {len(summary.array_jobs)} job arrays + singles" if summary.array_jobs else ""
-    total = f"{summary.total} runs: " if summary.total is not None else ""
+    total = (
+        f"{summary.total} run{'' if summary.total == 1 else 's'}: "
+        if summary.total is not None
+        else ""
+    )
     return f"campaign {summary.campaign} on {where(summary.executor)}{arrays}: {total}" + (
         ", ".join(parts)
     )

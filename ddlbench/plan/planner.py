@@ -287,7 +287,8 @@ def _container_problems(
             source,
             ("container",),
             f"profile '{profile.name}' runs '{entry.id_label}' without a container; "
-            "give it environments.<framework>.container (apptainer or pyxis) first",
+            "give it environments.<framework>.container (apptainer, singularity, pyxis or "
+            "charliecloud) first",
         )
         for entry in spec.frameworks
         if profile.setup_for(entry.name, entry.id_label).container is None

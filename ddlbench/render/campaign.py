@@ -38,7 +38,7 @@ from ddlbench.plan import Plan, Run
 from ddlbench.render.context import run_context
 from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.diagnosis import run_config_fields
-from ddlbench.spec.experiment import MODEL_SHAPES
+from ddlbench.spec.experiment import MODEL_SHAPES, mllog_run_config
 
 MANIFEST_FORMAT = "ddlbench-campaign/1"
 RUN_FORMAT = "ddlbench-run/1"
@@ -185,7 +185,7 @@ def run_config(
         **({"inject": run.inject} if run.inject else {}),  # stragglers on purpose
         "allreduce": parts["allreduce"],
         "log_dir": f"{run_dir}/{LOGS_DIR}",
-        "mllog": spec.mllog,
+        "mllog": mllog_run_config(spec.mllog, plan.profile.name),
         **run_config_fields(spec),
     }
 

@@ -127,6 +127,13 @@ def _container(
             *container.options,
         ]
         return opts, [], True
+    if container.runtime == "charliecloud":
+        # ch-run IMAGE -- CMD: the job's environment passes through; a bind's destination must
+        # exist in the (read-only) image
+        prefix = ["ch-run"]
+        for m in mounts:
+            prefix += ["-b", m]
+        return [], prefix + list(container.options) + [image, "--"], True
     prefix = [container.runtime, "exec"]
     if profile.device == "gpu":
         prefix.append("--nv")

@@ -232,6 +232,7 @@ def provenance(a: Analysis) -> List[Tuple[str, str]]:
         ("nodes", f"{len(p.get('hosts', []))}: {short_list(p.get('hosts', []))}"),
         ("Slurm job ids", short_list(p.get("job_ids", []))),
         ("python", ", ".join(p.get("python_versions", []))),
+        *((f"nodes: {k.replace('_', ' ')}", v) for k, v in (p.get("nodes") or {}).items()),
         (
             "ddlbench",
             f"campaign {p.get('ddlbench_version_campaign')}, workloads "

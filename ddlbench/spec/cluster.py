@@ -66,7 +66,7 @@ class Strict(BaseModel):
 
 
 class Container(Strict):
-    runtime: Literal["apptainer", "singularity", "pyxis"]
+    runtime: Literal["apptainer", "singularity", "pyxis", "charliecloud"]
     image: str
     #: bind mounts, ``src[:dst[:opts]]``; the run directory and ddlbench's code are added
     bind: List[str] = Field(default_factory=list)

@@ -207,6 +207,24 @@ class Variant(Strict):
         return check_safe_name(value, "variant label")
 
 
+class MLLogSpec(Strict):
+    """``mllog`` as a mapping: MLPerf submission metadata (defaults suit a research run)."""
+
+    org: str = Field(default="unspecified", min_length=1)
+    #: the system's name; default: the cluster profile's name
+    platform: Optional[str] = Field(default=None, min_length=1)
+    division: Literal["open", "closed"] = "open"
+    status: Literal["onprem", "cloud", "preview", "research"] = "research"
+
+
+def mllog_run_config(value: Union[bool, MLLogSpec], profile_name: str) -> Any:
+    """run.json's ``mllog``: false, or the submission metadata with defaults filled in."""
+    if value is False:
+        return False
+    spec = value if isinstance(value, MLLogSpec) else MLLogSpec()
+    return dict(spec.model_dump(), platform=spec.platform or profile_name)
+
+
 class ExperimentSpec(Strict):
     name: str
     description: str = ""
@@ -238,7 +256,7 @@ class ExperimentSpec(Strict):
     env: Dict[str, str] = Field(default_factory=dict)
     #: container image for every framework, replacing the image of the profile's container
     container: Optional[str] = None
-    mllog: bool = False
+    mllog: Union[bool, MLLogSpec] = False
     #: hang detection (docs/bad-nodes.md): limits, or false to disarm
     watchdog: Union[bool, WatchdogSpec] = True
     #: NCCL/torch.distributed/Gloo/Horovod debug output, kept with the attempt's logs

@@ -139,7 +139,7 @@ def load_spec(path: str | Path) -> Loaded:
             raise InputError(
                 Problem(
                     f"no such file: {path} (ddlbench ships an example spec of that name: "
-                    f"cp {example} .)"
+                    f"'ddlbench init' writes the examples to ./configs/, or cp {example} .)"
                 )
             )
     source = load_yaml(path)

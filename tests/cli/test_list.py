@@ -48,7 +48,9 @@ def test_list_json_counts_states_oldest_first_latest_last(results):
     assert (ran["name"], rendered["name"]) == ("ran", "rendered")
     assert ran["counts"] == {"COMPLETED": 6} and ran["ended"] is True and ran["runs"] == 6
     assert rendered["counts"] == {"NOT_SUBMITTED": 6} and rendered["ended"] is False
-    assert (ran["latest"], rendered["latest"]) == (False, True)
+    # a dry run is marked, and never the latest while a campaign with submitted runs exists
+    assert (ran["latest"], rendered["latest"]) == (True, False)
+    assert (ran["dry_run"], rendered["dry_run"]) == (False, True)
     assert (ran["collected"], rendered["collected"]) == (True, False)
     for entry in (ran, rendered):
         assert entry["cluster"] == "triv-local" and entry["scheduler"] == "local"
@@ -62,10 +64,22 @@ def test_list_table_names_each_campaign_and_where_states_come_from(results):
     assert lines[0].split() == [
         "CAMPAIGN", "CREATED", "CLUSTER", "SCHEDULER", "RUNS", "STATES", "COLLECTED", "REPORT",
     ]  # fmt: skip
-    assert lines[1].startswith("ran ") and "6 COMPLETED" in lines[1]
+    assert lines[1].startswith("ran (latest) ") and "6 COMPLETED" in lines[1]
     assert lines[1].split()[-2:] == ["yes", "-"]  # collected, no report
-    assert lines[2].startswith("rendered (latest)") and "6 NOT_SUBMITTED" in lines[2]
+    assert lines[2].startswith("rendered (dry run) ") and "6 NOT_SUBMITTED" in lines[2]
     assert lines[-1].startswith(f"2 campaigns in {results.absolute()}; states as last recorded")
+
+
+def test_commands_without_a_campaign_use_the_latest_real_one(results, tmp_path):
+    status = ddlbench("status", "--results", results, "--json")
+    assert json.loads(status.stdout)["campaign"] == "ran"
+    # with only a dry run there, it is the latest (and still marked a dry run)
+    res = tmp_path / "results"
+    shutil.copytree(results / "rendered", res / "rendered")
+    (only,) = listing(res)["campaigns"]
+    assert only["latest"] is True and only["dry_run"] is True
+    table = ddlbench("list", "--results", res).stdout.splitlines()
+    assert table[1].startswith("rendered (latest, dry run) ")
 
 
 def test_a_broken_campaign_is_listed_with_its_problem_and_hides_no_other(results, tmp_path):

@@ -18,7 +18,7 @@ import ddlbench.cli, ddlbench.spec.load, ddlbench.plan, ddlbench.render, ddlbenc
 import ddlbench.execute.api, ddlbench.collect, ddlbench.analyse, ddlbench.report
 from ddlbench.cli import main
 for name in ("validate", "plan", "submit", "status", "wait", "cancel", "retry", "collect",
-             "report", "compare", "doctor", "predict"):
+             "report", "compare", "doctor", "predict", "init", "docs"):
     main.get_command(None, name)
 print(json.dumps(sorted(m.split(".")[0] for m in sys.modules)))
 """

@@ -14,6 +14,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -139,10 +140,16 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "ddlbench: no such file: configs/quickstart.yaml (ddlbench ships an example spec of "
-        f"that name: cp {example} .)"
+        f"that name: 'ddlbench init' writes the examples to ./configs/, or cp {example} .)"
     )
     assert example.read_text() == (ROOT / "configs" / "quickstart.yaml").read_text()
-    shutil.copy(example, here / "quickstart.yaml")
+    # `ddlbench init` gives the examples and a profile; the docs come with the wheel
+    ok([ddlbench, "init"], here, env)
+    assert (here / "configs" / "quickstart.yaml").read_text() == example.read_text()
+    assert list((here / "configs" / "clusters").glob("*.yaml"))
+    page = ok([ddlbench, "docs", "cluster-profiles"], here, env)
+    assert page == (ROOT / "docs" / "cluster-profiles.md").read_text()
+    shutil.copy(here / "configs" / "quickstart.yaml", here / "quickstart.yaml")
 
     out = ok([ddlbench, "submit", "quickstart.yaml", "--dry-run"], here, env)
     assert "6 runs on cluster profile 'local'" in out
@@ -150,7 +157,7 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert len(list((campaign / "jobs").glob("*.sh"))) == 6
     assert (campaign / "pkg" / "ddlbench" / "workloads" / "pytorch.py").is_file()
     script = (campaign / "jobs" / "pytorch-lenet-n1x2-b32-r0.sh").read_text()
-    assert "ddlbench.workloads.pytorch" in script and str(ROOT) not in script
+    assert "ddlbench.workloads.rank_start pytorch" in script and str(ROOT) not in script
 
     doctor = run([ddlbench, "doctor", "quickstart.yaml", "--json"], here, env)
     assert doctor.returncode == 0, doctor.stderr
@@ -176,3 +183,18 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     runs = CampaignPaths.of(campaign).run_folders()
     logs = sorted(p.name for run in runs for p in run.rank_logs())
     assert logs == ["rank-0.jsonl", "rank-0.jsonl", "rank-1.jsonl"]
+
+
+def test_building_a_wheel_leaves_the_tree_clean(tmp_path):
+    """``pip wheel .`` in a checkout: no build/ or ddlbench.egg-info/ left behind."""
+    need(can_build_wheels_offline(), "building a wheel offline needs setuptools>=70.1 or wheel")
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=SKIP)
+    before = sorted(p.name for p in source.iterdir())
+    pip_wheel = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    ok([sys.executable, *pip_wheel, "-w", str(tmp_path / "dist"), "."], source, dict(os.environ))
+    (wheel,) = (tmp_path / "dist").glob("ddlbench-*.whl")
+    assert sorted(p.name for p in source.iterdir()) == before
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert "ddlbench/_data/docs/cli.md" in names and "ddlbench/cli/cmd_init.py" in names

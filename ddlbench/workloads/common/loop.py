@@ -146,6 +146,8 @@ class Measurement:
             self.eval_time_s += t - eval_start
         elapsed = t - (self.first_t_start if self.first_t_start is not None else t)
         self.logger.eval(epoch, t, elapsed, accuracy, loss, samples)
+        if samples is not None:
+            self.mllog.once("eval_samples", int(samples))
         self.mllog.event("eval_accuracy", float(accuracy), {"epoch_num": epoch + 1})
         self.final_accuracy = float(accuracy)
         if self.best_accuracy is None or accuracy > self.best_accuracy:
@@ -153,6 +155,8 @@ class Measurement:
         reached = self.target_accuracy is not None and accuracy >= self.target_accuracy
         if reached and self.time_to_accuracy_s is None:
             self.time_to_accuracy_s = elapsed
+            # MLPerf's run ends at the target; training may go on to the planned epochs
+            self.mllog.end("run_stop", metadata={"status": "success", "epoch_num": epoch + 1})
         return reached
 
     def summary_fields(self) -> Dict[str, Any]:
@@ -219,9 +223,11 @@ def run_training(
     measured ones, epochs counted by ``schedule.steps_per_epoch``; real data
     cycles through epochs. Convergence mode: ``epochs`` epochs of
     ``schedule.steps_per_epoch`` steps, every step measured, evaluation after
-    each epoch (it runs to the last epoch even when the target is reached).
+    each epoch (it runs to the last epoch even when the target is reached; the MLLOG
+    ``run_stop`` is written at the evaluation that reaches it).
     """
     mllog = measurement.mllog
+    mllog.schedule(cfg, schedule)
     mllog.end("init_stop")
     mllog.start("run_start")
     if cfg["mode"] == "throughput":

@@ -29,7 +29,7 @@ from .env import RankInfo, rank_info
 from .logger import RankLogger, build_meta
 from .loop import Measurement, StepReturn, run_training
 from .mllog import MLLog
-from .provenance import write_packages
+from .provenance import write_node_facts, write_packages
 from .schedule import LRSchedule
 
 Evaluate = Callable[[int], Tuple[float, Optional[float], Optional[int]]]
@@ -158,6 +158,15 @@ def _record_packages(cfg: Dict[str, Any]) -> None:
         sys.stderr.write(f"ddlbench: cannot record the installed packages: {exc}\n")
 
 
+def _record_node(cfg: Dict[str, Any]) -> None:
+    """One rank per node writes the node's facts into the run's provenance (never fails it)."""
+    run_dir = os.environ.get("DDLBENCH_RUN_DIR") or os.path.dirname(str(cfg["log_dir"]))
+    try:
+        write_node_facts(run_dir)
+    except Exception as exc:
+        sys.stderr.write(f"ddlbench: cannot record the node's provenance: {exc}\n")
+
+
 def _start(args: List[str], start_time: float) -> Optional[Context]:
     """The run's :class:`Context` (config, rank, opened rank log), or None after a message
     when the config cannot be read or the log not opened (nothing to log into yet)."""
@@ -228,6 +237,8 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
         body(ctx)
         if not ctx.logger.summary_written:
             raise RuntimeError("workload ended without a summary record")
+        if ctx.info.local_rank == 0:  # after the run: the NCCL it loaded is known
+            _record_node(ctx.cfg)
         return 0
     except BaseException as exc:  # noqa: B036 - log every failure, including SystemExit
         if isinstance(exc, SystemExit) and exc.code in (0, None) and ctx.logger.summary_written:

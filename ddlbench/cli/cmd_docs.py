@@ -1,0 +1,70 @@
+"""ddlbench docs [TOPIC]: the user documentation, from the install or the checkout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, Optional
+
+import click
+
+
+def _topics() -> Dict[str, Path]:
+    from ddlbench.shipped import shipped_docs
+
+    folder = shipped_docs()
+    if folder is None or not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.md"))}
+
+
+def _title(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return ""
+
+
+def _find(topic: str, topics: Dict[str, Path]) -> Optional[Path]:
+    name = re.sub(r"\.md$", "", topic.strip().lower()).split("/")[-1]
+    return topics.get(name)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench docs                      # the topics, with their titles
+  ddlbench docs cluster-profiles     # print docs/cluster-profiles.md
+  ddlbench docs spec | less
+  ddlbench docs failures --path      # where the file is
+"""
+)
+@click.argument("topic", required=False)
+@click.option("--path", "show_path", is_flag=True, help="Print the file's path, not its text.")
+def command(topic: Optional[str], show_path: bool) -> None:
+    """Print ddlbench's documentation: the list of topics, or one topic's Markdown page.
+
+    The pages are the docs/ folder of the source tree; a wheel carries them, so an installed
+    ddlbench has the same pages as the checkout it was built from. Links between pages name
+    other topics (spec.md is `ddlbench docs spec`).
+    """
+    from ddlbench.errors import InputError, Problem, did_you_mean
+
+    topics = _topics()
+    if not topics:
+        raise InputError(Problem("ddlbench's documentation is not installed here"))
+    if topic is None:
+        width = max(len(t) for t in topics)
+        for name, path in topics.items():
+            click.echo(f"{name:<{width}}  {_title(path)}")
+        click.echo("\n'ddlbench docs TOPIC' prints a page")
+        return
+    path = _find(topic, topics)
+    if path is None:
+        raise InputError(
+            Problem(
+                f"no documentation topic '{topic}'{did_you_mean(topic, list(topics))}; "
+                "'ddlbench docs' lists them"
+            )
+        )
+    click.echo(str(path) if show_path else path.read_text(encoding="utf-8"), nl=show_path)

@@ -1,0 +1,43 @@
+"""ddlbench init [DIR]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ddlbench init                  # ./configs/*.yaml and ./configs/clusters/<cluster>.yaml
+  ddlbench init ~/bench && cd ~/bench
+  ddlbench validate configs/quickstart.yaml --cluster mycluster
+"""
+)
+@click.argument("folder", default=".", metavar="[DIR]", type=click.Path(file_okay=False))
+def command(folder: str) -> None:
+    """Start a working folder: the example specs and a commented cluster profile.
+
+    Writes the example specs to DIR/configs/ and a cluster profile to
+    DIR/configs/clusters/NAME.yaml, where specs in DIR/configs/ (and commands run in DIR) find
+    it. On a Slurm login node the profile is filled from sinfo and scontrol show node (the
+    default partition, GPUs per node from Gres, CPUs, memory) and named after the Slurm
+    cluster; elsewhere it is a skeleton to fill in. A file that exists is never overwritten.
+    """
+    from ddlbench.site_init import init_folder
+
+    root = Path(folder)
+    result = init_folder(root)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    for path in result.kept:
+        click.echo(f"kept  {path} (exists; not overwritten)")
+    name = result.profile_name
+    if result.from_slurm:
+        click.echo(f"cluster profile '{name}' filled from this node's Slurm; check it, then:")
+    else:
+        click.echo(f"cluster profile '{name}' is a skeleton (no Slurm here): fill it in, then:")
+    click.echo(f"  cd {root} && ddlbench validate configs/resnet50.yaml --cluster {name}")
+    click.echo("  ddlbench submit configs/quickstart.yaml    # runs on this machine, no cluster")
+    click.echo("  ddlbench docs cluster-profiles            # what each profile key means")

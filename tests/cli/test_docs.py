@@ -1,0 +1,43 @@
+"""ddlbench docs: the pages of docs/, from the install or the checkout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.support.cli import invoke
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_lists_topics_and_prints_a_page():
+    res = invoke(["docs"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^cluster-profiles\s+Cluster profile reference$", res.stdout, re.M)
+    assert len([p for p in DOCS.glob("*.md")]) == len(res.stdout.strip().splitlines()) - 2
+    page = invoke(["docs", "spec.md"])
+    assert page.exit_code == 0 and page.stdout == (DOCS / "spec.md").read_text()
+    where = invoke(["docs", "failures", "--path"])
+    assert Path(where.stdout.strip()) == (DOCS / "failures.md").resolve()
+
+
+def test_unknown_topic_is_an_input_error_with_a_suggestion():
+    res = invoke(["docs", "clustr-profiles"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "did you mean 'cluster-profiles'" in res.stderr, res.output
+
+
+def test_help_and_hints_name_topics_not_paths():
+    """What a user reads (every command's --help, and the hints in the commands' messages)
+    names `ddlbench docs TOPIC`, which an install has, never a docs/ path, which it has not."""
+    from ddlbench.cli import _commands
+
+    for name in sorted(_commands()):
+        # click wraps the help text, also after a hyphen ("bad-" / "nodes")
+        text = re.sub(r"-\n\s*", "-", invoke([name, "--help"]).stdout)
+        assert not re.search(r"docs/[a-z-]+\.md", text.replace("print docs/", "")), name
+        for m in re.finditer(r"ddlbench docs ([a-z-]+)", text):
+            assert (DOCS / f"{m.group(1)}.md").is_file(), (name, m.group(0))
+    for path in (DOCS.parent / "ddlbench" / "cli").glob("cmd_*.py"):
+        for m in re.finditer(r"ddlbench docs ([a-z-]+)", path.read_text()):
+            assert (DOCS / f"{m.group(1)}.md").is_file(), (path.name, m.group(0))
