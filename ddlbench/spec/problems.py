@@ -21,12 +21,24 @@ _TYPE_NAMES = {
 }
 
 
+def _model_names() -> set:
+    """Names of every pydantic model class: pydantic tags a union's model member with it."""
+    names, todo = set(), [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            names.add(sub.__name__)
+            todo.append(sub)
+    return names
+
+
 def _clean_loc(loc: Iterable[Any]) -> Loc:
-    """Drop pydantic's union/validator tags (``'list[int]'``, ``'function-after[...]'``)."""
+    """Drop pydantic's union/validator tags (``'list[int]'``, ``'function-after[...]'``,
+    a model's class name)."""
     out = []
+    models = _model_names()
     for part in loc:
         if isinstance(part, str) and (
-            "[" in part or part in _TYPE_NAMES or part.startswith("function-")
+            "[" in part or part in _TYPE_NAMES or part.startswith("function-") or part in models
         ):
             continue
         out.append(part)
