@@ -198,5 +198,6 @@ def test_spec_mllog_reaches_run_json(tmp_path):
     from ddlbench.errors import InputError
 
     # an unknown division is an input error at its line, with the allowed values
-    with pytest.raises(InputError, match=r"<spec>:5:\d+: mllog.division: 'semi' is not one of open"):
+    wanted = r"<spec>:5:\d+: mllog.division: 'semi' is not one of open"
+    with pytest.raises(InputError, match=wanted):
         load_spec_text(base + "mllog: {division: semi}\n")
