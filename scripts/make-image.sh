@@ -14,13 +14,14 @@
 # Environment:
 #   DDLBENCH_IMAGES          where the image and the package cache live
 #                            (default ~/.cache/ddlbench/images)
-#   DDLBENCH_DEBIAN_MIRROR   the Debian mirror (default http://deb.debian.org/debian)
+#   DDLBENCH_DEBIAN_MIRROR   the Debian mirror (default: the one this machine's apt uses for
+#                            the suite, read from /etc/apt/sources.list{,.d/})
 set -euo pipefail
 
 readonly IMAGES=${DDLBENCH_IMAGES:-${HOME}/.cache/ddlbench/images}
 readonly NAME=debian-python3
 readonly SUITE=bookworm
-readonly MIRROR=${DDLBENCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${DDLBENCH_DEBIAN_MIRROR:-}
 readonly RECIPE="recipe=2 suite=${SUITE} variant=minbase include=python3 pth=/mnt/0"
 readonly STAMP_NAME=".ddlbench-stamp"
 readonly TOOLS=(debootstrap ch-run ch-convert)
@@ -30,6 +31,30 @@ TMP_DIR=""
 
 say() { printf '[make-image] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+
+# The mirror apt uses for SUITE on this machine: deb822 .sources files first, then one-line
+# sources; the first URI listed for the suite itself (not -security or -updates).
+apt_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r "${f}" ]] || continue
+    awk -v suite="${SUITE}" '
+      BEGIN { RS = ""; FS = "\n" }
+      {
+        uri = ""; ok = 0; deb = 0
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^Types:/ && $i ~ /[ \t]deb([ \t]|$)/) deb = 1
+          if ($i ~ /^URIs:/) { split($i, u, /[ \t]+/); uri = u[2] }
+          if ($i ~ /^Suites:/) { n = split($i, s, /[ \t]+/); for (j = 2; j <= n; j++) if (s[j] == suite) ok = 1 }
+        }
+        if (deb && ok && uri != "") { print uri; exit }
+      }' "${f}"
+  done | head -n 1
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -r "${f}" ]] || continue
+    awk -v suite="${SUITE}" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++; if ($(i + 1) == suite) { print $i; exit } }' "${f}"
+  done | head -n 1
+}
 
 stamp() { printf '%s\n' "${RECIPE}" | sha256sum | cut -c1-16; }
 
@@ -52,6 +77,8 @@ build() {
   tmp=$(mktemp -d "${IMAGES}/.${NAME}.XXXXXX")
   TMP_DIR=${tmp}
   trap 'rm -rf -- "${TMP_DIR}"' EXIT
+  [[ -n "${MIRROR}" ]] || MIRROR=$(apt_mirror | head -n 1)
+  [[ -n "${MIRROR}" ]] || die "no apt source for ${SUITE} on this machine: set DDLBENCH_DEBIAN_MIRROR"
   say "debootstrap ${SUITE} (minbase + python3) from ${MIRROR}"
   PATH="${PATH}:/usr/sbin:/sbin" debootstrap --variant=minbase --include=python3 \
     --cache-dir="${cache}" "${SUITE}" "${tmp}/rootfs" "${MIRROR}" >"${tmp}/debootstrap.log" 2>&1 \
