@@ -250,16 +250,23 @@ def _provenance(row, g) -> None:
 
 
 def _world_size(row, g, problems) -> Optional[int]:
+    """The ranks the run should have; ``row["world_size"]`` stays its devices (an MXNet
+    worker per node drives ``devices_per_worker`` of them; 1 in older logs)."""
     meta_ws = None
+    per_worker = 1
     if g is not None:
         vals = set(int(v) for v in g.values("world_size"))
         meta_ws = vals.pop() if len(vals) == 1 else None
+        per_worker = max([int(v) for v in g.values("devices_per_worker")] or [1])
     ws = row["world_size"]
-    ws = int(ws) if ws is not None and not pd.isna(ws) else meta_ws
+    ws = int(ws) if ws is not None and not pd.isna(ws) else None
+    if ws is None:
+        ws = meta_ws * per_worker if meta_ws is not None else None
     row["world_size"] = ws
-    if meta_ws is not None and ws is not None and meta_ws != ws:
-        problems.append(f"logs say world_size {meta_ws}, planned {ws}")
-    return ws
+    ranks = ws // per_worker if ws is not None else None
+    if meta_ws is not None and ranks is not None and meta_ws != ranks:
+        problems.append(f"logs say world_size {meta_ws}, planned {ranks}")
+    return ranks
 
 
 def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
