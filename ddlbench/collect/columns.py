@@ -293,7 +293,7 @@ _META = [
     ("backend", "text", "meta", "communication backend"),
     ("model", "text", "meta", "model"),
     ("param_count", "int", "meta", "model parameters"),
-    ("batch_size", "int", "meta", "per-device batch"),
+    ("batch_size", "int", "meta", "per-device batch (x devices_per_worker: the rank's batch)"),
     ("global_batch_size", "int", "meta", "global batch"),
     ("precision", "text", "meta", "precision that ran"),
     (

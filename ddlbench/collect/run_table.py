@@ -145,14 +145,15 @@ def plan_row(entry: dict, cfg: dict) -> Dict[str, Any]:
     return row
 
 
-def _ran(row: Dict[str, Any], g: Optional[RunRanks]) -> Optional[str]:
-    """Label the run by what ran (rank meta records); returns the mismatches, in words."""
+def _ran(row: Dict[str, Any], g: Optional[RunRanks], ranks: Optional[int]) -> Optional[str]:
+    """Label the run by what ran (rank meta records); returns the mismatches, in words.
+    ``ranks``: the planned ranks (the world size over the devices each rank drives)."""
     if g is None or not len(g):
         return None
     found = []
     for field in CHECKED:
         ran = g.distinct(field)
-        planned = row[f"{field}_requested"] if field != "world_size" else row["world_size"]
+        planned = row[f"{field}_requested"] if field != "world_size" else ranks
         if not ran:
             continue
         if field != "world_size":
@@ -277,7 +278,7 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
         other = sorted(set(g.values("meta_run_id")) - {row["run_id"]})
         if other:
             problems.append(f"logs name another run: {', '.join(other)}")
-    row["mismatches"] = _ran(row, g)
+    row["mismatches"] = _ran(row, g, ws)
     if row["mismatches"]:
         problems.append(f"ran other settings than planned: {row['mismatches']}")
     started = _completeness(row, g, ws, no_meta, nfiles, problems)
