@@ -55,7 +55,7 @@ class RunRanks:
 
     def values(self, name: str) -> list:
         """Non-missing values of a column, in rank order."""
-        return [v for v in self[name].tolist() if v is not None and v == v and v is not pd.NA]
+        return [v for v in self[name].tolist() if v is not None and v is not pd.NA and v == v]
 
     def distinct(self, name: str) -> List[str]:
         return sorted(set(str(v) for v in self.values(name)))
