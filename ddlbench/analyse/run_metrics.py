@@ -108,7 +108,8 @@ def _global_throughput(row: Dict[str, Any], g, ws: Optional[int], problems: List
     row["measure_time_s"] = end - start
     if end > start and samples > 0:
         row["throughput"] = samples / (end - start)
-        row["throughput_per_device"] = row["throughput"] / ws if ws else None
+        devices = row.get("world_size") or ws  # ranks x devices_per_worker
+        row["throughput_per_device"] = row["throughput"] / devices if devices else None
     r0 = np.asarray(g["throughput"], dtype=float)[np.asarray(g["rank"]) == 0]
     if len(r0) and not np.isnan(r0[0]) and ws:
         row["throughput_rank0_x_n"] = float(r0[0]) * ws

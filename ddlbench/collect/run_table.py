@@ -55,7 +55,7 @@ class RunRanks:
 
     def values(self, name: str) -> list:
         """Non-missing values of a column, in rank order."""
-        return [v for v in self[name].tolist() if v is not None and v == v and v is not pd.NA]
+        return [v for v in self[name].tolist() if v is not None and v is not pd.NA and v == v]
 
     def distinct(self, name: str) -> List[str]:
         return sorted(set(str(v) for v in self.values(name)))
@@ -145,14 +145,15 @@ def plan_row(entry: dict, cfg: dict) -> Dict[str, Any]:
     return row
 
 
-def _ran(row: Dict[str, Any], g: Optional[RunRanks]) -> Optional[str]:
-    """Label the run by what ran (rank meta records); returns the mismatches, in words."""
+def _ran(row: Dict[str, Any], g: Optional[RunRanks], ranks: Optional[int]) -> Optional[str]:
+    """Label the run by what ran (rank meta records); returns the mismatches, in words.
+    ``ranks``: the planned ranks (the world size over the devices each rank drives)."""
     if g is None or not len(g):
         return None
     found = []
     for field in CHECKED:
         ran = g.distinct(field)
-        planned = row[f"{field}_requested"] if field != "world_size" else row["world_size"]
+        planned = row[f"{field}_requested"] if field != "world_size" else ranks
         if not ran:
             continue
         if field != "world_size":
@@ -250,16 +251,23 @@ def _provenance(row, g) -> None:
 
 
 def _world_size(row, g, problems) -> Optional[int]:
+    """The ranks the run should have; ``row["world_size"]`` stays its devices (an MXNet
+    worker per node drives ``devices_per_worker`` of them; 1 in older logs)."""
     meta_ws = None
+    per_worker = 1
     if g is not None:
         vals = set(int(v) for v in g.values("world_size"))
         meta_ws = vals.pop() if len(vals) == 1 else None
+        per_worker = max([int(v) for v in g.values("devices_per_worker")] or [1])
     ws = row["world_size"]
-    ws = int(ws) if ws is not None and not pd.isna(ws) else meta_ws
+    ws = int(ws) if ws is not None and not pd.isna(ws) else None
+    if ws is None:
+        ws = meta_ws * per_worker if meta_ws is not None else None
     row["world_size"] = ws
-    if meta_ws is not None and ws is not None and meta_ws != ws:
-        problems.append(f"logs say world_size {meta_ws}, planned {ws}")
-    return ws
+    ranks = ws // per_worker if ws is not None else None
+    if meta_ws is not None and ranks is not None and meta_ws != ranks:
+        problems.append(f"logs say world_size {meta_ws}, planned {ranks}")
+    return ranks
 
 
 def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
@@ -270,7 +278,7 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
         other = sorted(set(g.values("meta_run_id")) - {row["run_id"]})
         if other:
             problems.append(f"logs name another run: {', '.join(other)}")
-    row["mismatches"] = _ran(row, g)
+    row["mismatches"] = _ran(row, g, ws)
     if row["mismatches"]:
         problems.append(f"ran other settings than planned: {row['mismatches']}")
     started = _completeness(row, g, ws, no_meta, nfiles, problems)

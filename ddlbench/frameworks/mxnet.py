@@ -15,11 +15,22 @@ class MXNetOptions(FrameworkOptions):
     kvstore: Literal[MXNET_KVSTORES] = DEFAULT_MXNET_KVSTORE  # type: ignore[valid-type]
     #: number of parameter servers; default one per node
     servers: Optional[int] = Field(default=None, ge=1)
+    #: ``per-device`` (unset: one worker per GPU or CPU rank) or ``per-node``: one worker per
+    #: node driving the node's devices as a list of contexts (docs/launching.md#mxnet)
+    workers: Optional[Literal["per-device", "per-node"]] = None
 
 
 def _template_vars(opts: MXNetOptions, run) -> dict:
     servers = opts.servers or run.nodes
-    return {"servers": servers, "server_nodes": min(servers, run.nodes)}
+    per_node = opts.workers == "per-node"
+    return {
+        "servers": servers,
+        "server_nodes": min(servers, run.nodes),
+        "per_node": per_node,
+        # kvstore workers: one per node, or one per device
+        "mxnet_workers": run.nodes if per_node else run.world_size,
+        "worker_tasks": 1 if per_node else run.tasks_per_node,
+    }
 
 
 def knob_problem(knobs: Dict[str, Any], device: str, opts: MXNetOptions) -> Optional[str]:

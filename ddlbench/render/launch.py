@@ -168,7 +168,10 @@ def launch_fragments(
         # one container per job, imported by the first step and reused by every later one
         name_opt = ' --container-name="ddlbench-${SLURM_JOB_ID}"'
     bind = "none" if profile.cpu_bind_policy != "slurm" else "cores"
-    workers = [f"--cpus-per-task={s.cpus_requested}", f"--distribution={s.distribution}"]
+    cpus = s.cpus_requested
+    if run.framework == "mxnet" and run.framework_options.get("workers") == "per-node":
+        cpus *= run.tasks_per_node  # one worker holds the cores of the node's devices
+    workers = [f"--cpus-per-task={cpus}", f"--distribution={s.distribution}"]
     workers.append(f"--cpu-bind={bind}")
     # the local executor starts tasks itself: there is no PMI for MPI to use
     if _uses_mpi(run) and s.mpi != "none" and profile.scheduler == "slurm":
@@ -193,7 +196,7 @@ def launch_fragments(
             (words(servers[1:] + tail) + whole if per_node else words(servers + tail)) + name_opt
         ),
         "scheduler_opts": ShellSafe(words(helper[1:] + beside + tail) + whole + name_opt),
-        "worker_cpus": s.cpus_requested,
+        "worker_cpus": cpus,
         "in_container": in_container,
         "min_slurm": MIN_SLURM,
         # the interpreter, behind the container runtime when there is one

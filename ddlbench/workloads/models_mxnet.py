@@ -226,7 +226,8 @@ def initialize(
     net.initialize(mx.init.Uniform(0.07), ctx=ctx)
     side = (image_size, image_size)
     shape = (1,) + side + (channels,) if layout == "NHWC" else (1, channels) + side
-    net(mx.nd.zeros(shape, ctx=ctx))
+    # a worker driving several devices initialises on each; the dry run needs one
+    net(mx.nd.zeros(shape, ctx=ctx[0] if isinstance(ctx, (list, tuple)) else ctx))
 
 
 def trainable_params(net: Any) -> List[Any]:

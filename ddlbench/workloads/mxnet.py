@@ -342,7 +342,7 @@ def sync_initial_params(mx: Any, trainer: Any, kv: Any) -> None:
     keys = [trainer._param2idx[p.name] for p in params]
     # host copies in the default layout (MKL-DNN may hold conv weights in its own layout,
     # which the kvstore cannot send)
-    values = [mx.nd.array(p.data().asnumpy(), dtype=p.dtype) for p in params]
+    values = [mx.nd.array(p.list_data()[0].asnumpy(), dtype=p.dtype) for p in params]
     kv.init(keys, values)
     if kv.rank == 0:
         kv.pull(keys, out=[mx.nd.zeros_like(v) for v in values])
@@ -364,7 +364,10 @@ def make_step_fn(
     cfg: Dict[str, Any],
     use_amp: bool,
     fixed: Optional[Tuple[Any, Any]] = None,
+    contexts: Optional[List[Any]] = None,
 ) -> Callable[[Optional[Any], float], float]:
+    """One training step; with several ``contexts`` (one worker per node) each batch is split
+    across them and the kvstore sums their gradients before the push."""
     from mxnet import autograd, gluon
 
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -376,19 +379,24 @@ def make_step_fn(
             trainer.set_learning_rate(lr)
             current["lr"] = lr
         x, y = fixed if batch is None else batch
+        if contexts:
+            xs = gluon.utils.split_and_load(x, contexts, even_split=True)
+            ys = gluon.utils.split_and_load(y, contexts, even_split=True)
+        else:
+            xs, ys = [x], [y]
         with autograd.record():
-            loss = loss_fn(net(x), y)  # per sample
+            losses = [loss_fn(net(xi), yi) for xi, yi in zip(xs, ys)]  # per sample
             if use_amp:
                 from mxnet.contrib import amp
 
-                with amp.scale_loss(loss, trainer) as scaled:
+                with amp.scale_loss(losses, trainer) as scaled:
                     autograd.backward(scaled)
             else:
-                loss.backward()  # sum over the batch
+                autograd.backward(losses)  # sum over the batch
         # push the summed gradients, pull their sum over workers, scale by 1/global batch
         trainer.step(global_batch)
         mx.nd.waitall()  # the push/pull and the update have completed
-        return float(loss.mean().asscalar())
+        return float(np.mean([float(loss.mean().asscalar()) for loss in losses]))
 
     return step_fn
 
@@ -421,6 +429,22 @@ def make_evaluate(
 def model_checksum(net: Any) -> Tuple[float, str]:
     arrays = (np.asarray(a, dtype=np.float32) for a in models_mxnet.trainable_numpy(net))
     return param_checksum(arrays)
+
+
+def devices_per_worker(cfg: Dict[str, Any]) -> int:
+    """The devices one worker drives: the node's with ``workers: per-node``, else 1."""
+    if (cfg.get("framework_options") or {}).get("workers") == "per-node":
+        return int(cfg["tasks_per_node"])
+    return 1
+
+
+def setup_contexts(mx: Any, cfg: Dict[str, Any], n: int) -> List[Any]:
+    """A per-node worker's contexts: the node's ``n`` GPUs, or ``n`` CPU contexts."""
+    if cfg["device"] != "gpu":
+        return [mx.cpu(i) for i in range(n)]
+    if mx.context.num_gpus() < n:
+        raise RuntimeError(f"workers per-node needs {n} GPUs, MXNet sees {mx.context.num_gpus()}")
+    return [mx.gpu(i) for i in range(n)]
 
 
 def setup_device(mx: Any, cfg: Dict[str, Any], info: RankInfo) -> Tuple[Any, str]:
@@ -489,13 +513,32 @@ def body(ctx: Context) -> None:
     import mxnet as mx
 
     dev, device_name = setup_device(mx, cfg, info)
+    per_worker = devices_per_worker(cfg)
+    contexts = setup_contexts(mx, cfg, per_worker) if per_worker > 1 else None
+    if contexts:
+        dev = contexts[0]
+        cfg["batch_size"] = int(cfg["batch_size"]) * per_worker  # the worker's batch
+    with dev:  # Parameter.data() with no context reads the first device's copy
+        _train(ctx, mx, knobs, kv_name, dev, device_name, contexts)
+
+
+def _train(
+    ctx: Context,
+    mx: Any,
+    knobs: Knobs,
+    kv_name: str,
+    dev: Any,
+    device_name: str,
+    contexts: Optional[List[Any]],
+) -> None:
+    cfg, info = ctx.cfg, ctx.info
     use_amp = knobs.precision == "amp"
     if use_amp:
         from mxnet.contrib import amp
 
         amp.init()
     kv = create_kvstore(mx, kv_name, info)
-    net = build_net(cfg, knobs, dev)
+    net = build_net(cfg, knobs, contexts or dev)
     ctx.write_meta(
         mx.__version__,
         device_name,
@@ -506,11 +549,12 @@ def body(ctx: Context) -> None:
         update_on_kvstore=False,
         threads=int(os.environ["OMP_NUM_THREADS"]) if cfg["device"] == "cpu" else None,
         flops_per_sample=training_flops(cfg),
+        **({"devices_per_worker": len(contexts)} if contexts else {}),
         **knobs.meta(),
     )
     data = make_data(mx, cfg, info, dev, knobs.layout)
     trainer = make_trainer(mx, cfg, net, kv, use_amp)
-    step_fn = make_step_fn(mx, net, trainer, cfg, use_amp, data.fixed)
+    step_fn = make_step_fn(mx, net, trainer, cfg, use_amp, data.fixed, contexts)
     ctx.train(
         step_fn,
         data,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -253,3 +254,26 @@ def test_mxnet_scheduler_and_servers_are_placed_on_spare_cores(pyxis_scripts, tm
     (server,) = [c for c in _sruns(script) if "DMLC_ROLE=server" in c]
     assert "--ntasks=4 --cpus-per-task=10 --gres=none" in server
     assert "SLURM_CPUS_ON_NODE" not in server
+
+
+def test_mxnet_per_node_workers_run_one_task_per_node_over_its_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/user")
+    golden = (GOLDEN / "spec.yaml").read_text()
+    spec = golden.replace("servers: 2", "servers: 2\n    workers: per-node")
+    assert spec != golden
+    (tmp_path / "pn").mkdir()
+    (tmp_path / "pn" / "spec.yaml").write_text(spec)
+    rendered = render(tmp_path / "pn" / "spec.yaml", str(PYXIS), tmp_path / "out")
+    (script,) = [p.read_text() for p in rendered.root.glob("jobs/mxnet-*.sh")]
+    (worker,) = [c for c in _sruns(script) if "DMLC_ROLE=worker" in c]
+    # 2 nodes x 4 GPUs: one worker per node holding the cores of its 4 GPUs (4 x 10)
+    assert "--nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in worker
+    assert "--cpus-per-task=40 " in worker and "--cpus-per-task=10" not in worker
+    assert "export DMLC_NUM_WORKER=2\n" in script
+    assert "export DDLBENCH_MXNET_WORKER_TASKS=1\n" in script
+    assert "export DDLBENCH_MXNET_WORKER_CPUS=40\n" in script
+    assert "export DDLBENCH_CPU_BIND=none\n" in script
+    # the run still has 8 devices: the embedded run.json keeps world_size, and names the mode
+    run_json = script.split("<<'DDLBENCH_RUN_JSON'\n")[1].split("\nDDLBENCH_RUN_JSON")[0]
+    cfg = json.loads(run_json)
+    assert cfg["world_size"] == 8 and cfg["framework_options"]["workers"] == "per-node"

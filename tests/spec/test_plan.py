@@ -224,3 +224,38 @@ def test_ids_do_not_depend_on_other_entries(data, rnd):
     shuffled["frameworks"] = rnd.sample(data["frameworks"], len(data["frameworks"]))
     ids2 = {r.run_id for r in plan_runs(ExperimentSpec.model_validate(shuffled), GPU4).runs}
     assert ids == ids2
+
+
+def test_mxnet_per_node_workers_keep_the_devices_batch_and_node_hours():
+    fw = [{"name": "mxnet"}, {"name": "mxnet", "workers": "per-node", "label": "pn"}]
+    runs = plan_runs(spec(frameworks=fw, scale={"nodes": [2], "gpus_per_node": 4}), GPU4).runs
+    default, per_node = runs
+    assert "workers" not in default.framework_options  # unset: per-device, run.json unchanged
+    assert per_node.framework_options["workers"] == "per-node"
+    # the same 8 devices, per-device batch, global batch and node-hours: only the launch differs
+    for field in ("world_size", "gpus", "batch_size", "global_batch_size", "lr", "node_hours"):
+        assert getattr(per_node, field) == getattr(default, field), field
+    assert per_node.world_size == 8
+
+
+def test_mxnet_workers_value_is_checked_with_its_line():
+    text = GOOD_MXNET.replace("workers: per-node", "workers: per-gpu")
+    with pytest.raises(InputError) as info:
+        load_spec_text(text, "x.yaml")
+    (problem,) = [str(p) for p in info.value.problems]
+    assert problem.startswith("x.yaml:5:5: frameworks[0].workers: 'per-gpu' is not one of ")
+    assert "per-device, per-node" in problem
+    assert load_spec_text(GOOD_MXNET, "x.yaml").value.frameworks[0].options.workers == "per-node"
+
+
+GOOD_MXNET = """\
+name: demo
+model: lenet
+frameworks:
+  - name: mxnet
+    workers: per-node
+batch_size: 32
+scale:
+  nodes: [2]
+  gpus_per_node: 2
+"""
