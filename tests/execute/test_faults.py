@@ -571,7 +571,6 @@ def test_store_on_a_full_disk_says_so_and_loses_nothing(tmpfs):
     """SQLite reports a full tmpfs as "disk I/O error" (creating the -shm index, growing the
     log) as often as "database or disk is full": both are a full disk, named with its folder
     and what to do, exit 1. Once space is freed, ``submit --resume`` submits every run."""
-    from ddlbench.diskfull import DiskFull
     from ddlbench.execute.store import CampaignStore
 
     disk = tmpfs("400k")
@@ -587,12 +586,25 @@ def test_store_on_a_full_disk_says_so_and_loses_nothing(tmpfs):
     res = _cli("submit", "--resume", "full", "--results", disk)
     assert res.exit_code == 0, res.output
     assert _cli("wait", "full", "--results", disk, "--timeout", "60").exit_code == 0
-    # the store API itself: a write on the full disk raises DiskFull, the store stays whole
     with CampaignStore.open(cdir) as store:
-        _fill(disk)
+        assert {a.state for a in store.latest().values()} == {"COMPLETED"}
+
+
+def test_store_api_on_a_full_disk_raises_disk_full_and_stays_whole(tmpfs):
+    """A write on a full disk raises DiskFull naming the folder; what was committed before is
+    still there once space is freed. (A disk of its own: no local runner of another campaign
+    writes to it meanwhile.)"""
+    from ddlbench.diskfull import DiskFull
+    from ddlbench.execute.store import CampaignStore
+
+    disk = tmpfs("400k")
+    cdir = make_campaign(disk, "api", [{"run_id": "r0", "body": ["true"]}])
+    with CampaignStore.open(cdir) as store:
+        store.set_meta("before", "kept")
+        filler = _fill(disk)
         with pytest.raises(DiskFull, match=f"no space left on the disk that holds {cdir} "):
             for i in range(200):
                 store.set_meta(f"k{i}", "x" * 4096)
-    (disk / "filler").unlink()
+    filler.unlink()
     with CampaignStore.open(cdir) as store:
-        assert {a.state for a in store.latest().values()} == {"COMPLETED"}
+        assert store.get_meta("before") == "kept"
