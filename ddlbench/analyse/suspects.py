@@ -18,6 +18,7 @@ from typing import Any, Dict, Hashable, List, Sequence, Tuple
 from ddlbench.campaign import states as S
 from ddlbench.campaign.evidence import health_failures, node_comm_records
 from ddlbench.campaign.hangs import describe, hang_summary
+from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import CampaignPaths
 
 K_MAD = 3.0
@@ -136,11 +137,25 @@ def _health_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> None
             _add(suspects, b["node"], "health", {"run_id": row["run_id"], "checks": checks})
 
 
+def _evidence_sources(campaign_dir: Path) -> Tuple[set, bool]:
+    """Which runs can hold evidence, from the manifest alone, so that ``status`` reads no rank
+    log or pre-flight folder of a run that cannot have any: the ``mode: allreduce`` runs of a
+    spec with ``allreduce.pairwise``, and the pre-flight reports only when its policy is on."""
+    raw = load_campaign(campaign_dir).raw
+    spec, cluster = raw.get("spec") or {}, raw.get("cluster") or {}
+    pairwise = set()
+    if (spec.get("allreduce") or {}).get("pairwise"):
+        pairwise = {str(r["run_id"]) for r in raw["runs"] if r.get("mode") == "allreduce"}
+    policy = cluster.get("preflight") or ("warn" if cluster.get("device") == "gpu" else "off")
+    return pairwise, policy != "off"
+
+
 def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any]:
     """Add ``hang``, ``pairwise`` and ``bad_nodes`` to the rows of ``status`` (a
     ``campaign_status`` dict) and the campaign's ``suspects``: one entry per node with every
     piece of evidence against it (hang, pairwise, health)."""
     paths = CampaignPaths.of(campaign_dir)
+    pairwise, health = _evidence_sources(campaign_dir)
     suspects: Dict[str, Dict[str, Any]] = {}
     for row in status.get("runs", []):
         if row.get("state") == S.NOT_SUBMITTED:
@@ -148,9 +163,10 @@ def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any
         run_dir = paths.run_dir(row["run_id"])
         if row.get("state") in (S.HUNG, S.FAILED):
             _hang_evidence(row, run_dir, suspects)
-        if row.get("state") == S.COMPLETED:
+        if row.get("state") == S.COMPLETED and row["run_id"] in pairwise:
             _pairwise_evidence(row, run_dir, suspects)
-        _health_evidence(row, run_dir, suspects)
+        if health:
+            _health_evidence(row, run_dir, suspects)
     status["suspects"] = sorted(suspects.values(), key=lambda s: s["node"])
     return status
 
