@@ -20,7 +20,7 @@ What each precision means: docs/spec.md#performance-knobs (the one page that des
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 # ------------------------------------------------------------------ precisions
 
@@ -98,6 +98,89 @@ def model_shape(model: str) -> Tuple[int, int]:
 def model_channels(model: str) -> int:
     """Channels of a model's input images: 1 for lenet (grey digits), 3 for the others."""
     return 1 if model == "lenet" else 3
+
+
+# ------------------------------------------------------------------ transformer shapes
+
+
+class TransformerShape(NamedTuple):
+    """The shape of a decoder-only transformer language model (docs/workloads.md#transformers).
+
+    ``style``: ``gpt2`` (learned positions, LayerNorm and linear biases, GELU MLP of width
+    ``ffn``, tied input/output embeddings) or ``llama`` (RoPE, RMSNorm, no biases, SwiGLU MLP
+    of hidden width ``ffn``, untied embeddings). ``kv_heads`` below ``heads`` is grouped-query
+    attention. ``positions``: the learned position table's length (gpt2 style; 0 for RoPE).
+    ``source``: where the figures come from.
+    """
+
+    style: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    positions: int
+    source: str
+
+
+_GPT2 = "Radford et al. 2019, GPT-2, table 2; Hugging Face gpt2 config.json (n_ctx 1024)"
+_MPT = (
+    "mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml and "
+    "scripts/train/benchmarking/README.md (vocab 50368, learned positions of 2048, biases); "
+    "the benchmark's n_params reproduce exactly"
+)
+_LLAMA3 = "Llama Team 2024, The Llama 3 Herd of Models, table 3; Meta's params.json"
+
+#: name: shape. ``gpt-tiny`` is ddlbench's own, small enough for two CPU ranks in CI.
+TRANSFORMER_SHAPES: Dict[str, TransformerShape] = {
+    "gpt-tiny": TransformerShape("gpt2", 2, 128, 4, 4, 512, 50257, 256, "ddlbench (for CI)"),
+    "llama-tiny": TransformerShape(
+        "llama", 2, 128, 4, 2, 352, 50257, 0, "ddlbench (for CI; GQA 4 heads over 2 kv heads)"
+    ),
+    "gpt2-124m": TransformerShape("gpt2", 12, 768, 12, 12, 3072, 50257, 1024, _GPT2),
+    "gpt2-350m": TransformerShape("gpt2", 24, 1024, 16, 16, 4096, 50257, 1024, _GPT2),
+    "gpt2-760m": TransformerShape("gpt2", 36, 1280, 20, 20, 5120, 50257, 1024, _GPT2),
+    "gpt2-1.5b": TransformerShape("gpt2", 48, 1600, 25, 25, 6400, 50257, 1024, _GPT2),
+    "mpt-1b": TransformerShape("gpt2", 24, 2048, 16, 16, 8192, 50368, 2048, _MPT),
+    "mpt-7b": TransformerShape("gpt2", 32, 4096, 32, 32, 16384, 50368, 2048, _MPT),
+    "mpt-13b": TransformerShape("gpt2", 40, 5120, 40, 40, 20480, 50368, 2048, _MPT),
+    "mpt-30b": TransformerShape("gpt2", 48, 7168, 56, 56, 28672, 50368, 2048, _MPT),
+    "mpt-70b": TransformerShape("gpt2", 80, 8192, 64, 64, 32768, 50368, 2048, _MPT),
+    "llama3-8b": TransformerShape("llama", 32, 4096, 32, 8, 14336, 128256, 0, _LLAMA3),
+    "llama3-70b": TransformerShape("llama", 80, 8192, 64, 8, 28672, 128256, 0, _LLAMA3),
+}
+TRANSFORMER_MODELS: Tuple[str, ...] = tuple(TRANSFORMER_SHAPES)
+
+
+def transformer_params(shape: TransformerShape) -> Dict[str, int]:
+    """Parameter counts of a shape: ``embedding`` (token table, plus the position table for
+    gpt2 style), ``output`` (the untied output projection; 0 when tied), ``blocks`` (every
+    layer's attention, MLP and norms, plus the final norm) and ``total``."""
+    d, hd = shape.d_model, shape.d_model // shape.heads
+    kv = shape.kv_heads * hd
+    attn = d * d + 2 * d * kv + d * d  # q, k, v, out
+    if shape.style == "gpt2":
+        mlp = 2 * d * shape.ffn
+        biases = (d + 2 * kv) + d + shape.ffn + d  # qkv, out, up, down
+        norms = 4 * d  # two LayerNorms with weight and bias
+        final_norm = 2 * d
+        embedding = shape.vocab * d + shape.positions * d
+        output = 0
+    else:
+        mlp = 3 * d * shape.ffn  # gate, up, down (SwiGLU)
+        biases = 0
+        norms = 2 * d  # two RMSNorm weights
+        final_norm = d
+        embedding = shape.vocab * d
+        output = shape.vocab * d
+    blocks = shape.layers * (attn + mlp + biases + norms) + final_norm
+    return {
+        "embedding": embedding,
+        "output": output,
+        "blocks": blocks,
+        "total": embedding + output + blocks,
+    }
 
 
 # ------------------------------------------------------------------ the two rules

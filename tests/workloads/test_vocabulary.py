@@ -175,3 +175,26 @@ def test_the_one_docs_table_of_precisions_lists_the_vocabulary():
     for page in ("log-format.md", "run-config.md"):
         doc = (ROOT / "docs" / page).read_text()
         assert "`fp32`, `tf32`, `amp`" not in doc and "spec.md#performance-knobs" in doc, page
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("gpt2-124m", 124_439_808),  # Hugging Face gpt2
+        ("gpt2-760m", 774_030_080),  # Hugging Face gpt2-large
+        ("mpt-7b", 6_658_859_008),  # llm-foundry benchmark table n_params
+        ("mpt-13b", 12_853_954_560),
+        ("mpt-30b", 29_975_214_080),
+        ("mpt-70b", 64_862_437_376),
+        ("llama3-8b", 8_030_261_248),  # Meta's Llama 3 8B
+        ("llama3-70b", 70_553_706_496),
+    ],
+)
+def test_transformer_shapes_give_the_published_parameter_counts(name, params):
+    assert v.transformer_params(v.TRANSFORMER_SHAPES[name])["total"] == params
+
+
+def test_every_transformer_shape_names_its_source():
+    for name, shape in v.TRANSFORMER_SHAPES.items():
+        assert shape.source, name
+        assert shape.d_model % shape.heads == 0 and shape.heads % shape.kv_heads == 0, name
