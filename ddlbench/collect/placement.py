@@ -24,11 +24,23 @@ import pandas as pd
 
 from ddlbench.campaign.paths import RunPaths
 
-PLACEMENT_COLUMNS = ["shared_device", "cpu_binding", "nccl_net", "nccl_transports"]
+PLACEMENT_COLUMNS = [
+    "shared_device",
+    "cpu_binding",
+    "nccl_net",
+    "nccl_transports",
+    "nccl_channel_nics",
+]
 
 _NET = re.compile(r"NCCL INFO Using network (?P<net>\S.*?)\s*$")
 _NET_DEV = re.compile(r"NCCL INFO NET/(?P<net>[A-Za-z0-9_]+) : Using (?P<devs>.*?)(?: ; OOB .*)?$")
 _VIA = re.compile(r"NCCL INFO Channel .* via (?P<via>\S+)")
+# "Channel 01/0 : 0[1a000] -> 8[1a000] [send] via NET/IB/1/GDRDMA" (older: "Channel 01 : ...")
+_NET_CHANNEL = re.compile(
+    r"NCCL INFO Channel (?P<ch>\d+)(?:/\d+)? :.* via NET/[A-Za-z0-9_]+/(?P<dev>\d+)"
+)
+# one device of the "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE" list
+_DEV_ITEM = re.compile(r"\[(?P<i>\d+)\](?P<name>[^\s/\[]+)")
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
 
 
@@ -41,6 +53,7 @@ def parse_nccl_log(text: str) -> Dict[str, Any]:
     """
     out: Dict[str, Any] = {"version": None, "net": None, "devices": None, "transports": []}
     seen: List[str] = []
+    channels: Dict[int, set] = {}  # NET device index -> channels over it
     for line in text.splitlines():
         m = _VERSION.search(line)
         if m and out["version"] is None:
@@ -52,13 +65,33 @@ def parse_nccl_log(text: str) -> Dict[str, Any]:
         if m:
             out["devices"] = m.group("devs").strip()
             out["net"] = out["net"] or m.group("net")
+        m = _NET_CHANNEL.search(line)
+        if m:
+            channels.setdefault(int(m.group("dev")), set()).add(int(m.group("ch")))
         m = _VIA.search(line)
         if m:
             via = "/".join(m.group("via").split("/")[:2])
             if via not in seen:
                 seen.append(via)
     out["transports"] = sorted(seen)
+    out["channel_nics"] = channel_nics(out["devices"], channels)
     return out
+
+
+def channel_nics(devices: Optional[str], channels: Dict[int, set]) -> Dict[str, List[int]]:
+    """NIC name -> the channels that ran over it, from the NET device list and the index each
+    channel line names (``via NET/IB/1``); an index missing from the list keeps its number."""
+    names = {int(m.group("i")): m.group("name") for m in _DEV_ITEM.finditer(devices or "")}
+    out: Dict[str, List[int]] = {}
+    for dev, chans in sorted(channels.items()):
+        out.setdefault(names.get(dev, f"NET device {dev}"), []).extend(sorted(chans))
+    return out
+
+
+def format_channel_nics(nics: Dict[str, List[int]]) -> Optional[str]:
+    """``mlx5_0:1: 0,2; mlx5_1:1: 1,3`` (None when no channel went over the network)."""
+    parts = [f"{nic}: {','.join(str(c) for c in chans)}" for nic, chans in nics.items()]
+    return "; ".join(parts) or None
 
 
 def shared_devices(records: List[Dict[str, Any]]) -> List[str]:
@@ -129,6 +162,7 @@ def placement_fields(run_dir: Path, nodes: Any) -> Dict[str, Any]:
         parsed = parse_nccl_log(logs[0].read_text(errors="replace"))
         out["nccl_net"] = parsed["net"]
         out["nccl_transports"] = ",".join(parsed["transports"]) or None
+        out["nccl_channel_nics"] = format_channel_nics(parsed["channel_nics"])
         expected = next((r.get("nccl_expected") for r in records if r.get("nccl_expected")), None)
         multi = nodes is not None and not pd.isna(nodes) and int(nodes) > 1
         if multi and expected and str(parsed["net"] or "").lower() != str(expected).lower():

@@ -145,7 +145,18 @@ def run_context(
     the run, so a 10,000-run sweep computes set-up and launch fragments once per framework.
     """
     cache = {} if cache is None else cache
-    key = (run.framework, run.label, run.backend, tuple(sorted(run.env)))
+    # everything the launch fragments depend on: the step options of MXNet's servers follow
+    # the node count (one server per node holds the node's CPUs) and the per-node workers'
+    # CPUs the tasks per node, so two scale points never share them
+    key = (
+        run.framework,
+        run.label,
+        run.backend,
+        tuple(sorted(run.env.items())),
+        run.nodes,
+        run.tasks_per_node,
+        repr(sorted(run.framework_options.items())),
+    )
     if key not in cache:
         cache[key] = _framework_parts(run, spec, profile, pkg_root, results_root)
     setup, base_env, fragments = cache[key]
