@@ -8,6 +8,7 @@ import pandas as pd
 
 from ddlbench.collect.placement import (
     add_placement_columns,
+    format_channel_nics,
     parse_nccl_log,
     placement_fields,
     shared_devices,
@@ -24,13 +25,29 @@ def test_nccl_on_infiniband():
         "net": "IB",
         "devices": "[0]mlx5_0:1/IB",
         "transports": ["NET/IB", "P2P/IPC"],
+        "channel_nics": {"mlx5_0:1": [0]},
     }
 
 
 def test_nccl_fallen_back_to_sockets():
     got = parse_nccl_log((FIX / "nccl-socket.log").read_text())
     assert got["net"] == "Socket" and got["transports"] == ["NET/Socket", "P2P/IPC"]
-    assert parse_nccl_log("") == {"version": None, "net": None, "devices": None, "transports": []}
+    empty = {"version": None, "net": None, "devices": None, "transports": [], "channel_nics": {}}
+    assert parse_nccl_log("") == empty
+
+
+def test_each_network_channel_names_its_nic():
+    """An 8-GPU node with four InfiniBand rails (NCCL 2.18's INIT/NET lines, in the format of
+    the logs above; the adapter names are those of a DGX-class node): rank 0's channels 0 and 2
+    ran over mlx5_0, 1 and 3 over mlx5_1, and the other two rails carried none of them."""
+    got = parse_nccl_log((FIX / "nccl-4nic.log").read_text())
+    assert got["net"] == "IB"
+    assert got["channel_nics"] == {"mlx5_0:1": [0, 2], "mlx5_1:1": [1, 3]}
+    assert format_channel_nics(got["channel_nics"]) == "mlx5_0:1: 0,2; mlx5_1:1: 1,3"
+    assert format_channel_nics({}) is None
+    # older NCCL ("Channel 01 :") and a device missing from the list
+    old = "h:1:2 [0] NCCL INFO Channel 01 : 1[3b000] -> 0[3b000] [receive] via NET/IB/3\n"
+    assert parse_nccl_log(old)["channel_nics"] == {"NET device 3": [1]}
 
 
 def _run(tmp_path, name, records, nccl=None):
@@ -74,6 +91,7 @@ def test_two_ranks_of_a_node_on_one_gpu_fail_the_run(tmp_path):
     assert bad["status"] == "failed" and bad["complete"] is False
     assert bad["error_message"] == "ranks shared a device: ranks 0, 1 on n1 shared device GPU-a"
     assert bad["nccl_net"] == "IB" and bad["nccl_transports"] == "NET/IB,P2P/IPC"
+    assert bad["nccl_channel_nics"] == "mlx5_0:1: 0"
     assert good["status"] == "ok" and pd.isna(good["shared_device"])
     assert good["cpu_binding"] == (
         "gpu-socket; rank 0: 5 of 10 cores; rank 1: block (GPU's CPUs unknown)"
