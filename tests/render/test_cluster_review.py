@@ -81,7 +81,7 @@ def test_background_steps_are_watched_and_a_failing_one_ends_the_job(tmp_path, h
     script = tmp_path / "watch.sh"
     script.write_text(
         "set -Eeuo pipefail\nDDLBENCH_RUN_ID=r\nDDLBENCH_BG_PIDS=()\n" + func + "\n"
-        "(sleep 0.2; exit 5) &\nDDLBENCH_BG_PIDS+=(\"$!\")\n"
+        '(sleep 0.2; exit 5) &\nDDLBENCH_BG_PIDS+=("$!")\n'
         "SECONDS=0\nrc=0\nddlbench_workers sleep 60 || rc=$?\n"
         'echo "rc=${rc} after=${SECONDS}"\n'
     )
@@ -93,7 +93,7 @@ def test_background_steps_are_watched_and_a_failing_one_ends_the_job(tmp_path, h
     # a background step that ends well, and workers that fail: the workers' code
     script.write_text(
         "set -Eeuo pipefail\nDDLBENCH_RUN_ID=r\nDDLBENCH_BG_PIDS=()\n" + func + "\n"
-        "(exit 0) &\nDDLBENCH_BG_PIDS+=(\"$!\")\n"
+        '(exit 0) &\nDDLBENCH_BG_PIDS+=("$!")\n'
         "rc=0\nddlbench_workers bash -c 'sleep 1.5; exit 3' || rc=$?\necho \"rc=${rc}\"\n"
     )
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
@@ -116,9 +116,7 @@ def test_job_environment_drops_gpu_gres_tres_and_container_requests(tmp_path, ho
     text = _scripts(tmp_path, "[2]")["pytorch-resnet50-n2x4-b32-r0.sh"]
     block = text[text.index("ddlbench_unset=()") : text.index("# --- Slurm ")]
     script = tmp_path / "clean.sh"
-    script.write_text(
-        "set -Eeuo pipefail\n" + block + 'env | grep -E "^(SLURM|SRUN)_" | sort\n'
-    )
+    script.write_text("set -Eeuo pipefail\n" + block + 'env | grep -E "^(SLURM|SRUN)_" | sort\n')
     leaked = {
         "SLURM_GPUS": "4",
         "SLURM_GPUS_PER_NODE": "1",
@@ -199,4 +197,3 @@ def test_review_scripts_pass_shellcheck(tmp_path, home):
     )
     assert proc.returncode == 0, proc.stdout
     assert len(paths) == 18
-
