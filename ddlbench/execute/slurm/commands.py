@@ -295,7 +295,7 @@ def sbatch_args(
 
 
 #: the Slurm variables sbatch is still given: which cluster and configuration to talk to, and
-#: how dates are printed; none of them is a job option (docs/executors.md#the-submit-environment)
+#: how dates are printed; none of them is a job option (docs/launching.md#the-submit-environment)
 SBATCH_ENV_KEEP = frozenset({"SLURM_CONF", "SLURM_CLUSTERS", "SLURM_TIME_FORMAT"})
 
 
