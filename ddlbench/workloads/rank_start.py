@@ -25,6 +25,7 @@ Standard library only; Python 3.8 syntax.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -160,8 +161,12 @@ def _start_sampler(env: Dict[str, str], rec: Dict[str, Any]) -> Optional[subproc
         return None
     cmd = [sys.executable, "-m", "ddlbench.workloads.gpu_sampler", "--out", out, "--hz", "10"]
     cpus = parse_cpulist(rec["sampler"]["cpus"])
-    # not local rank 0's binding, which the child would inherit
-    return subprocess.Popen(cmd, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+
+    def place_child() -> None:  # not local rank 0's binding, which the child would inherit
+        with contextlib.suppress(OSError):  # never fail the rank over its sampler's cores
+            os.sched_setaffinity(0, cpus)
+
+    return subprocess.Popen(cmd, preexec_fn=place_child)
 
 
 def _stop(proc: Optional[subprocess.Popen]) -> None:
