@@ -274,7 +274,8 @@ _PLACEMENT = [
         "nccl_channel_nics",
         "text",
         "placement",
-        "the NIC each of rank 0's network channels used, e.g. `mlx5_0:1: 0,2; mlx5_1:1: 1,3`",
+        "the NIC of each network channel of the first node's ranks, e.g. "
+        "`rank 0: mlx5_0:1 (0,2), mlx5_1:1 (1,3)`",
     ),
 ]
 RUNS = _table(

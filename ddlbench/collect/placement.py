@@ -89,9 +89,9 @@ def channel_nics(devices: Optional[str], channels: Dict[int, set]) -> Dict[str, 
 
 
 def format_channel_nics(nics: Dict[str, List[int]]) -> Optional[str]:
-    """``mlx5_0:1: 0,2; mlx5_1:1: 1,3`` (None when no channel went over the network)."""
-    parts = [f"{nic}: {','.join(str(c) for c in chans)}" for nic, chans in nics.items()]
-    return "; ".join(parts) or None
+    """``mlx5_0:1 (0,2), mlx5_1:1 (1,3)``: each NIC and its channels (None when none)."""
+    parts = [f"{nic} ({','.join(str(c) for c in chans)})" for nic, chans in nics.items()]
+    return ", ".join(parts) or None
 
 
 def shared_devices(records: List[Dict[str, Any]]) -> List[str]:
@@ -157,16 +157,56 @@ def placement_fields(run_dir: Path, nodes: Any) -> Dict[str, Any]:
     out["shared_device"] = "; ".join(shared) or None
     out["_failure"] = out["shared_device"]
     out["cpu_binding"] = _binding(records)
-    logs = sorted(folder.glob("nccl/*.log"))
-    if logs:
-        parsed = parse_nccl_log(logs[0].read_text(errors="replace"))
-        out["nccl_net"] = parsed["net"]
-        out["nccl_transports"] = ",".join(parsed["transports"]) or None
-        out["nccl_channel_nics"] = format_channel_nics(parsed["channel_nics"])
-        expected = next((r.get("nccl_expected") for r in records if r.get("nccl_expected")), None)
-        multi = nodes is not None and not pd.isna(nodes) and int(nodes) > 1
-        if multi and expected and str(parsed["net"] or "").lower() != str(expected).lower():
-            out["_note"] = f"NCCL used network {parsed['net'] or 'unknown'}, not {expected}"
+    multi = nodes is not None and not pd.isna(nodes) and int(nodes) > 1
+    out.update(_nccl_fields(folder, records, multi))
+    return out
+
+
+def _log_rank(path: Path) -> int:
+    """``rank-3.<host>.<pid>.log`` -> 3 (logs of other names last)."""
+    m = re.match(r"^rank-(\d+)\.", path.name)
+    return int(m.group(1)) if m else 1 << 30
+
+
+def _expected(records: List[Dict[str, Any]], key: str) -> Optional[str]:
+    return next((str(r[key]) for r in records if r.get(key)), None)
+
+
+def unused_nics(expected: str, used: List[str]) -> List[str]:
+    """The adapters of ``network.ib_hca`` (``mlx5_0:1`` or ``mlx5_0``) no channel used."""
+    names = [n.strip() for n in expected.lstrip("=^").split(",") if n.strip()]
+    return [n for n in names if not any(u == n or u.startswith(n + ":") for u in used)]
+
+
+def _nccl_fields(folder: Path, records: List[Dict[str, Any]], multi: bool) -> Dict[str, Any]:
+    """``nccl_net``, ``nccl_transports`` (rank 0's log), ``nccl_channel_nics`` (every logged
+    rank's), and a note for a multi-node run off the expected network or NICs."""
+    logs = sorted(folder.glob("nccl/*.log"), key=lambda p: (_log_rank(p), p.name))
+    if not logs:
+        return {}
+    parsed = [(_log_rank(p), parse_nccl_log(p.read_text(errors="replace"))) for p in logs]
+    first = parsed[0][1]
+    per_rank = [f"rank {r}: {format_channel_nics(n['channel_nics'])}" for r, n in parsed
+                if n["channel_nics"]]  # fmt: skip
+    out: Dict[str, Any] = {
+        "nccl_net": first["net"],
+        "nccl_transports": ",".join(first["transports"]) or None,
+        "nccl_channel_nics": "; ".join(per_rank) or None,
+    }
+    notes = []
+    expected = _expected(records, "nccl_expected")
+    if multi and expected and str(first["net"] or "").lower() != expected.lower():
+        notes.append(f"NCCL used network {first['net'] or 'unknown'}, not {expected}")
+    nics = _expected(records, "nccl_expected_nics")
+    used = sorted({nic for _, n in parsed for nic in n["channel_nics"]})
+    unused = unused_nics(nics, used) if nics and used else []
+    if multi and unused:
+        notes.append(
+            f"NCCL's channels on the first node used {', '.join(used)}, not {', '.join(unused)} "
+            "(network.ib_hca)"
+        )
+    if notes:
+        out["_note"] = "; ".join(notes)
     return out
 
 

@@ -9,7 +9,7 @@ a job script runs (docs/launching.md#the-rank-start). Before any framework is im
 2. binds the rank's cores (``DDLBENCH_CPU_BIND``): ``gpu-socket`` takes them from its GPU's
    NUMA node (``/sys/bus/pci/devices/<bus id>/local_cpulist``), ``slurm`` and ``none`` keep
    what Slurm gave;
-3. on the rank ``DDLBENCH_NCCL_INFO_RANK``, turns on NCCL's INIT/NET debug output into
+3. on the ranks ``DDLBENCH_NCCL_INFO_RANK`` (``0-3``), turns on NCCL's INIT/NET debug output into
    ``$DDLBENCH_LOG_DIR/nccl/`` (the transport NCCL chose, read by the collector);
 4. on local rank 0 with ``DDLBENCH_TELEMETRY_DIR`` set, starts the node's GPU sampler on the
    step's cores that no local rank binds (all of the step's when there are none), not on
@@ -130,8 +130,11 @@ def _bind(env: Dict[str, str], local: int, tasks: int, gpus) -> Dict[str, Any]:
     return rec
 
 
-def _nccl_debug(env: Dict[str, str], rank: int, log_dir: str) -> Optional[str]:
-    if env.get("DDLBENCH_NCCL_INFO_RANK") != str(rank):
+def nccl_debug(env: Dict[str, str], rank: int, log_dir: str) -> Optional[str]:
+    try:  # one rank ("0", older job scripts) or a range ("0-3": the first node's ranks)
+        if rank not in parse_cpulist(env.get("DDLBENCH_NCCL_INFO_RANK") or ""):
+            return None
+    except ValueError:
         return None
     folder = os.path.join(log_dir, "nccl")
     os.makedirs(folder, exist_ok=True)
@@ -197,8 +200,9 @@ def place(env: Dict[str, str]) -> Dict[str, Any]:
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
         "device": _device_record(env, host, local, gpus),
         "binding": _bind(env, local, tasks, gpus),
-        "nccl_debug_file": _nccl_debug(env, rank, log_dir),
+        "nccl_debug_file": nccl_debug(env, rank, log_dir),
         "nccl_expected": env.get("DDLBENCH_NCCL_NET"),
+        "nccl_expected_nics": env.get("DDLBENCH_NCCL_NICS"),
         "sampler": None,
     }
     step_cpus, ranks_cpus = rec["binding"].pop("_step_cpus"), rec["binding"].pop("_ranks_cpus")

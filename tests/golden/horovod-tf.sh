@@ -264,10 +264,15 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
   python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
-# (a step of its own would need the node's GPUs beside the workers'), stopped with the ranks
+# (a step of its own would need the node's GPUs beside the workers'), on cores no rank is bound
+# to (not local rank 0's), stopped with the ranks
 export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"
-# rank 0 logs NCCL's INIT and NET lines (the transport it chose) to logs/attempt-<k>/nccl/
-export DDLBENCH_NCCL_INFO_RANK=0
+# the first node's ranks log NCCL's INIT and NET lines (the transport, each channel's NIC) to
+# logs/attempt-<k>/nccl/: together they use every rail of a node, one rank only its nearest
+export DDLBENCH_NCCL_INFO_RANK=0-3
+# the adapters NCCL may use (network.ib_hca): a multi-node run whose channels leave one unused
+# on the first node is flagged
+export DDLBENCH_NCCL_NICS=mlx5_0:1
 # the network NCCL must use between nodes (network.nccl): a run on another one is flagged
 export DDLBENCH_NCCL_NET=IB
 

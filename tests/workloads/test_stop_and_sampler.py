@@ -14,7 +14,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.stops import stopped_values
 from ddlbench.workloads.common import normalize_run_config
 from ddlbench.workloads.common.runner import EXIT_STOPPED, STOPPED_MESSAGE
-from ddlbench.workloads.rank_start import place, sampler_cpus
+from ddlbench.workloads.rank_start import nccl_debug, place, sampler_cpus
 from tests.support.repo import ROOT
 
 #: a workload whose rank logs a step and then blocks where Python cannot run a handler soon:
@@ -92,3 +92,18 @@ def test_local_rank_0_plans_the_sampler_off_its_own_binding(tmp_path):
     saved = json.loads((tmp_path / "placement" / "rank-0.json").read_text())
     assert saved["sampler"] == rec["sampler"]
     assert place({**base, "SLURM_PROCID": "1", "SLURM_LOCALID": "1"})["sampler"] is None
+
+
+def test_the_first_nodes_ranks_log_nccls_lines(tmp_path, monkeypatch):
+    """``DDLBENCH_NCCL_INFO_RANK=0-3``: ranks 0-3 (the first node of 4 GPUs) log NCCL's INIT and
+    NET lines, each into its own file; rank 4 keeps the profile's NCCL_DEBUG; "0", as older job
+    scripts export it, is rank 0 alone."""
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    env = {"DDLBENCH_NCCL_INFO_RANK": "0-3", "DDLBENCH_NCCL_NICS": "mlx5_0:1"}
+    got = nccl_debug(env, 3, str(tmp_path))
+    assert got == str(tmp_path / "nccl" / "rank-3.%h.%p.log") == os.environ["NCCL_DEBUG_FILE"]
+    assert os.environ["NCCL_DEBUG"] == "INFO" and os.environ["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert nccl_debug(env, 4, str(tmp_path)) is None
+    assert nccl_debug({"DDLBENCH_NCCL_INFO_RANK": "0"}, 1, str(tmp_path)) is None
+    assert nccl_debug({"DDLBENCH_NCCL_INFO_RANK": "x"}, 0, str(tmp_path)) is None
