@@ -5,12 +5,13 @@ Read from the newest attempt folder of a run that has them:
 - ``logs/attempt-<k>/placement/rank-<r>.json`` (format ``ddlbench-placement/1``, written by
   ``ddlbench.workloads.rank_start``): each rank's host, device identity (a GPU's UUID and PCI
   bus id) and the CPUs it was bound to;
-- ``logs/attempt-<k>/nccl/rank-<r>.<host>.<pid>.log``: NCCL's INIT and NET debug lines of one
-  rank (``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,NET``).
+- ``logs/attempt-<k>/nccl/rank-<r>.<host>.<pid>.log``: NCCL's INIT and NET debug lines of each
+  rank of the first node (``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,NET``).
 
 Two ranks of one node that recorded the same device make the run ``failed``: its figures are
 not those of the planned scale. A multi-node run whose NCCL network is not the profile's
-``network.nccl`` gets a note in ``problems`` (docs/launching.md#placement-and-transport).
+``network.nccl``, or whose channels on the first node leave an adapter of ``network.ib_hca``
+unused, gets a note in ``problems`` (docs/launching.md#placement-and-transport).
 """
 
 from __future__ import annotations
