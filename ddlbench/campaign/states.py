@@ -20,6 +20,9 @@ LOST = "LOST"  # the scheduler forgot the job and no record of its end was found
 HUNG = "HUNG"
 #: the exit code of a rank whose watchdog fired (ddlbench.workloads.common.watchdog)
 HUNG_EXIT_CODE = 86
+#: the exit code of a rank stopped by SIGUSR1, Slurm's ``--signal`` warning before the time
+#: limit (ddlbench.workloads.common.runner): the run ended TIMEOUT, with a record in each log
+STOPPED_EXIT_CODE = 87
 #: run-level only: the run has no attempt yet
 NOT_SUBMITTED = "NOT_SUBMITTED"
 

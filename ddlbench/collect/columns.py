@@ -270,6 +270,13 @@ _PLACEMENT = [
     ("cpu_binding", "text", "placement", "the CPU binding policy, and ranks bound otherwise"),
     ("nccl_net", "text", "placement", "the network NCCL chose: `IB`, `Socket` or a plugin's"),
     ("nccl_transports", "text", "placement", "NCCL's channel transports, e.g. `NET/IB,P2P/IPC`"),
+    (
+        "nccl_channel_nics",
+        "text",
+        "placement",
+        "the NIC of each network channel of the first node's ranks, e.g. "
+        "`rank 0: mlx5_0:1 (0,2), mlx5_1:1 (1,3)`",
+    ),
 ]
 RUNS = _table(
     _PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL + _GPU + _PLACEMENT

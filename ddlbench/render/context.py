@@ -145,7 +145,7 @@ def run_context(
     the run, so a 10,000-run sweep computes set-up and launch fragments once per framework.
     """
     cache = {} if cache is None else cache
-    key = (run.framework, run.label, run.backend, tuple(sorted(run.env)))
+    key = _parts_key(run)
     if key not in cache:
         cache[key] = _framework_parts(run, spec, profile, pkg_root, results_root)
     setup, base_env, fragments = cache[key]
@@ -178,6 +178,15 @@ def run_context(
         cache[options_key] = options_of(run)
     ctx.update(launcher.template_vars(cache[options_key], run))
     return ctx
+
+
+def _parts_key(run: Run) -> Tuple[Any, ...]:
+    """Everything the set-up and launch fragments depend on. The step options of MXNet's
+    servers follow the node count (one server per node holds the node's CPUs) and the per-node
+    workers' CPUs the tasks per node, so two scale points never share them."""
+    options = repr(sorted(run.framework_options.items()))
+    env = tuple(sorted(run.env.items()))
+    return (run.framework, run.label, run.backend, env, run.nodes, run.tasks_per_node, options)
 
 
 def _framework_parts(

@@ -63,6 +63,7 @@ BASE_EXPORTS = (
     "DDLBENCH_CORES_PER_TASK",
     "DDLBENCH_TELEMETRY_DIR",
     "DDLBENCH_NCCL_INFO_RANK",
+    "DDLBENCH_NCCL_NICS",
     "DDLBENCH_NCCL_NET",
     "DDLBENCH_STAGED_DATA",
     "PYTHONPATH",
@@ -100,7 +101,10 @@ INTERFACE_EXPORTS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "DMLC_INTERFACE
 def interface_env(profile: ClusterProfile) -> Dict[str, str]:
     """The variables that put every framework's socket traffic on ``network.interface``."""
     name = profile.network.interface
-    return {k: name for k in INTERFACE_EXPORTS} if name else {}
+    env = {k: name for k in INTERFACE_EXPORTS} if name else {}
+    if profile.network.ib_hca:  # "=": these adapters exactly, not every name they prefix
+        env["NCCL_IB_HCA"] = "=" + ",".join(profile.network.ib_hca)
+    return env
 
 
 def exported_names(framework: str, env: Dict[str, str]) -> List[str]:
@@ -186,6 +190,9 @@ def launch_fragments(
     whole = ' --cpus-per-task="${SLURM_CPUS_ON_NODE}"'
     per_node = (run.framework_options.get("servers") or run.nodes) <= run.nodes
     python = expand_path(setup.python) if "/" in setup.python else setup.python
+    # removing the job's named container on every node (the EXIT trap): outside the container
+    # (enroot is the host's), a helper step beside whatever is left
+    remove = words(helper + beside + list(s.srun_options)) if name_opt else ""
     return {
         "srun_opts": ShellSafe(words(workers) + name_opt),
         # the pre-flight: before the workers, never beside them, and it reads the GPUs
@@ -196,6 +203,7 @@ def launch_fragments(
             (words(servers[1:] + tail) + whole if per_node else words(servers + tail)) + name_opt
         ),
         "scheduler_opts": ShellSafe(words(helper[1:] + beside + tail) + whole + name_opt),
+        "pyxis_remove": ShellSafe(remove),
         "worker_cpus": cpus,
         "in_container": in_container,
         "min_slurm": MIN_SLURM,

@@ -23,7 +23,9 @@ def to_shell(value: Any) -> str:
     if kind is int or kind is float:
         return repr(value)
     if kind is str:
-        return shlex.quote(value)
+        quoted = shlex.quote(value)
+        # "=x" needs no quotes, but after "NAME=" it reads as "==" to people and to shellcheck
+        return f"'{value}'" if quoted == value and value[:1] == "=" else quoted
     if isinstance(value, ShellSafe):
         return str(value)
     if value is None:

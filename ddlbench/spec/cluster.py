@@ -192,6 +192,18 @@ class Network(Strict):
     #: the NCCL network a multi-node run must use (``IB``, ``Socket``, or a plugin's name);
     #: a run on another one is flagged in the run table and the report
     nccl: Optional[str] = None
+    #: the InfiniBand adapters (and ports) NCCL may use, exactly: ``[mlx5_0:1, mlx5_1:1]``
+    #: becomes ``NCCL_IB_HCA==mlx5_0:1,mlx5_1:1`` (``=``: exact names, where ``mlx5`` would
+    #: also match storage and RoCE ports)
+    ib_hca: List[str] = Field(default_factory=list)
+
+    @field_validator("ib_hca")
+    @classmethod
+    def _adapters(cls, value: List[str]) -> List[str]:
+        for name in value:
+            if not re.match(r"^[A-Za-z0-9_.-]+(:[0-9]+)?$", name):
+                raise ValueError(f"{name!r} is not an adapter name like mlx5_0 or mlx5_0:1")
+        return value
 
     @field_validator("interface", "nccl")
     @classmethod

@@ -227,6 +227,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # Slurm's --signal=USR1 warning is for the ranks, which stop and record it
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     stop.wait(args.timeout or None)
     httpd.shutdown()
     return 0

@@ -35,6 +35,7 @@ See docs/workloads.md.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -108,6 +109,9 @@ def prepare_ps_environment(env: Optional[Dict[str, str]] = None) -> None:
 def run_ps_role(which: str) -> int:
     """Scheduler or server: MXNet runs the role during ``import mxnet`` and exits from it."""
     prepare_ps_environment()
+    # Slurm's --signal=USR1 warning is for the workers, which stop and record it; a scheduler
+    # or server killed by it first would leave them waiting in a push
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     env = os.environ
     bind_ps_role(dict(env), which)  # on the cores the workers leave (docs/launching.md#mxnet)
     sys.stderr.write(

@@ -9,9 +9,11 @@ a job script runs (docs/launching.md#the-rank-start). Before any framework is im
 2. binds the rank's cores (``DDLBENCH_CPU_BIND``): ``gpu-socket`` takes them from its GPU's
    NUMA node (``/sys/bus/pci/devices/<bus id>/local_cpulist``), ``slurm`` and ``none`` keep
    what Slurm gave;
-3. on the rank ``DDLBENCH_NCCL_INFO_RANK``, turns on NCCL's INIT/NET debug output into
+3. on the ranks ``DDLBENCH_NCCL_INFO_RANK`` (``0-3``), turns on NCCL's INIT/NET debug output into
    ``$DDLBENCH_LOG_DIR/nccl/`` (the transport NCCL chose, read by the collector);
-4. on local rank 0 with ``DDLBENCH_TELEMETRY_DIR`` set, starts the node's GPU sampler;
+4. on local rank 0 with ``DDLBENCH_TELEMETRY_DIR`` set, starts the node's GPU sampler on the
+   step's cores that no local rank binds (all of the step's when there are none), not on
+   local rank 0's;
 5. writes ``$DDLBENCH_LOG_DIR/placement/rank-<r>.json`` (format ``ddlbench-placement/1``).
 
 Test hook (documented in docs/launching.md): ``DDLBENCH_TEST_DEVICE=<name>`` gives every CPU
@@ -23,6 +25,7 @@ Standard library only; Python 3.8 syntax.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,7 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .common.placement import (
     FORMAT,
@@ -40,6 +43,7 @@ from .common.placement import (
     core_of,
     format_cpulist,
     gpu_local_cpus,
+    parse_cpulist,
     parse_gpu_query,
     parse_topo_affinity,
     split_cores,
@@ -89,23 +93,33 @@ def _device_record(
     return {"kind": "gpu", "visible_index": local % len(gpus), **gpu}
 
 
+def _near_cpus(gpus: List[Dict[str, str]], tasks: int) -> List[Optional[List[int]]]:
+    """The CPUs near each local rank's GPU (None where unknown)."""
+    near = [gpu_local_cpus(gpus[j % len(gpus)]["pci_bus_id"]) for j in range(tasks)]
+    if any(n is None for n in near):  # no host /sys here: ask nvidia-smi
+        topo = _topo_affinity()
+        near = [n or topo.get(int(gpus[j % len(gpus)]["index"])) for j, n in enumerate(near)]
+    return near
+
+
 def _bind(env: Dict[str, str], local: int, tasks: int, gpus) -> Dict[str, Any]:
-    """Apply the binding policy; returns what was done."""
+    """Apply the binding policy; returns what was done (``_ranks_cpus``: the CPUs every local
+    rank binds, when this rank can know them, for the GPU sampler; not recorded)."""
     policy = env.get("DDLBENCH_CPU_BIND", "slurm")
     before = sorted(os.sched_getaffinity(0))
     cores = core_of(before)
     rec: Dict[str, Any] = {"policy": policy, "cpus_from_slurm": format_cpulist(before)}
     rec["threads_per_core"] = threads_per_core(before, cores)
+    rec["_step_cpus"], rec["_ranks_cpus"] = before, None
     cpus, how = before, "as Slurm bound it"
     if policy == "gpu-socket" and gpus is not None:
-        near = [gpu_local_cpus(gpus[j % len(gpus)]["pci_bus_id"]) for j in range(tasks)]
-        if any(n is None for n in near):  # no host /sys here: ask nvidia-smi
-            topo = _topo_affinity()
-            near = [n or topo.get(int(gpus[j % len(gpus)]["index"])) for j, n in enumerate(near)]
+        near = _near_cpus(gpus, tasks)
         per_task = int(env.get("DDLBENCH_CORES_PER_TASK", "1") or 1)
         cpus, how = split_cores(local, near, before, per_task, cores)
         os.sched_setaffinity(0, cpus)
         rec["gpu_cpus"] = format_cpulist(near[local] or [])
+        taken = [split_cores(j, near, before, per_task, cores)[0] for j in range(tasks)]
+        rec["_ranks_cpus"] = sorted({c for cs in taken for c in cs})
     elif policy == "gpu-socket":
         how = "as Slurm bound it (no GPU)"
     rec.update({"cpus": format_cpulist(cpus), "how": how})
@@ -116,8 +130,11 @@ def _bind(env: Dict[str, str], local: int, tasks: int, gpus) -> Dict[str, Any]:
     return rec
 
 
-def _nccl_debug(env: Dict[str, str], rank: int, log_dir: str) -> Optional[str]:
-    if env.get("DDLBENCH_NCCL_INFO_RANK") != str(rank):
+def nccl_debug(env: Dict[str, str], rank: int, log_dir: str) -> Optional[str]:
+    try:  # one rank ("0", older job scripts) or a range ("0-3": the first node's ranks)
+        if rank not in parse_cpulist(env.get("DDLBENCH_NCCL_INFO_RANK") or ""):
+            return None
+    except ValueError:
         return None
     folder = os.path.join(log_dir, "nccl")
     os.makedirs(folder, exist_ok=True)
@@ -128,12 +145,31 @@ def _nccl_debug(env: Dict[str, str], rank: int, log_dir: str) -> Optional[str]:
     return os.environ["NCCL_DEBUG_FILE"]
 
 
-def _start_sampler(env: Dict[str, str], local: int) -> Optional[subprocess.Popen]:
+def sampler_cpus(step_cpus: List[int], ranks_cpus: Optional[List[int]]) -> Tuple[List[int], str]:
+    """``(cpus, why)`` for the node's GPU sampler: the step's CPUs that no local rank binds;
+    when every one is a rank's (or the ranks' are not known), all of the step's CPUs, so that
+    the kernel runs it wherever a core is idle instead of on local rank 0's cores."""
+    if ranks_cpus is not None:
+        free = [c for c in step_cpus if c not in set(ranks_cpus)]
+        if free:
+            return free, "cores no rank is bound to"
+        return list(step_cpus), "no core free of ranks: the step's CPUs, unbound"
+    return list(step_cpus), "the step's CPUs (ranks not bound by ddlbench)"
+
+
+def _start_sampler(env: Dict[str, str], rec: Dict[str, Any]) -> Optional[subprocess.Popen]:
+    """The node's GPU sampler, started by local rank 0 on ``rec["sampler"]["cpus"]``."""
     out = env.get("DDLBENCH_TELEMETRY_DIR")
-    if not out or local != 0:
+    if not out or rec.get("sampler") is None:
         return None
     cmd = [sys.executable, "-m", "ddlbench.workloads.gpu_sampler", "--out", out, "--hz", "10"]
-    return subprocess.Popen(cmd, start_new_session=False)
+    cpus = parse_cpulist(rec["sampler"]["cpus"])
+
+    def place_child() -> None:  # not local rank 0's binding, which the child would inherit
+        with contextlib.suppress(OSError):  # never fail the rank over its sampler's cores
+            os.sched_setaffinity(0, cpus)
+
+    return subprocess.Popen(cmd, preexec_fn=place_child)
 
 
 def _stop(proc: Optional[subprocess.Popen]) -> None:
@@ -164,9 +200,15 @@ def place(env: Dict[str, str]) -> Dict[str, Any]:
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
         "device": _device_record(env, host, local, gpus),
         "binding": _bind(env, local, tasks, gpus),
-        "nccl_debug_file": _nccl_debug(env, rank, log_dir),
+        "nccl_debug_file": nccl_debug(env, rank, log_dir),
         "nccl_expected": env.get("DDLBENCH_NCCL_NET"),
+        "nccl_expected_nics": env.get("DDLBENCH_NCCL_NICS"),
+        "sampler": None,
     }
+    step_cpus, ranks_cpus = rec["binding"].pop("_step_cpus"), rec["binding"].pop("_ranks_cpus")
+    if local == 0 and env.get("DDLBENCH_TELEMETRY_DIR"):
+        cpus, why = sampler_cpus(step_cpus, ranks_cpus)
+        rec["sampler"] = {"cpus": format_cpulist(cpus), "why": why}
     folder = os.path.join(log_dir, "placement")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"rank-{rank}.json"), "w") as f:
@@ -180,6 +222,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("usage: python -m ddlbench.workloads.rank_start WORKLOAD RUN_JSON\n")
         return 2
     env = dict(os.environ)
+    # until the workload arms its clean stop, Slurm's --signal=USR1 warning must not kill the
+    # rank without a record (docs/launching.md#signals)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     try:
         rec = place(env)
     except PlacementError as e:
@@ -190,7 +235,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"ddlbench: rank {rec['rank']} on {rec['host']}: device {rec['device'].get('uuid')}, "
         f"cpus {b['cpus']} ({b['policy']}: {b['how']})\n"
     )
-    sampler = _start_sampler(env, rec["local_rank"])
+    sampler = _start_sampler(env, rec)
     module = f"ddlbench.workloads.{args[0]}"
     sys.argv = [module, *args[1:]]
     try:

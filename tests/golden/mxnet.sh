@@ -27,14 +27,18 @@ set -Eeuo pipefail
 # sbatch hands the job the submitting shell's environment: an salloc's SLURM_MEM_PER_*, a user's
 # SLURM_DISTRIBUTION, SLURM_CPU_BIND or SLURM_HINT, all of which srun reads as options. Every srun
 # below states its own placement, so srun's input variables are removed (provenance/job.txt lists
-# them). PATH and the module environment are kept: --export=NONE would drop them.
+# them). PATH and the module environment are kept: --export=NONE would drop them. The GPU, GRES,
+# TRES and container requests go too: a step without them is given all of the job's GPUs, and
+# an salloc's SLURM_GPUS_PER_NODE=1 would give each worker step one GPU per node.
 ddlbench_unset=()
 for ddlbench_v in $(compgen -e); do
   case "${ddlbench_v}" in
     SRUN_* | SLURM_MEM_PER_* | SLURM_MEM_BIND* | SLURM_CPU_BIND* | SLURM_DISTRIBUTION | SLURM_HINT | \
     SLURM_GPU_BIND | SLURM_GPUS_PER_TASK | SLURM_CPUS_PER_GPU | SLURM_TRES_PER_TASK | \
     SLURM_NTASKS_PER_SOCKET | SLURM_NTASKS_PER_CORE | SLURM_NTASKS_PER_GPU | SLURM_THREADS_PER_CORE | \
-    SLURM_OVERLAP | SLURM_EXACT | SLURM_EXPORT_ENV | SLURM_CPU_FREQ_REQ | SLURM_STEP_GRES | SLURM_ACCEL_BIND)
+    SLURM_OVERLAP | SLURM_EXACT | SLURM_EXPORT_ENV | SLURM_CPU_FREQ_REQ | SLURM_STEP_GRES | SLURM_ACCEL_BIND | \
+    SLURM_GPUS | SLURM_GPUS_PER_NODE | SLURM_GPUS_PER_SOCKET | SLURM_GRES | SLURM_TRES_BIND | \
+    SLURM_CONTAINER)
       ddlbench_unset+=("${ddlbench_v}")
       unset "${ddlbench_v}"
       ;;
@@ -66,6 +70,31 @@ ddlbench_fail() {
   echo "${rc}" > "${DDLBENCH_RUN_DIR}/exit_code"
   ddlbench_cleanup
   exit "${rc}"
+}
+# ddlbench_workers CMD...: the workers' step, watched. A background step (MXNet's scheduler or
+# servers, Horovod's rendezvous server) that exits with an error while the workers run stops
+# them and ends the job with its exit code at once, instead of leaving the workers waiting for
+# it until their watchdog fires. A step Slurm cannot create (too many CPUs asked) fails so.
+ddlbench_workers() {
+  "$@" &
+  local workers=$! pid rc live=("${DDLBENCH_BG_PIDS[@]+"${DDLBENCH_BG_PIDS[@]}"}") left
+  while kill -0 "${workers}" 2>/dev/null; do
+    left=()
+    for pid in "${live[@]+"${live[@]}"}"; do
+      if kill -0 "${pid}" 2>/dev/null; then left+=("${pid}"); continue; fi
+      rc=0
+      wait "${pid}" || rc=$?
+      if (( rc != 0 )); then
+        echo "ddlbench: a background step of ${DDLBENCH_RUN_ID} (pid ${pid}) exited with ${rc} while the workers ran; stopping them" >&2
+        kill "${workers}" 2>/dev/null || true
+        wait "${workers}" 2>/dev/null || true
+        return "${rc}"
+      fi
+    done
+    live=("${left[@]+"${left[@]}"}")
+    sleep 1
+  done
+  wait "${workers}"
 }
 trap 'ddlbench_fail $? $LINENO' ERR
 trap ddlbench_cleanup EXIT
@@ -157,7 +186,9 @@ export DDLBENCH_DEVICE=gpu
 export DDLBENCH_CPU_BIND=gpu-socket
 export DDLBENCH_CORES_PER_TASK=7
 export NCCL_SOCKET_IFNAME=ib0
-export NCCL_IB_HCA=mlx5
+export GLOO_SOCKET_IFNAME=ib0
+export DMLC_INTERFACE=ib0
+export NCCL_IB_HCA='=mlx5_0:1'
 export NCCL_DEBUG=WARN
 export OMP_NUM_THREADS=7
 export DDLBENCH_NOTE='it'"'"'s a test; $(not run)'
@@ -176,20 +207,28 @@ IFS=, read -r -a ddlbench_hosts <<<"${DDLBENCH_HOSTS}"
 for ddlbench_h in "${ddlbench_hosts[@]}"; do
   DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_addr[${ddlbench_h}]:-${ddlbench_h}}"
 done
+# network.interface: the rendezvous addresses are each node's address on that interface, not its
+# NodeAddr (often the management network); a node without one stops the job
+declare -A ddlbench_iface=()
+while read -r ddlbench_name ddlbench_node_addr; do
+  ddlbench_iface["${ddlbench_name}"]=${ddlbench_node_addr}
+done < <(srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
+  python -m ddlbench.workloads.iface_addr ib0)
+DDLBENCH_ADDRS=""
+for ddlbench_h in "${ddlbench_hosts[@]}"; do
+  [[ -n "${ddlbench_iface[${ddlbench_h}]:-}" ]] || { echo "ddlbench: no address on ib0 for ${ddlbench_h}" >&2; false; }
+  DDLBENCH_ADDRS+="${DDLBENCH_ADDRS:+,}${ddlbench_iface[${ddlbench_h}]}"
+done
 IFS=, read -r -a ddlbench_addrs <<<"${DDLBENCH_ADDRS}"
 DDLBENCH_FIRST_HOST=${ddlbench_hosts[0]}
 DDLBENCH_FIRST_ADDR=${ddlbench_addrs[0]}
 export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
-# Ports are chosen by the kernel at job start on the first node (free there at that moment),
-# never derived from the job id, so jobs that share a node cannot be given the same ports
-# (and checked on every node, picking again when one is in use on another node)
-ddlbench_try=0
-until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-    python -m ddlbench.workloads.ports --count 1) &&
-  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-    python -m ddlbench.workloads.ports --verify "${DDLBENCH_PORTS}"; do
-  (( ++ddlbench_try < 5 )) || { echo "ddlbench: found no ports free on every node" >&2; false; }
-done
+# Ports are drawn at job start below the kernel's ephemeral range and checked free on the first
+# node, never derived from the job id: no outgoing connection takes them, no rank can connect
+# to itself on one, and jobs that share a node are not given the same ports
+# (only the first node binds them)
+DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
+  python -m ddlbench.workloads.ports --count 1)
 DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
 export DDLBENCH_PORTS DDLBENCH_PORT
 echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
@@ -224,10 +263,17 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
   python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
-# (a step of its own would need the node's GPUs beside the workers'), stopped with the ranks
+# (a step of its own would need the node's GPUs beside the workers'), on cores no rank is bound
+# to (not local rank 0's), stopped with the ranks
 export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"
-# rank 0 logs NCCL's INIT and NET lines (the transport it chose) to logs/attempt-<k>/nccl/
-export DDLBENCH_NCCL_INFO_RANK=0
+# the first node's ranks log NCCL's INIT and NET lines (the transport, each channel's NIC) to
+# logs/attempt-<k>/nccl/: together they use every rail of a node, one rank only its nearest
+export DDLBENCH_NCCL_INFO_RANK=0-3
+# the adapters NCCL may use (network.ib_hca): a multi-node run whose channels leave one unused
+# on the first node is flagged
+export DDLBENCH_NCCL_NICS=mlx5_0:1
+# the network NCCL must use between nodes (network.nccl): a run on another one is flagged
+export DDLBENCH_NCCL_NET=IB
 
 # --- launch ----------------------------------------------------------------------------------
 echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JOB_ID})"
@@ -253,7 +299,7 @@ DDLBENCH_BG_PIDS+=("$!")
 DMLC_ROLE=server srun --overlap --nodes=2 --ntasks=2 --gres=none --mpi=none --cpu-bind=none --cpus-per-task="${SLURM_CPUS_ON_NODE}" \
   python -m ddlbench.workloads.mxnet "${DDLBENCH_RUN_DIR}/run.json" &
 DDLBENCH_BG_PIDS+=("$!")
-DMLC_ROLE=worker srun --overlap --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \
+DMLC_ROLE=worker ddlbench_workers srun --overlap --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \
   python -m ddlbench.workloads.rank_start mxnet "${DDLBENCH_RUN_DIR}/run.json"
 # the scheduler and servers leave once the workers have finalised the kvstore
 for pid in "${DDLBENCH_BG_PIDS[@]}"; do

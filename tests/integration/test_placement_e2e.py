@@ -74,21 +74,27 @@ def test_on_slurm_binding_recorded_shared_device_refused(tmp_path, slurm_cluster
 @pytest.mark.frameworks
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_job_submitted_from_inside_salloc_with_mem_per_cpu_runs(tmp_path, slurm_cluster):
-    """sbatch exports the salloc's SLURM_MEM_PER_CPU (and a user's SLURM_DISTRIBUTION) into the
-    job, where srun would read them; the job script removes them.
-
-    On a site where memory is a consumable resource, Slurm also sets the job's own
-    SLURM_MEM_PER_NODE, and srun then stops ("SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and
-    SLURM_MEM_PER_NODE are mutually exclusive"); the loopback cluster does not track memory, so
-    the submitting shell exports SLURM_MEM_PER_NODE too, which reproduces that failure."""
+def test_job_submitted_from_inside_salloc_with_gpu_and_sbatch_variables_runs(
+    tmp_path, slurm_cluster
+):
+    """sbatch hands the job its own environment and reads SBATCH_* as options: from inside an
+    ``salloc --gpus-per-node=1`` (SLURM_GPUS_PER_NODE, SLURM_GRES, ...) every srun of the job
+    would ask for a GPU per node, which this GPU-less cluster refuses; an salloc's
+    SLURM_MEM_PER_CPU beside the job's SLURM_MEM_PER_NODE makes every srun stop ("mutually
+    exclusive"); a user's SBATCH_PARTITION would override the script's #SBATCH line (here
+    with a partition that does not exist). ddlbench runs sbatch without them
+    (execute/slurm/commands.py sbatch_env), so the job sees none and runs."""
     require_envs("pytorch")
     spec = tmp_path / "inside.yaml"
     spec.write_text(_spec("2x1"))
     results = tmp_path / "results"
     cmd = [sys.executable, "-m", "ddlbench", "submit", str(spec), "--cluster", "localslurm"]
     cmd += ["--campaign", "inside"]
-    inner = "export SLURM_DISTRIBUTION=cyclic SLURM_MEM_PER_NODE=100; exec " + " ".join(cmd)
+    leaked = (
+        "SLURM_DISTRIBUTION=cyclic SLURM_MEM_PER_NODE=100 SLURM_GPUS_PER_NODE=1 SLURM_GPUS=2 "
+        "SLURM_GRES=gpu:1 SLURM_TRES_BIND=gpu:closest SBATCH_PARTITION=nowhere"
+    )
+    inner = f"export {leaked}; exec " + " ".join(cmd)
     proc = subprocess.run(
         ["salloc", "--nodes=1", "--ntasks=1", "--mem-per-cpu=50", "bash", "-c", inner],
         capture_output=True,
@@ -100,11 +106,12 @@ def test_job_submitted_from_inside_salloc_with_mem_per_cpu_runs(tmp_path, slurm_
     waited = ddlbench("wait", "inside", "--timeout", "600", results=results)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     root = results / "inside"
-    job = next(root.glob("runs/*/provenance/job.txt")).read_text()
-    unset = next(line for line in job.splitlines() if line.startswith("unset="))
-    assert {"SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE", "SLURM_DISTRIBUTION"} <= set(
-        unset[len("unset=") :].split()
-    )
+    env = next(root.glob("runs/*/provenance/env.txt")).read_text()
+    names = {line.split("=", 1)[0] for line in env.splitlines()}
+    for name in ("SLURM_MEM_PER_CPU", "SLURM_GPUS_PER_NODE", "SLURM_GRES", "SLURM_GPUS",
+                 "SLURM_TRES_BIND", "SLURM_DISTRIBUTION"):  # fmt: skip
+        assert name not in names, name
+    assert "SLURM_JOB_PARTITION=debug" in env.splitlines()
     assert _collected(root)["status"] == "ok"
 
 

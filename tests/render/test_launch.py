@@ -22,10 +22,12 @@ def pyxis_scripts(tmp_path, monkeypatch):
     return {p.name.split("-resnet50")[0]: p.read_text() for p in rendered.root.glob("jobs/*.sh")}
 
 
-def _sruns(text: str):
-    """Each srun command, continuation lines joined."""
+def _sruns(text: str, *, removal: bool = False):
+    """Each srun command, continuation lines joined; without ``removal``, not the EXIT trap's
+    removal of the Pyxis container (which runs outside it)."""
     joined = text.replace("\\\n", " ")
-    return [ln for ln in joined.splitlines() if re.search(r"(^|[ =(])srun --(?!version)", ln)]
+    found = [ln for ln in joined.splitlines() if re.search(r"(^|[ =(])srun --(?!version)", ln)]
+    return [ln for ln in found if removal or "enroot remove" not in ln]
 
 
 def _exported(text: str):

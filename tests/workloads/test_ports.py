@@ -59,3 +59,43 @@ def test_the_command_prints_a_comma_list_and_the_workloads_read_it():
         f"10.0.0.1:{ports[1]}",
         f"10.0.0.2:{ports[2]}",
     ]
+
+
+def test_ports_are_drawn_below_the_ephemeral_range(tmp_path):
+    from ddlbench.workloads.ports import candidate_range, ephemeral_range
+
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    assert ephemeral_range(str(range_file)) == (32768, 60999)
+    assert ephemeral_range(str(tmp_path / "absent")) == (32768, 60999)
+    assert candidate_range(256, (32768, 60999)) == range(10000, 32768)
+    # a range that starts low leaves 1024 up; one that starts at 1024, above it
+    assert candidate_range(256, (11000, 60999)) == range(1024, 11000)
+    assert candidate_range(4, (1024, 50000)) == range(50001, 65536)
+    low, _ = ephemeral_range()
+    ports = pick_ports(64)
+    assert len(set(ports)) == 64 and all(p < low for p in ports)
+
+
+def test_each_node_checks_only_the_ports_its_workers_bind():
+    from ddlbench.workloads.ports import node_ports
+
+    ports = list(range(20000, 20008))
+    assert node_ports(ports, 4, 0) == ports[:4]
+    assert node_ports(ports, 4, 1) == ports[4:]
+    assert node_ports(ports, None, 1) == ports
+    with socket.socket() as s:  # node 0's port 20000 is busy; node 1 does not care
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        free = pick_ports(3)
+        listed = ",".join(str(p) for p in [taken, free[0], free[1], free[2]])
+        for node, code in (("0", EXIT_BUSY), ("1", 0)):
+            proc = subprocess.run(
+                [sys.executable, "-m", "ddlbench.workloads.ports", "--verify", listed,
+                 "--per-node", "2"],
+                env={"SLURM_NODEID": node, "PYTHONPATH": ":".join(sys.path)},
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            assert proc.returncode == code, (node, proc.stderr)

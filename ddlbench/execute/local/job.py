@@ -26,6 +26,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
+from ddlbench.campaign.stops import stopped_values
 from ddlbench.diskfull import is_disk_full, looks_full
 from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
@@ -442,7 +443,8 @@ def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
             cause=failure.describe(),
             cause_source="srun",
         )
-    values.update(hung_values(run_dir, failure.exit_code if failure else None))
+    code = failure.exit_code if failure else None
+    values.update(stopped_values(code) or hung_values(run_dir, code))
     values.update(_disk_full_cause(run_dir, stderr_file))
     return values
 

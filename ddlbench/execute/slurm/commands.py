@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ddlbench.campaign import states as S
 from ddlbench.errors import InputError
@@ -103,6 +103,7 @@ class SlurmClient:
         cwd: Optional[str] = None,
         retry: bool = True,
         check_reachable: bool = True,
+        env: Optional[Mapping[str, str]] = None,
     ) -> Result:
         """Run one client command; on a transient failure retry with backoff.
 
@@ -122,6 +123,7 @@ class SlurmClient:
                 proc = subprocess.run(
                     args,
                     cwd=cwd,
+                    env=dict(env) if env is not None else None,
                     stdin=subprocess.DEVNULL,
                     capture_output=True,
                     text=True,
@@ -290,6 +292,25 @@ def sbatch_args(
     if after:
         args.append(f"--dependency=afterany:{after}")
     return args + [script]
+
+
+#: the Slurm variables sbatch is still given: which cluster and configuration to talk to, and
+#: how dates are printed; none of them is a job option (docs/launching.md#the-submit-environment)
+SBATCH_ENV_KEEP = frozenset({"SLURM_CONF", "SLURM_CLUSTERS", "SLURM_TIME_FORMAT"})
+
+
+def sbatch_env(environ: Mapping[str, str]) -> Dict[str, str]:
+    """The environment sbatch runs in: the caller's less every ``SLURM_*``, ``SBATCH_*`` and
+    ``SRUN_*`` variable outside :data:`SBATCH_ENV_KEEP`.
+
+    sbatch reads ``SBATCH_*`` as options that override the script's ``#SBATCH`` lines, and hands
+    its whole environment to the job: from inside an ``salloc --gpus-per-node=1``, the job would
+    inherit ``SLURM_GPUS_PER_NODE`` and every srun of it ask for one GPU per node."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k in SBATCH_ENV_KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
+    }
 
 
 def scancel_args(job_ids: Iterable[str]) -> List[str]:

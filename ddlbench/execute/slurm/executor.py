@@ -14,6 +14,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import RunInfo
 from ddlbench.campaign.paths import RunPaths
+from ddlbench.campaign.stops import stopped_values
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SchedulerUnreachable, SubmitSummary
 from ddlbench.execute.infra_retry import parse_limit
@@ -38,6 +39,7 @@ from ddlbench.execute.slurm.commands import (
     sacct_args,
     sacct_since_args,
     sbatch_args,
+    sbatch_env,
     scancel_args,
     scontrol_config_args,
     scontrol_jobs_args,
@@ -140,7 +142,13 @@ class SlurmExecutor(Executor):
         """sbatch with care: after a transient failure, look for the job before trying again."""
         delay = self.client.backoff
         for attempt in range(1 + self.client.retries):
-            res = self.client.run(args, cwd=str(cwd), retry=False, check_reachable=False)
+            res = self.client.run(
+                args,
+                cwd=str(cwd),
+                retry=False,
+                check_reachable=False,
+                env=sbatch_env(os.environ),
+            )
             if res.ok or not is_transient(res.stderr):
                 return res, None
             if attempt < self.client.retries:
@@ -417,7 +425,8 @@ class SlurmExecutor(Executor):
         paths = [files.slurm_output(i, s) for i in sorted(ids) for s in ("err", "out")]
         steps = self.steps.get(rec.key) if rec.source == "sacct" else None
         found = find_cause(steps, (p for p in paths if p.is_file()))
-        hung = hung_values(run_dir, found[0].exit_code if found else None)
+        code = found[0].exit_code if found else rec.exit_code
+        hung = stopped_values(code) or hung_values(run_dir, code)
         hung = hung if rec.state == S.FAILED else {}
         if found is None:
             return hung

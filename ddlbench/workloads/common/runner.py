@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -187,11 +188,16 @@ def _start(args: List[str], start_time: float) -> Optional[Context]:
 def _log_failure(ctx: Context) -> None:
     """Print the current exception's traceback and log it as the ``error`` record (after a
     fallback ``meta`` record when the body had not written one)."""
-    cfg, logger = ctx.cfg, ctx.logger
     tb = traceback.format_exc()
     sys.stderr.write(tb)
     sys.stderr.flush()
     exc = sys.exc_info()[1]
+    _log_error(ctx, f"{type(exc).__name__}: {exc}", tb)
+
+
+def _log_error(ctx: Context, message: str, tb: Optional[str]) -> None:
+    """The ``error`` record, after a fallback ``meta`` record when none was written yet."""
+    cfg, logger = ctx.cfg, ctx.logger
     try:
         if not logger.meta_written:
             logger.meta(
@@ -206,11 +212,50 @@ def _log_failure(ctx: Context) -> None:
                     incomplete=True,
                 )
             )
-        message = f"{type(exc).__name__}: {exc}"
         logger.error(message, tb)
         ctx.mllog.end("run_stop", metadata={"status": "aborted"})
     except Exception as log_exc:  # the log itself failed (disk full, ...)
         sys.stderr.write(f"ddlbench: cannot write the error record: {log_exc}\n")
+
+
+#: the exit code of a rank stopped by SIGUSR1 (``campaign.states.STOPPED_EXIT_CODE``)
+EXIT_STOPPED = 87
+#: the ``error`` record's message of a rank stopped by SIGUSR1 (the login node reads it)
+STOPPED_MESSAGE = (
+    "stopped: SIGUSR1 (Slurm's --signal warning that the time limit is near); the run did not "
+    "finish its steps"
+)
+
+
+def _arm_stop(ctx: Context) -> None:
+    """Stop this rank cleanly on SIGUSR1 (``#SBATCH --signal=USR1@60``): an ``error`` record,
+    then exit :data:`EXIT_STOPPED`, instead of SIGUSR1's default of killing the process with no
+    record. Python runs signal handlers only between bytecodes of the main thread, which may be
+    inside a collective for as long as a peer is away; the C-level handler writes the signal
+    number to a wake-up pipe at once, and a thread waiting on it writes the record."""
+    try:
+        signal.signal(signal.SIGUSR1, lambda *_: None)  # caught, so it no longer kills
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
+    except (ValueError, OSError):  # not the main thread
+        return
+    threading.Thread(target=_stop_on_usr1, args=(ctx, r), daemon=True).start()
+
+
+def _stop_on_usr1(ctx: Context, fd: int) -> None:
+    while True:
+        data = os.read(fd, 64)
+        if not data:
+            return
+        if signal.SIGUSR1 in data and not ctx.logger.summary_written:
+            break  # after the summary the run is complete: it ends as it would have
+    sys.stderr.write(f"ddlbench: rank {ctx.info.rank}: {STOPPED_MESSAGE}\n")
+    _log_error(ctx, STOPPED_MESSAGE, None)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_STOPPED)
 
 
 def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = None) -> int:
@@ -227,6 +272,7 @@ def workload_main(body: Callable[[Context], None], argv: Optional[List[str]] = N
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(ValueError):  # not the main thread
             old[sig] = signal.signal(sig, _raise_terminated)
+    _arm_stop(ctx)
     if ctx.info.is_root:
         _record_packages(ctx.cfg)
     diagnose.enable_comm_debug(ctx.cfg, ctx.cfg["log_dir"])
