@@ -359,6 +359,9 @@ class CampaignInputs:
     inter: Optional[hierarchy.Link]
     overlap_fraction: Optional[float]
     overlap_source: str
+    jitter_samples: Tuple[float, ...] = ()  # the base's step times over their rank's median
+    base_uncertainty: Optional[float] = None  # the base throughput's 95 % CI half-width, relative
+    measured: Tuple[Tuple[int, float, float], ...] = ()  # (devices, efficiency, samples/s)
 
 
 def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs]:
@@ -395,5 +398,47 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
             str(s.get("framework", "")), int(s["batch_size"]),
             float(base["throughput_median"]) / int(base["devices"]), int(base["devices"]),
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
+            jitter_samples(analysis.runs, data, str(base["group"])),
+            _half_width(base), _measured(p),
         )  # fmt: skip
     return None
+
+
+def jitter_samples(runs: pd.DataFrame, data, group: str) -> Tuple[float, ...]:
+    """The measured step times of a group's complete runs, each over its rank's median: the
+    draws of the synchronisation term (``costs.sync_fraction_empirical``). ``compute_s`` when
+    logged (the rank's own work, without the wait for the others), else the step time."""
+    ids = set(runs[(runs["group"] == group) & runs["complete"]]["run_id"])
+    out: List[float] = []
+    for rid in sorted(ids):
+        try:
+            st = data.steps(rid)
+        except (OSError, ValueError):
+            return ()
+        if "phase" in st:
+            st = st[st["phase"] != "warmup"]
+        t = (
+            st["compute_s"]
+            if st["compute_s"].notna().all() and len(st)
+            else st["t_end"] - st["t_start"]
+        )
+        for _, g in t.groupby(st["rank"]):
+            med = float(g.median())
+            if med > 0:
+                out.extend(float(v) / med for v in g if v > 0)
+    return tuple(out)
+
+
+def _half_width(base) -> Optional[float]:
+    lo, hi, m = base.get("ci95_low"), base.get("ci95_high"), base.get("throughput_median")
+    if not (_ok(lo) and _ok(hi) and _ok(m)) or not float(m):
+        return None
+    return (float(hi) - float(lo)) / 2 / float(m)
+
+
+def _measured(p: pd.DataFrame) -> Tuple[Tuple[int, float, float], ...]:
+    return tuple(
+        (int(r["devices"]), float(r["efficiency"]), float(r["throughput_median"]))
+        for _, r in p.sort_values("devices").iterrows()
+        if _ok(r["efficiency"])
+    )

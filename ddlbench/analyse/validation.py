@@ -13,51 +13,81 @@ Error of a point: predicted minus published efficiency, in efficiency points (ef
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List
 
-from . import hierarchy, whatif
+from . import hierarchy, sharded, whatif
 
 DATA = Path(__file__).parent / "reference" / "published_scaling.csv"
 TARGET_MEAN_ABS = 0.10
 TARGET_MAX_ABS = 0.20
+TARGET_MEAN_SIGNED = 0.03
+TARGET_INSIDE = 0.80
+
+
+def _case(r: Dict[str, str]) -> whatif.Case:
+    return whatif.Case(
+        r["model"], int(r["batch_per_gpu"]), float(r["single_images_per_s"]),
+        bucket_mb=float(r["bucket_mb"]),
+        first_bucket_bytes=whatif.overlap.DDP_FIRST_BUCKET_BYTES
+        if r["framework"] == "pytorch-ddp" else 0,
+        base_devices=int(r.get("base_devices") or 1), parallel=r.get("parallel") or "ddp",
+        seq=int(r.get("seq") or 0), precision=r["precision"],
+        checkpointing=r.get("checkpointing") or "none",
+    )  # fmt: skip
 
 
 def rows(path: Path = DATA) -> List[Dict[str, object]]:
-    """Every published point with the model's prediction and its error."""
+    """Every published point with the model's prediction, its interval and its error."""
     out = []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
             g, k = int(r["gpus_per_node"]), int(r["nodes"])
             topo = hierarchy.Topology(
-                g,
-                k,
-                hierarchy.preset(r["intra"], "intra"),
-                hierarchy.preset(r["inter"], "inter"),
-                int(r["nics_per_node"]),
-                hierarchy.base_latency_s(),
-            )
-            case = whatif.Case(
-                r["model"], int(r["batch_per_gpu"]), float(r["single_images_per_s"]),
-                bucket_mb=float(r["bucket_mb"]),
-                first_bucket_bytes=whatif.overlap.DDP_FIRST_BUCKET_BYTES
-                if r["framework"] == "pytorch-ddp" else 0,
+                g, k, hierarchy.preset(r["intra"], "intra"), hierarchy.preset(r["inter"], "inter"),
+                int(r["nics_per_node"]), hierarchy.base_latency_s(),
             )  # fmt: skip
-            p = whatif.point(case, topo)
+            case = _case(r)
+            bd = case.base_devices
+            base = replace(topo, gpus_per_node=min(bd, g), nodes=sharded.ceil_nodes(bd, g))
+            p = whatif.point(case, topo, base)
             n = g * k
             measured = float(r["images_per_s"]) / (n * float(r["single_images_per_s"]))
+            lo, hi = float(p["efficiency_low"]), float(p["efficiency_high"])  # type: ignore[arg-type]
             out.append({
                 **r,
                 "devices": n,
                 "measured_efficiency": measured,
                 "predicted_efficiency": p["efficiency"],
+                "efficiency_low": lo,
+                "efficiency_high": hi,
+                "inside": lo <= measured <= hi,
                 "error": p["efficiency"] - measured,
                 "throughput_error": p["efficiency"] / measured - 1,
                 "comm_s": p["comm_s"],
                 "exposed_comm_s": p["exposed_comm_s"],
+                "sync_s": p["sync_s"],
                 "algorithm": p["algorithm"],
             })  # fmt: skip
     return out
+
+
+def acceptance(points: List[Dict[str, object]]) -> Dict[str, float]:
+    """The acceptance figures over all points: relative error ``(pred - pub) / pub`` mean
+    absolute, largest, mean signed; the share of points inside their interval; the interval's
+    mean width (efficiency points)."""
+    e = [float(p["throughput_error"]) for p in points]  # type: ignore[arg-type]
+    w = [float(p["efficiency_high"]) - float(p["efficiency_low"]) for p in points]  # type: ignore[arg-type]
+    n = len(e) or 1
+    return {
+        "points": len(e),
+        "mean_abs": sum(abs(x) for x in e) / n,
+        "max_abs": max((abs(x) for x in e), default=0.0),
+        "mean_signed": sum(e) / n,
+        "inside": sum(1 for p in points if p["inside"]) / n,
+        "mean_width": sum(w) / n,
+    }
 
 
 def summary(points: List[Dict[str, object]]) -> Dict[str, Dict[str, float]]:
