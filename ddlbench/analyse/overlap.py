@@ -117,9 +117,11 @@ def wait_free(
     bucket_bytes: float,
     first_bytes: float = 0,
     backward_share: float = BACKWARD_SHARE,
+    cycle_s: float = 0.0,
 ) -> Overlap:
     """Simulate wait-free backpropagation over one step (see the module's docstring);
-    ``backward_share``: the backward pass's part of the compute (more with recomputation)."""
+    ``backward_share``: the backward pass's part of the compute (more with recomputation);
+    ``cycle_s`` > 0: Horovod's tensor fusion (:func:`fusion_cycles`) instead of buckets."""
     total_macs = sum(layer.macs for layer in layers) or 1
     backward = backward_share * compute_s
     done_at = []  # backward time at which each layer's gradient exists, forward order
@@ -128,6 +130,9 @@ def wait_free(
         t += backward * layer.macs / total_macs
         done_at.append(t)
     done_at.reverse()
+    if cycle_s > 0:
+        return fusion_cycles(layers, done_at, backward, allreduce_s, bytes_per_param,
+                             bucket_bytes, cycle_s)  # fmt: skip
     comm = end = dt = 0.0
     packed = buckets(layers, bytes_per_param, bucket_bytes, first_bytes)
     for nbytes, last in packed:
@@ -135,6 +140,38 @@ def wait_free(
         comm += dt
         end = max(end, done_at[last]) + dt
     return Overlap(comm, max(0.0, end - backward), len(packed), dt)
+
+
+def fusion_cycles(
+    layers: List[LayerSize],
+    done_at: List[float],
+    backward: float,
+    allreduce_s: Callable[[float], float],
+    bytes_per_param: float,
+    cap_bytes: float,
+    cycle_s: float,
+) -> Overlap:
+    """Horovod's tensor fusion (docs/tensor-fusion.rst: every cycle, the tensors ready at that
+    moment are fused into buffers of at most ``HOROVOD_FUSION_THRESHOLD`` bytes and reduced; the
+    next cycle starts ``HOROVOD_CYCLE_TIME`` later, or when the reductions end): the number of
+    messages follows the backward pass's length over the cycle, not the gradient bytes."""
+    order = sorted(range(len(layers)), key=lambda i: done_at[i])
+    t, k, comm, end, dt, count = cycle_s, 0, 0.0, 0.0, 0.0, 0
+    while k < len(order):
+        ready = []
+        while k < len(order) and done_at[order[k]] <= t + 1e-15:
+            ready.append(layers[order[k]].params * bytes_per_param)
+            k += 1
+        ops_end = t
+        size = 0.0
+        for i, nb in enumerate(ready):
+            size += nb
+            if size >= cap_bytes > 0 or i == len(ready) - 1:
+                dt = allreduce_s(size)
+                comm, ops_end, count, size = comm + dt, ops_end + dt, count + 1, 0.0
+        end = max(end, ops_end)
+        t = max(t + cycle_s, ops_end)
+    return Overlap(comm, max(0.0, end - backward), count, dt)
 
 
 def transformer_layers(name: str, seq: int) -> List[LayerSize]:

@@ -29,7 +29,7 @@ TARGET_INSIDE = 0.80
 def _case(r: Dict[str, str]) -> whatif.Case:
     return whatif.Case(
         r["model"], int(r["batch_per_gpu"]), float(r["single_images_per_s"]),
-        bucket_mb=float(r["bucket_mb"]),
+        bucket_mb=float(r["bucket_mb"]), fusion_cycle_ms=float(r.get("fusion_cycle_ms") or 0),
         first_bucket_bytes=whatif.overlap.DDP_FIRST_BUCKET_BYTES
         if r["framework"] == "pytorch-ddp" else 0,
         base_devices=int(r.get("base_devices") or 1), parallel=r.get("parallel") or "ddp",

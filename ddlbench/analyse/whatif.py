@@ -37,6 +37,7 @@ class Case:
     grad_bytes_per_param: float = GRAD_BYTES
     bucket_mb: float = overlap.DDP_BUCKET_MB
     first_bucket_bytes: float = overlap.DDP_FIRST_BUCKET_BYTES
+    fusion_cycle_ms: float = 0.0  # Horovod's HOROVOD_CYCLE_TIME; 0: DDP's buckets
     overlap_fraction: Optional[float] = None  # measured: wins over the estimate
     base_devices: int = 1
     parallel: str = "ddp"
@@ -81,10 +82,9 @@ def _comm(case: Case, topo: hierarchy.Topology, layers, compute: float) -> shard
         return sharded.zero(stage, layers, topo, compute, pb, gb, case.bucket_mb * 1e6, share)
     est = overlap.wait_free(
         layers, compute, lambda nb: hierarchy.allreduce(topo, nb).time_s, gb,
-        case.bucket_mb * 1e6, case.first_bucket_bytes, share,
+        case.bucket_mb * 1e6, case.first_bucket_bytes, share, case.fusion_cycle_ms / 1e3,
     )  # fmt: skip
-    packed = overlap.buckets(layers, gb, case.bucket_mb * 1e6, case.first_bucket_bytes)
-    lat = sum(hierarchy.allreduce(topo, nb).latency_s for nb, _ in packed)
+    lat = est.buckets * hierarchy.allreduce(topo, 1.0).latency_s  # per message
     exposed = est.exposed_s
     if case.overlap_fraction is not None and topo.ranks > 1:
         exposed = (1 - case.overlap_fraction) * est.comm_s
