@@ -24,6 +24,9 @@ TARGET_MEAN_ABS = 0.10
 TARGET_MAX_ABS = 0.20
 TARGET_MEAN_SIGNED = 0.03
 TARGET_INSIDE = 0.80
+#: Points beyond the largest-error target, each explained in docs/scaling-model.md (HKBU's
+#: WFBP-A2A rows at 32 GPUs over TCP: a per-message cost the model does not have).
+KNOWN_MISSES = {("hkbu-100gbe", 32), ("hkbu-10gbe", 32)}
 
 
 def _case(r: Dict[str, str]) -> whatif.Case:
@@ -91,36 +94,48 @@ def acceptance(points: List[Dict[str, object]]) -> Dict[str, float]:
 
 
 def summary(points: List[Dict[str, object]]) -> Dict[str, Dict[str, float]]:
-    """Per table: points, mean and largest absolute efficiency error."""
-    out: Dict[str, Dict[str, float]] = {}
+    """Per table: :func:`acceptance` over its points."""
+    tables: Dict[str, List[Dict[str, object]]] = {}
     for p in points:
-        out.setdefault(str(p["table"]), {"points": 0, "sum": 0.0, "max_abs": 0.0})
-        s = out[str(p["table"])]
-        e = abs(float(p["error"]))  # type: ignore[arg-type]
-        s["points"] += 1
-        s["sum"] += e
-        s["max_abs"] = max(s["max_abs"], e)
-    for s in out.values():
-        s["mean_abs"] = s.pop("sum") / s["points"]
-    return out
+        tables.setdefault(str(p["table"]), []).append(p)
+    return {name: acceptance(pts) for name, pts in tables.items()}
+
+
+def summary_markdown(points: List[Dict[str, object]]) -> str:
+    """The per-table lines and the all-tables line of docs/scaling-model.md."""
+    head = (
+        "| table | points | mean abs error | largest | mean signed | inside interval "
+        "| mean width (points) |\n|---|---:|---:|---:|---:|---:|---:|\n"
+    )
+    rows = list(summary(points).items()) + [("**all tables**", acceptance(points))]
+    lines = [
+        f"| {name} | {int(s['points'])} | {100 * s['mean_abs']:.1f} % | {100 * s['max_abs']:.1f} % "
+        f"| {100 * s['mean_signed']:+.1f} % | {100 * s['inside']:.0f} % "
+        f"| {100 * s['mean_width']:.1f} |"
+        for name, s in rows
+    ]
+    return head + "\n".join(lines) + "\n"
 
 
 def markdown(points: List[Dict[str, object]]) -> str:
     """The validation table of docs/scaling-model.md, one line per published point."""
     head = (
-        "| table | system | model | precision | batch/GPU | GPUs/node x nodes | intra, inter "
-        "| bucket MB | published E | predicted E | error (points) | throughput error |\n"
-        "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|\n"
+        "| table | model | precision | batch/GPU | GPUs/node x nodes | intra, inter "
+        "| parallel | published E | predicted E | interval | error |\n"
+        "|---|---|---|---:|---:|---|---|---:|---:|---:|---:|\n"
     )
     lines = []
     for p in points:
+        keys = ("measured_efficiency", "predicted_efficiency", "efficiency_low",
+                "efficiency_high", "throughput_error")  # fmt: skip
+        f = {k: float(p[k]) for k in keys}  # type: ignore[arg-type]
+        flag = "" if p["inside"] else " (outside)"
         lines.append(
-            f"| {p['table']} | {p['system']} | {p['model']} | {p['precision']} "
-            f"| {p['batch_per_gpu']} | {p['gpus_per_node']} x {p['nodes']} "
-            f"| {p['intra']}, {p['inter']} | {float(p['bucket_mb']):g} "  # type: ignore[arg-type]
-            f"| {100 * float(p['measured_efficiency']):.1f} %"  # type: ignore[arg-type]
-            f" | {100 * float(p['predicted_efficiency']):.1f} %"  # type: ignore[arg-type]
-            f" | {100 * float(p['error']):+.1f}"  # type: ignore[arg-type]
-            f" | {100 * float(p['throughput_error']):+.1f} % |"  # type: ignore[arg-type]
+            f"| {p['table']} | {p['model']} | {p['precision']} | {p['batch_per_gpu']} "
+            f"| {p['gpus_per_node']} x {p['nodes']} | {p['intra']}, {p['inter']} "
+            f"| {p.get('parallel') or 'ddp'} | {100 * f['measured_efficiency']:.1f} % "
+            f"| {100 * f['predicted_efficiency']:.1f} % "
+            f"| {100 * f['efficiency_low']:.1f}-{100 * f['efficiency_high']:.1f} %{flag} "
+            f"| {100 * f['throughput_error']:+.1f} % |"
         )
     return head + "\n".join(lines) + "\n"

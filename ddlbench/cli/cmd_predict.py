@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,6 +14,8 @@ from ddlbench.cli.common import campaign_dir, results_option
 from ddlbench.errors import InputError
 
 DEFAULT_NODES = "1,2,4,8,16,32,64"
+#: The links assumed when neither an option nor a campaign gives them (said in the output).
+DEFAULT_LINKS = {"intra": "nvlink-h100", "inter": "ndr"}
 
 
 @click.command(
@@ -79,8 +82,16 @@ Exit codes: 0 success, 2 bad input.
 @results_option
 @click.option("--gpus-per-node", type=int, help="Devices per node [8, or the campaign's].")
 @click.option("--nodes", default=DEFAULT_NODES, show_default=True, help="Comma list.")
-@click.option("--intra-busbw", help="Intra-node preset or bus bandwidth in GB/s.")
-@click.option("--inter-busbw", help="Inter-node preset or bus bandwidth per NIC in GB/s.")
+@click.option(
+    "--intra-busbw",
+    help="Intra-node preset or bus bandwidth in GB/s "
+    "[the campaign's fit, else nvlink-h100, said as assumed].",
+)
+@click.option(
+    "--inter-busbw",
+    help="Inter-node preset or bus bandwidth per NIC in GB/s "
+    "[the campaign's fit, else ndr, said as assumed].",
+)
 @click.option("--nics-per-node", type=int, default=1, show_default=True)
 @click.option("--bucket-mb", type=float, help="Gradient bucket [25, DDP; 64 for Horovod].")
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
@@ -281,8 +292,9 @@ def _link(value: Optional[str], level: str, fitted):
     if value is None:
         if fitted is not None:
             return fitted
-        known = ", ".join(n for n in hierarchy.presets() if hierarchy.preset_level(n) == level)
-        raise InputError(f"{option} is required: a preset ({known}) or a bus bandwidth in GB/s")
+        name = DEFAULT_LINKS[level]
+        p = hierarchy.preset(name, level)
+        return replace(p, basis=f"assumed: {option} not given, preset {name}")
     try:
         return hierarchy.link(value, level)
     except ValueError as exc:

@@ -60,6 +60,9 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
     )
     click.echo(f"synchronisation: {meta['synchronisation']}")
+    for level in ("intra", "inter"):
+        if meta[level]["basis"].startswith("assumed"):
+            click.echo(f"links: {meta[level]['basis']} (give the cluster's own)")
     head = ("devices", "nodes", "step ms", unit, "efficiency", "interval", "sync ms",
             "comm ms", "exposed ms", "dominant")  # fmt: skip
     click.echo("  ".join(f"{h:>10}" for h in head))
