@@ -94,6 +94,9 @@ Exit codes: 0 success, 2 bad input.
 )
 @click.option("--nics-per-node", type=int, default=1, show_default=True)
 @click.option("--bucket-mb", type=float, help="Gradient bucket [25, DDP; 64 for Horovod].")
+@click.option("--fusion-cycle-ms", type=float,
+              help="Horovod's HOROVOD_CYCLE_TIME: fuse by cycle [1 for a Horovod campaign, "
+              "else 0: DDP's buckets].")  # fmt: skip
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
 @click.option(
     "--plot",
@@ -141,7 +144,7 @@ def command(**kw) -> None:
 
 def _inputs(kw):
     """(Case, (gpus_per_node, nodes, intra, inter, nics), note, campaign) from the options."""
-    from ddlbench.analyse import overlap, whatif
+    from ddlbench.analyse import whatif
 
     nodes = _nodes(kw["nodes"])
     if kw["nics_per_node"] < 1:
@@ -159,22 +162,32 @@ def _inputs(kw):
     inter = _link(kw["inter_busbw"], "inter", camp.inter if camp else None)
     gpn = kw["gpus_per_node"] or (camp.gpus_per_node if camp else 8)
     _positive("--gpus-per-node", gpn)
-    horovod = bool(camp and "horovod" in camp.framework)
-    bucket = kw["bucket_mb"] if kw["bucket_mb"] is not None else (64.0 if horovod else 25.0)
-    if bucket < 0:
-        raise InputError(f"--bucket-mb must not be negative, not {bucket:g}")
     case = whatif.Case(
-        model, int(batch), float(rate) / base_devices, bucket_mb=bucket,
-        first_bucket_bytes=0 if horovod else overlap.DDP_FIRST_BUCKET_BYTES,
-        overlap_fraction=_overlap_fraction(kw["overlap"], camp), base_devices=base_devices,
-        parallel=kw["parallel"], seq=seq, precision=kw["precision"] or "fp32",
-        checkpointing=kw["checkpointing"], shape=shape,
-        jitter_samples=camp.jitter_samples if camp else (),
+        model, int(batch), float(rate) / base_devices, base_devices=base_devices,
+        overlap_fraction=_overlap_fraction(kw["overlap"], camp), parallel=kw["parallel"],
+        seq=seq, precision=kw["precision"] or "fp32", checkpointing=kw["checkpointing"],
+        shape=shape, jitter_samples=camp.jitter_samples if camp else (),
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
+        **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
     return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note, camp
+
+
+def _fusion(kw, horovod: bool) -> dict:
+    """DDP's buckets (25 MB, a first one of 1 MiB) or Horovod's fusion (64 MB, by cycle)."""
+    from ddlbench.analyse import overlap
+
+    bucket = kw["bucket_mb"] if kw["bucket_mb"] is not None else (64.0 if horovod else 25.0)
+    if bucket < 0:
+        raise InputError(f"--bucket-mb must not be negative, not {bucket:g}")
+    cycle = kw["fusion_cycle_ms"]
+    cycle = cycle if cycle is not None else (1.0 if horovod else 0.0)
+    if cycle < 0:
+        raise InputError(f"--fusion-cycle-ms must not be negative, not {cycle:g}")
+    first = 0 if horovod else overlap.DDP_FIRST_BUCKET_BYTES
+    return {"bucket_mb": bucket, "fusion_cycle_ms": cycle, "first_bucket_bytes": first}
 
 
 def _model(kw, camp):

@@ -34,6 +34,7 @@ def meta_of(case, topo_args, note) -> dict:
         "intra": _link_meta(intra),
         "inter": _link_meta(inter),
         "bucket_mb": case.bucket_mb,
+        "fusion_cycle_ms": case.fusion_cycle_ms,
         "overlap": "measured" if case.overlap_fraction is not None else "estimated",
         "synchronisation": (
             f"measured: {len(case.jitter_samples)} per-rank step times of the campaign's base"
