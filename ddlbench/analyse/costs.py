@@ -67,16 +67,6 @@ def sync_fraction_empirical(relative_times: Sequence[float], n: int) -> float:
     return max(0.0, e - 1.0)
 
 
-def cv_of(relative_times: Sequence[float]) -> float:
-    """The robust coefficient of variation of relative step times: 1.4826 x MAD."""
-    xs = sorted(float(x) for x in relative_times if math.isfinite(x))
-    if len(xs) < 2:
-        return 0.0
-    med = xs[len(xs) // 2]
-    mad = sorted(abs(x - med) for x in xs)[len(xs) // 2]
-    return 1.4826 * mad
-
-
 def widen(low: float, high: float, rel: float) -> Tuple[float, float]:
     """``[low, high]`` widened by a relative uncertainty ``rel`` on each side."""
     return low * (1 - rel), high * (1 + rel)

@@ -31,7 +31,6 @@ def test_expected_maximum_of_measured_draws_by_hand():
     assert costs.sync_fraction_empirical(xs, 2) == pytest.approx(0.04375)
     assert costs.sync_fraction_empirical(xs, 1) == 0.0
     assert costs.sync_fraction_empirical(xs, 10_000) == pytest.approx(0.1)  # the slowest
-    assert costs.cv_of([1.0, 1.0, 1.0]) == 0.0
 
 
 def test_all_gather_on_a_ring_by_hand():
@@ -53,7 +52,12 @@ def test_fsdp_full_shard_by_hand():
     s = sharded.fsdp(layers, topo, 2.0, 4.0, 1.0, 1.0)
     assert (s.comm_s, s.exposed_s, s.messages) == (pytest.approx(3.0), pytest.approx(1.5), 6)
     # hybrid sharding on one node is full sharding
-    assert sharded.fsdp(layers, topo, 2.0, 4.0, 1.0, 1.0, hybrid=False) == s
+    assert sharded.fsdp(layers, topo, 2.0, 4.0, 1.0, 1.0, hybrid=True) == s
+    # hybrid on 2 nodes of 2: gathers inside the node as above (0.5 s each), and each
+    # gradient shard (1e9 / 2 bytes) allreduced across the 2 nodes at the GPU's half of the
+    # node's one NIC (0.5 GB/s): 2 x 1/2 x 0.5e9 / 0.5e9 = 1 s more per reduce-scatter
+    hybrid = sharded.fsdp(layers, Topology(2, 2, FLAT, FLAT), 2.0, 4.0, 1.0, 1.0, hybrid=True)
+    assert hybrid.comm_s == pytest.approx(4 * 0.5 + 2 * 1.5)
 
 
 def test_zero_adds_the_gather_nothing_overlaps():
