@@ -67,6 +67,11 @@ def sync_fraction_empirical(relative_times: Sequence[float], n: int) -> float:
     return max(0.0, e - 1.0)
 
 
+#: A base interval wider than this (relative half-width) makes the prediction's interval too
+#: wide to use; predict and the report say so.
+NOISY_BASE = 0.25
+
+
 def widen(low: float, high: float, rel: float) -> Tuple[float, float]:
-    """``[low, high]`` widened by a relative uncertainty ``rel`` on each side."""
-    return low * (1 - rel), high * (1 + rel)
+    """``[low, high]`` widened by a relative uncertainty ``rel`` on each side (never below 0)."""
+    return low * max(0.0, 1 - rel), high * (1 + rel)

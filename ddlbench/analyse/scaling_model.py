@@ -280,6 +280,11 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions, runs=None, d
     )
     rms = max((f.rms_rel_error for f in fits if _ok(f.rms_rel_error)), default=0.0)
     u = _half_width(base) or costs.BASE_UNCERTAINTY
+    if u > costs.NOISY_BASE:
+        assumptions.append(
+            f"{s['label']}: the base's 95 % interval is +-{100 * u:.0f} % of its throughput: "
+            "too noisy for a useful interval (more repeats, a quieter machine)"
+        )
     ends = {"mid": (comm, 1.0), "pess": (replace(comm, ar_scale=1 + rms), 1.25),
             "opt": (replace(comm, ar_scale=max(0.0, 1 - rms)), 0.75)}  # fmt: skip
     return [_row(s, p, n, b0, c_base, strong, ends, u) for n in ns]

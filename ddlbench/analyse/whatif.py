@@ -164,7 +164,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
         "throughput_high": n * rate * hi,
         "step_s": per_sample / (rate * eff),
         "step_s_low": per_sample / (rate * hi),
-        "step_s_high": per_sample / (rate * lo),
+        "step_s_high": per_sample / (rate * lo) if lo > 0 else None,
         **{k: v for k, v in s.items() if k != "step_s"},
         "overlap": 1 - s["exposed_comm_s"] / s["comm_s"] if s["comm_s"] > 0 else 1.0,
         "overlap_source": _overlap_source(case, n),

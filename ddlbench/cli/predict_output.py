@@ -61,6 +61,11 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
     )
     click.echo(f"synchronisation: {meta['synchronisation']}")
+    if meta["base_uncertainty"] > costs_noisy():
+        click.echo(
+            f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "
+            "throughput, too noisy for a useful prediction (more repeats, a quieter machine)"
+        )
     for level in ("intra", "inter"):
         if meta[level]["basis"].startswith("assumed"):
             click.echo(f"links: {meta[level]['basis']} (give the cluster's own)")
@@ -74,6 +79,12 @@ def print_table(meta: dict, rows: List[dict]) -> None:
                 f"{1e3 * r['sync_s']:.2f}", f"{1e3 * r['comm_s']:.2f}",
                 f"{1e3 * r['exposed_comm_s']:.2f}", r["dominant"])  # fmt: skip
         click.echo("  ".join(f"{v!s:>10}" for v in vals))
+
+
+def costs_noisy() -> float:
+    from ddlbench.analyse import costs
+
+    return costs.NOISY_BASE
 
 
 def against(case, topo_args, camp) -> List[dict]:
