@@ -28,8 +28,8 @@ Examples:
   ddlbench predict --model vgg16 --batch 64 --single-device-throughput 154 \\
       --gpus-per-node 4 --intra-busbw pcie4 --inter-busbw 25gbe --nics-per-node 2 --json
   ddlbench predict --from resnet50-scaling --nodes 1,2,4,8,16 --plot curve.png
-  ddlbench predict --model mpt-13b --seq 2048 --batch 2 --precision bf16 --parallel fsdp \
-      --base-throughput 30000 --base-devices 8 --gpus-per-node 8 --nodes 1,2,4,8 \
+  ddlbench predict --model mpt-13b --seq 2048 --batch 2 --precision bf16 --parallel fsdp \\
+      --base-throughput 30000 --base-devices 8 --gpus-per-node 8 --nodes 1,2,4,8 \\
       --intra-busbw nvlink-h100 --inter-busbw ndr --nics-per-node 8 --json
   ddlbench predict --list-presets
 
@@ -65,7 +65,8 @@ Exit codes: 0 success, 2 bad input.
 @click.option(
     "--precision",
     default=None,
-    help="fp32, tf32, amp or bf16 (the measured throughput's precision; gradients stay fp32).",
+    help="fp32, tf32, amp or bf16 (the measured throughput's precision; DDP's gradients "
+    "stay fp32, sharded strategies communicate bf16 under bf16).",
 )
 @click.option(
     "--single-device-throughput",
@@ -109,10 +110,13 @@ Exit codes: 0 success, 2 bad input.
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON.")
 @click.option("--list-presets", is_flag=True, help="List the interconnect presets and exit.")
 def command(**kw) -> None:
-    """Predict step time, throughput and scaling efficiency of data-parallel training on
-    GPUS_PER_NODE x NODES devices from one device's measured throughput and the cluster's
-    links: a hierarchical allreduce (ring or tree, as NCCL picks) and the overlap of the
-    gradient buckets with the backward pass (`ddlbench docs scaling-model`)."""
+    """Predict step time, throughput and scaling efficiency of data-parallel training
+    (DDP, FSDP, HSDP, ZeRO-1/2) on GPUS_PER_NODE x NODES devices, each with its interval,
+    from a measured throughput (one device, or --base-devices together) and the cluster's
+    links: a hierarchical allreduce (ring or tree, as NCCL picks), the overlap of the
+    communication with compute, the wait for the slowest rank and the per-message latency
+    (`ddlbench docs scaling-model`). With --from, the campaign's measured points beside
+    their predictions."""
     from ddlbench.cli.predict_output import (
         against,
         list_presets,
