@@ -1,13 +1,16 @@
 """The scaling model against published multi-GPU tables (docs/scaling-model.md#validation).
 
 ``reference/published_scaling.csv`` holds each published point with its source and the inputs the
-model gets: the model, the per-GPU batch, the measured single-GPU throughput, GPUs per node,
-nodes, the interconnect presets (``reference/interconnects.yaml``, the same constants for every
-table) and the framework's gradient bucket (DDP 25 MB, Horovod's 64 MB fusion buffer, 0: one
-allreduce per tensor). Nothing is fitted to the tables.
+model gets: the model, the per-GPU batch, the measured base throughput per device and the
+devices it was measured on (``base_devices``, 1 when absent), GPUs per node, nodes, the
+interconnect presets (``reference/interconnects.yaml``, the same constants for every table),
+the framework's gradient bucket (DDP 25 MB, Horovod's 64 MB fusion buffer, 0: one allreduce
+per tensor) and Horovod's fusion cycle (``fusion_cycle_ms``), and for transformers ``seq``,
+``parallel`` and ``checkpointing``. Nothing is fitted to the tables.
 
-Error of a point: predicted minus published efficiency, in efficiency points (efficiency is
-``throughput(N) / (N x throughput(1))`` for both); the relative throughput error is given too.
+Error of a point: ``(predicted - published) / published`` efficiency (efficiency is the
+per-device throughput over the base's, for both); the acceptance figures over many points:
+:func:`acceptance`.
 """
 
 from __future__ import annotations
