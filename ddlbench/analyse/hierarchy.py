@@ -21,10 +21,10 @@ Presets of link figures, each with its public source: ``reference/interconnects.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 PRESETS_FILE = Path(__file__).parent / "reference" / "interconnects.yaml"
 
@@ -43,6 +43,16 @@ class Link:
     alpha_s: float
     basis: str = "given"
     source: str = ""
+    busbw_range_gbps: Optional[Tuple[float, float]] = None  # what the sources allow
+    transport: str = ""
+
+    @property
+    def busbw_low_high(self) -> Tuple[float, float]:
+        return self.busbw_range_gbps or (self.busbw_gbps, self.busbw_gbps)
+
+    def scaled(self, busbw_gbps: float) -> Link:
+        """The same link at another bus bandwidth (an end of its range)."""
+        return replace(self, busbw_gbps=busbw_gbps)
 
 
 @dataclass(frozen=True)
@@ -81,8 +91,10 @@ def presets() -> Dict[str, Link]:
     """Every preset of ``reference/interconnects.yaml`` by name."""
     out = {}
     for name, p in _load()["presets"].items():
+        lo, hi = (float(v) for v in p.get("busbw_range_gbps") or (p["busbw_gbps"],) * 2)
         out[name] = Link(name, float(p["busbw_gbps"]), 1e-6 * float(p["alpha_us"]),
-                         str(p["basis"]), str(p["source"]))  # fmt: skip
+                         str(p["basis"]), str(p["source"]), (lo, hi),
+                         str(p.get("transport", "")))  # fmt: skip
     return out
 
 

@@ -102,6 +102,7 @@ class Overlap:
     comm_s: float  # sum of the buckets' allreduce times
     exposed_s: float  # what is left after the backward pass
     buckets: int
+    last_s: float = 0.0  # the last bucket's allreduce: nothing overlaps it
 
     @property
     def fraction(self) -> float:
@@ -115,20 +116,78 @@ def wait_free(
     bytes_per_param: float,
     bucket_bytes: float,
     first_bytes: float = 0,
+    backward_share: float = BACKWARD_SHARE,
+    cycle_s: float = 0.0,
 ) -> Overlap:
-    """Simulate wait-free backpropagation over one step (see the module's docstring)."""
+    """Simulate wait-free backpropagation over one step (see the module's docstring);
+    ``backward_share``: the backward pass's part of the compute (more with recomputation);
+    ``cycle_s`` > 0: Horovod's tensor fusion (:func:`fusion_cycles`) instead of buckets."""
     total_macs = sum(layer.macs for layer in layers) or 1
-    backward = BACKWARD_SHARE * compute_s
+    backward = backward_share * compute_s
     done_at = []  # backward time at which each layer's gradient exists, forward order
     t = 0.0
     for layer in reversed(layers):
         t += backward * layer.macs / total_macs
         done_at.append(t)
     done_at.reverse()
-    comm = end = 0.0
+    if cycle_s > 0:
+        return fusion_cycles(layers, done_at, backward, allreduce_s, bytes_per_param,
+                             bucket_bytes, cycle_s)  # fmt: skip
+    comm = end = dt = 0.0
     packed = buckets(layers, bytes_per_param, bucket_bytes, first_bytes)
     for nbytes, last in packed:
         dt = allreduce_s(nbytes)
         comm += dt
         end = max(end, done_at[last]) + dt
-    return Overlap(comm, max(0.0, end - backward), len(packed))
+    return Overlap(comm, max(0.0, end - backward), len(packed), dt)
+
+
+def fusion_cycles(
+    layers: List[LayerSize],
+    done_at: List[float],
+    backward: float,
+    allreduce_s: Callable[[float], float],
+    bytes_per_param: float,
+    cap_bytes: float,
+    cycle_s: float,
+) -> Overlap:
+    """Horovod's tensor fusion (docs/tensor-fusion.rst: every cycle, the tensors ready at that
+    moment are fused into buffers of at most ``HOROVOD_FUSION_THRESHOLD`` bytes and reduced; the
+    next cycle starts ``HOROVOD_CYCLE_TIME`` later, or when the reductions end): the number of
+    messages follows the backward pass's length over the cycle, not the gradient bytes."""
+    order = sorted(range(len(layers)), key=lambda i: done_at[i])
+    t, k, comm, end, dt, count = cycle_s, 0, 0.0, 0.0, 0.0, 0
+    while k < len(order):
+        ready = []
+        while k < len(order) and done_at[order[k]] <= t + 1e-15:
+            ready.append(layers[order[k]].params * bytes_per_param)
+            k += 1
+        ops_end = t
+        size = 0.0
+        for i, nb in enumerate(ready):
+            size += nb
+            if size >= cap_bytes > 0 or i == len(ready) - 1:
+                dt = allreduce_s(size)
+                comm, ops_end, count, size = comm + dt, ops_end + dt, count + 1, 0.0
+        end = max(end, ops_end)
+        t = max(t + cycle_s, ops_end)
+    return Overlap(comm, max(0.0, end - backward), count, dt)
+
+
+def transformer_layers(name: str, seq: int) -> List[LayerSize]:
+    """Forward-order layers of a transformer of the vocabulary (``TRANSFORMER_SHAPES``, or a
+    shape): the embedding, each block, the untied output projection (llama style). Its
+    multiply-accumulates per token: the block's weights plus attention's ``2 seq d`` (scores
+    and values), the output projection's ``vocab x d`` (also when tied)."""
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, transformer_params
+
+    shape = TRANSFORMER_SHAPES[name] if isinstance(name, str) else name
+    p = transformer_params(shape)
+    per_block = (p["blocks"] - (2 if shape.style == "gpt2" else 1) * shape.d_model) // shape.layers
+    block_macs = per_block + 2 * seq * shape.d_model
+    out = [LayerSize("embedding", p["embedding"], shape.vocab * shape.d_model
+                     if not p["output"] else 0)]  # fmt: skip
+    out += [LayerSize(f"block{i}", per_block, block_macs) for i in range(shape.layers)]
+    if p["output"]:
+        out.append(LayerSize("output", p["output"], shape.vocab * shape.d_model))
+    return out

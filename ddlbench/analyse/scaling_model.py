@@ -27,13 +27,13 @@ global batch fixed, ``(T(base) base) / (T(N) N)``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
-from . import hierarchy, overlap
+from . import costs, hierarchy, overlap
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -130,15 +130,23 @@ def links_from_fits(fits: List[AlphaBeta]) -> Tuple[hierarchy.Link, hierarchy.Li
     if one:
         r = max(one, key=lambda f: f.world_size)
         intra = hierarchy.Link(
-            "fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)), "fitted"
-        )
+            "fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)), "fitted",
+            busbw_range_gbps=_fit_range(r),
+        )  # fmt: skip
     if many:
         r = max(many, key=lambda f: (f.world_size, f.nodes))
         a_in = intra.alpha_s if intra else r.alpha_s / (2 * (r.world_size - 1))
         cross = 2 * (r.nodes - 1)
         a_net = max(0.0, (r.alpha_s - (2 * (r.world_size - 1) - cross) * a_in) / cross)
-        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net, "fitted")
+        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net, "fitted",
+                               busbw_range_gbps=_fit_range(r))  # fmt: skip
     return intra or inter, inter or intra  # type: ignore[return-value]
+
+
+def _fit_range(fit: AlphaBeta) -> Tuple[float, float]:
+    """A fitted bus bandwidth's range: +- the fit's rms relative error."""
+    e = fit.rms_rel_error if _ok(fit.rms_rel_error) else 0.0
+    return fit.busbw_gbps / (1 + e), fit.busbw_gbps * (1 + e)
 
 
 def _run_inputs(runs: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +181,11 @@ def predict(
         p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
         if not len(p):
             continue
-        rows.extend(_series_rows(s, p, inputs, fits, max_devices, gpus_per_node, assumptions))
+        rows.extend(
+            _series_rows(
+                s, p, inputs, fits, max_devices, gpus_per_node, assumptions, analysis.runs, data
+            )
+        )
     return ScalingModel(
         fits, pd.DataFrame(rows), sorted(set(assumptions), key=assumptions.index), max_devices
     )
@@ -196,9 +208,18 @@ class _Comm:
     layers: Optional[list]
     bucket_bytes: float
     first_bucket_bytes: float
+    jitter: Tuple[float, ...] = ()  # the base's relative step times (costs.py)
+    ar_scale: float = 1.0  # the allreduce at an end of its interval (1 +- the fits' rms)
 
     def allreduce(self, n: int, nbytes: float) -> float:
-        return allreduce_time(self.fits, n, math.ceil(n / self.gpn), nbytes)
+        return self.ar_scale * allreduce_time(self.fits, n, math.ceil(n / self.gpn), nbytes)
+
+    def sync(self, n: int) -> float:
+        """The synchronisation fraction at ``n`` ranks: the expected maximum of ``n`` of the
+        base's measured step times (the default jitter when none were logged)."""
+        if self.jitter:
+            return costs.sync_fraction_empirical(self.jitter, n)
+        return costs.sync_fraction_normal(n, costs.JITTER_CV)
 
     def exposed(self, n: int, compute_s: float) -> float:
         t_ar = self.allreduce(n, self.grad_bytes)
@@ -231,7 +252,7 @@ def _comm(s, p, inputs, fits, gpn, grad_bytes, assumptions) -> _Comm:
     return _Comm(fits, gpn, grad_bytes, f, layers, bucket, first)
 
 
-def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions) -> List[dict]:
+def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions, runs=None, data=None):
     p = p.sort_values("devices")
     base = p.iloc[0]
     bi = _group_inputs(inputs, base["group"])
@@ -249,24 +270,57 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions) -> List[dict
         f"N={int(base['devices'])}); gradients {grad_bytes / 1e6:.2f} MB"
     )
     comm = _comm(s, p, inputs, fits, gpn, grad_bytes, assumptions)
+    comm = replace(comm, jitter=jitter_samples(runs, data, str(base["group"])) if data else ())
+    assumptions.append(_sync_note(s, comm))
     strong = s["scaling"] == "strong"
     b0 = int(base["devices"])
     top = max_devices or 4 * int(p["devices"].max())
     ns = sorted(
         set(int(d) for d in p["devices"]) | {2**k for k in range(0, 20) if b0 <= 2**k <= top}
     )
-    t_base = c_base + comm.exposed(b0, c_base)
-    return [_row(s, p, n, b0, c_base, t_base, strong, comm) for n in ns]
+    rms = max((f.rms_rel_error for f in fits if _ok(f.rms_rel_error)), default=0.0)
+    u = _half_width(base) or costs.BASE_UNCERTAINTY
+    if u > costs.NOISY_BASE:
+        assumptions.append(
+            f"{s['label']}: the base's 95 % interval is +-{100 * u:.0f} % of its throughput: "
+            "too noisy for a useful interval (more repeats, a quieter machine)"
+        )
+    ends = {"mid": (comm, 1.0), "pess": (replace(comm, ar_scale=1 + rms), 1.25),
+            "opt": (replace(comm, ar_scale=max(0.0, 1 - rms)), 0.75)}  # fmt: skip
+    return [_row(s, p, n, b0, c_base, strong, ends, u) for n in ns]
 
 
-def _row(s, p, n, b0, c_base, t_base, strong, comm: _Comm) -> dict:
-    compute = c_base * ((b0 / n) if strong else 1.0)  # strong: per-device work shrinks
+def _sync_note(s, comm: _Comm) -> str:
+    if comm.jitter:
+        return (f"{s['label']}: synchronisation = the expected maximum of N of the "
+                f"{len(comm.jitter)} measured per-rank step times at the base (each over its "
+                "rank's median); interval: 0.75-1.25 x")  # fmt: skip
+    return f"{s['label']}: synchronisation: {costs.JITTER_SOURCE}"
+
+
+def _step(comm: _Comm, n: int, compute: float, sync_scale: float) -> Tuple[float, float, float]:
+    """(step time, exposed communication, synchronisation) at ``n`` devices."""
     exposed = comm.exposed(n, compute)
-    t = compute + exposed
-    meas = p[p["devices"] == n]
+    sync = compute * comm.sync(n) * sync_scale
+    return compute + sync + exposed, exposed, sync
+
+
+def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
+    compute = c_base * ((b0 / n) if strong else 1.0)  # strong: per-device work shrinks
     samples = float(s["global_batch_size"]) if strong else float(s["batch_size"]) * n
-    thr = samples / t
+    eff, thr = {}, {}
+    for end, (comm, scale) in ends.items():
+        t_base = _step(comm, b0, c_base, scale)[0]
+        t, exposed, sync = _step(comm, n, compute, scale)
+        eff[end] = (t_base * b0) / (t * n) if strong else t_base / t
+        thr[end] = samples / t
+        if end == "mid":
+            mid = (t, exposed, sync, comm)
+    t, exposed, sync, comm = mid
+    meas = p[p["devices"] == n]
     m = float(meas["throughput_median"].iloc[0]) if len(meas) else math.nan
+    e_lo, e_hi = costs.widen(min(eff.values()), max(eff.values()), u)
+    measured_eff = float(meas["efficiency"].iloc[0]) if len(meas) else math.nan
     return {
         "series": s["series"],
         "label": s["label"],
@@ -276,11 +330,17 @@ def _row(s, p, n, b0, c_base, t_base, strong, comm: _Comm) -> dict:
         "predicted_step_s": t,
         "predicted_allreduce_s": comm.allreduce(n, comm.grad_bytes),
         "predicted_exposed_s": exposed,
-        "predicted_throughput": thr,
-        "predicted_efficiency": (t_base * b0) / (t * n) if strong else t_base / t,
+        "predicted_sync_s": sync,
+        "predicted_throughput": thr["mid"],
+        "predicted_throughput_low": min(thr.values()) * (1 - u),
+        "predicted_throughput_high": max(thr.values()) * (1 + u),
+        "predicted_efficiency": eff["mid"],
+        "predicted_efficiency_low": e_lo,
+        "predicted_efficiency_high": e_hi,
         "throughput_median": m,
-        "efficiency": float(meas["efficiency"].iloc[0]) if len(meas) else math.nan,
-        "throughput_error": (thr - m) / m if _ok(m) and m else math.nan,
+        "efficiency": measured_eff,
+        "throughput_error": (thr["mid"] - m) / m if _ok(m) and m else math.nan,
+        "inside": bool(e_lo <= measured_eff <= e_hi) if _ok(measured_eff) else None,
     }
 
 
@@ -359,6 +419,9 @@ class CampaignInputs:
     inter: Optional[hierarchy.Link]
     overlap_fraction: Optional[float]
     overlap_source: str
+    jitter_samples: Tuple[float, ...] = ()  # the base's step times over their rank's median
+    base_uncertainty: Optional[float] = None  # the base throughput's 95 % CI half-width, relative
+    measured: Tuple[Tuple[int, float, float], ...] = ()  # (devices, efficiency, samples/s)
 
 
 def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs]:
@@ -395,5 +458,49 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
             str(s.get("framework", "")), int(s["batch_size"]),
             float(base["throughput_median"]) / int(base["devices"]), int(base["devices"]),
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
+            jitter_samples(analysis.runs, data, str(base["group"])),
+            _half_width(base), _measured(p),
         )  # fmt: skip
     return None
+
+
+def jitter_samples(runs: pd.DataFrame, data, group: str) -> Tuple[float, ...]:
+    """The measured step times of a group's complete runs, each over its rank's median: the
+    draws of the synchronisation term (``costs.sync_fraction_empirical``). ``compute_s`` when
+    logged (the rank's own work, without the wait for the others), else the step time."""
+    ids = set(runs[(runs["group"] == group) & runs["complete"]]["run_id"])
+    out: List[float] = []
+    for rid in sorted(ids):
+        try:
+            st = data.steps(rid)
+        except (OSError, ValueError, KeyError):
+            return ()
+        if not len(st) or not {"t_start", "t_end", "rank"} <= set(st.columns):
+            continue
+        if "phase" in st:
+            st = st[st["phase"] != "warmup"]
+        t = (
+            st["compute_s"]
+            if st["compute_s"].notna().all() and len(st)
+            else st["t_end"] - st["t_start"]
+        )
+        for _, g in t.groupby(st["rank"]):
+            med = float(g.median())
+            if med > 0:
+                out.extend(float(v) / med for v in g if v > 0)
+    return tuple(out)
+
+
+def _half_width(base) -> Optional[float]:
+    lo, hi, m = base.get("ci95_low"), base.get("ci95_high"), base.get("throughput_median")
+    if not (_ok(lo) and _ok(hi) and _ok(m)) or not float(m):
+        return None
+    return (float(hi) - float(lo)) / 2 / float(m)
+
+
+def _measured(p: pd.DataFrame) -> Tuple[Tuple[int, float, float], ...]:
+    return tuple(
+        (int(r["devices"]), float(r["efficiency"]), float(r["throughput_median"]))
+        for _, r in p.sort_values("devices").iterrows()
+        if _ok(r["efficiency"])
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,6 +14,8 @@ from ddlbench.cli.common import campaign_dir, results_option
 from ddlbench.errors import InputError
 
 DEFAULT_NODES = "1,2,4,8,16,32,64"
+#: The links assumed when neither an option nor a campaign gives them (said in the output).
+DEFAULT_LINKS = {"intra": "nvlink-h100", "inter": "ndr"}
 
 
 @click.command(
@@ -25,21 +28,45 @@ Examples:
   ddlbench predict --model vgg16 --batch 64 --single-device-throughput 154 \\
       --gpus-per-node 4 --intra-busbw pcie4 --inter-busbw 25gbe --nics-per-node 2 --json
   ddlbench predict --from resnet50-scaling --nodes 1,2,4,8,16 --plot curve.png
+  ddlbench predict --model mpt-13b --seq 2048 --batch 2 --precision bf16 --parallel fsdp \\
+      --base-throughput 30000 --base-devices 8 --gpus-per-node 8 --nodes 1,2,4,8 \\
+      --intra-busbw nvlink-h100 --inter-busbw ndr --nics-per-node 8 --json
   ddlbench predict --list-presets
 
-Presets (ddlbench/analyse/reference/interconnects.yaml, each with its source): intra-node
-nvlink-p100, nvlink-v100, nvlink-a100, nvlink-h100, pcie3, pcie4; inter-node (per NIC)
-edr, hdr, ndr, 10gbe, 25gbe, 100gbe. Or a bus bandwidth in GB/s.
+Presets (ddlbench/analyse/reference/interconnects.yaml, each with its source and range):
+intra-node nvlink-p100, nvlink-v100, nvlink-a100, nvlink-h100, pcie3, pcie4 (peer to peer),
+pcie3-host, pcie4-host (through the root complex); inter-node (per NIC) edr, hdr, ndr (IB),
+10gbe, 25gbe, 40gbe, 100gbe (TCP sockets), 25gbe-roce, 40gbe-roce, 100gbe-roce,
+200gbe-roce, 400gbe-roce (RDMA). Or a bus bandwidth in GB/s.
 
 Exit codes: 0 success, 2 bad input.
 """,
 )
-@click.option("--model", help="Model whose layer sizes set the gradient buckets.")
+@click.option("--model", help="A CNN (resnet50, vgg16, vgg19, lenet) or a transformer "
+              "(gpt2-124m ... llama3-70b): its layer sizes.")  # fmt: skip
+@click.option(
+    "--transformer", help="Another transformer: LAYERS,D_MODEL,HEADS,VOCAB[,KV_HEADS,FFN]."
+)
+@click.option("--seq", type=int, help="Tokens per sample (transformers) [the shape's context].")
+@click.option(
+    "--parallel",
+    default="ddp",
+    show_default=True,
+    help="ddp, fsdp, hsdp, zero1 or zero2 (sharded: transformers and CNNs alike).",
+)
+@click.option(
+    "--activation-checkpointing",
+    "checkpointing",
+    default="none",
+    show_default=True,
+    help="none, selective or full: recomputation (the base is measured with it).",
+)
 @click.option("--batch", type=int, help="Per-device batch size.")
 @click.option(
     "--precision",
     default=None,
-    help="fp32, tf32, amp or bf16 (the measured throughput's precision; gradients stay fp32).",
+    help="fp32, tf32, amp or bf16 (the measured throughput's precision; DDP's gradients "
+    "stay fp32, sharded strategies communicate bf16 under bf16).",
 )
 @click.option(
     "--single-device-throughput",
@@ -47,81 +74,200 @@ Exit codes: 0 success, 2 bad input.
     type=float,
     help="Measured samples/s of one device at this batch and precision.",
 )
+@click.option("--base-throughput", "base_rate", type=float,
+              help="Measured throughput of --base-devices devices together: samples/s "
+              "(tokens/s for a transformer).")  # fmt: skip
+@click.option("--base-devices", type=int, default=1, show_default=True)
 @click.option("--from", "source", help="A campaign: its measured base, sweep and overlap.")
 @click.option("--calibration", help="With --from: another campaign's allreduce sweep.")
 @results_option
 @click.option("--gpus-per-node", type=int, help="Devices per node [8, or the campaign's].")
 @click.option("--nodes", default=DEFAULT_NODES, show_default=True, help="Comma list.")
-@click.option("--intra-busbw", help="Intra-node preset or bus bandwidth in GB/s.")
-@click.option("--inter-busbw", help="Inter-node preset or bus bandwidth per NIC in GB/s.")
+@click.option(
+    "--intra-busbw",
+    help="Intra-node preset or bus bandwidth in GB/s "
+    "[the campaign's fit, else nvlink-h100, said as assumed].",
+)
+@click.option(
+    "--inter-busbw",
+    help="Inter-node preset or bus bandwidth per NIC in GB/s "
+    "[the campaign's fit, else ndr, said as assumed].",
+)
 @click.option("--nics-per-node", type=int, default=1, show_default=True)
 @click.option("--bucket-mb", type=float, help="Gradient bucket [25, DDP; 64 for Horovod].")
+@click.option("--fusion-cycle-ms", type=float,
+              help="Horovod's HOROVOD_CYCLE_TIME: fuse by cycle [1 for a Horovod campaign, "
+              "else 0: DDP's buckets].")  # fmt: skip
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
-@click.option("--plot", "plot", type=click.Path(path_type=Path), default=Path("predict.png"),
-              show_default=True, help="Where to draw the curve (PNG).")  # fmt: skip
-@click.option("--no-plot", is_flag=True, help="Do not draw the curve.")
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Draw the curve and its interval band to this PNG (none unless asked).",
+)
+@click.option("--no-plot", is_flag=True, help="Draw no curve (the default; kept for scripts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON.")
 @click.option("--list-presets", is_flag=True, help="List the interconnect presets and exit.")
 def command(**kw) -> None:
-    """Predict step time, throughput and scaling efficiency of data-parallel training on
-    GPUS_PER_NODE x NODES devices from one device's measured throughput and the cluster's
-    links: a hierarchical allreduce (ring or tree, as NCCL picks) and the overlap of the
-    gradient buckets with the backward pass (`ddlbench docs scaling-model`)."""
+    """Predict step time, throughput and scaling efficiency of data-parallel training
+    (DDP, FSDP, HSDP, ZeRO-1/2) on GPUS_PER_NODE x NODES devices, each with its interval,
+    from a measured throughput (one device, or --base-devices together) and the cluster's
+    links: a hierarchical allreduce (ring or tree, as NCCL picks), the overlap of the
+    communication with compute, the wait for the slowest rank and the per-message latency
+    (`ddlbench docs scaling-model`). With --from, the campaign's measured points beside
+    their predictions."""
+    from ddlbench.cli.predict_output import (
+        against,
+        list_presets,
+        meta_of,
+        plot,
+        print_measured,
+        print_table,
+    )
+
     if kw["list_presets"]:
-        _list_presets(kw["as_json"])
+        list_presets(kw["as_json"])
         return
-    case, topo_args, note = _inputs(kw)
+    case, topo_args, note, camp = _inputs(kw)
     from ddlbench.analyse import whatif
 
     rows = whatif.curve(case, *topo_args)
-    meta = {**_meta(case, topo_args, note), "precision": kw["precision"]}
+    meta = {**meta_of(case, topo_args, note), "precision": kw["precision"]}
+    measured = against(case, topo_args, camp) if camp else []
     if kw["as_json"]:
-        click.echo(json.dumps({**meta, "points": rows}, indent=2, default=float))
+        out = {**meta, "points": rows, **({"measured": measured} if camp else {})}
+        click.echo(json.dumps(out, indent=2, default=float))
     else:
-        _print_table(meta, rows)
-    if not kw["no_plot"]:
-        _plot(rows, meta, kw["plot"])
+        print_table(meta, rows)
+        print_measured(measured)
+    if kw["plot"] and not kw["no_plot"]:
+        plot(rows, meta, kw["plot"], measured)
         click.echo(f"curve: {kw['plot']}", err=True)
 
 
 def _inputs(kw):
-    """(Case, (gpus_per_node, nodes, intra, inter, nics), note) from the options."""
-    from ddlbench.analyse import overlap, whatif
+    """(Case, (gpus_per_node, nodes, intra, inter, nics), note, campaign) from the options."""
+    from ddlbench.analyse import whatif
 
     nodes = _nodes(kw["nodes"])
     if kw["nics_per_node"] < 1:
         raise InputError(f"--nics-per-node must be at least 1, not {kw['nics_per_node']}")
     camp = _from_campaign(kw) if kw["source"] else None
-    model = kw["model"] or (camp.model if camp else None)
-    if not model:
-        raise InputError("--model is required (or --from CAMPAIGN)")
-    if model not in overlap.MODEL_INPUT:
-        from ddlbench.errors import did_you_mean
-
-        known = ", ".join(overlap.MODEL_INPUT)
-        raise InputError(
-            f"--model: unknown model {model!r}{did_you_mean(model, overlap.MODEL_INPUT)} "
-            f"(known: {known})"
-        )
+    model, shape = _model(kw, camp)
+    seq = _seq(kw, model, shape)
     batch = kw["batch"] or (camp.batch if camp else None)
-    single = kw["single"] or (camp.single_throughput if camp else None)
     _positive("--batch", batch)
-    _positive("--single-device-throughput", single)
+    rate, base_devices = _rate(kw, camp, seq)
     _precision(kw["precision"])
+    _choice("--parallel", kw["parallel"], ("ddp", "fsdp", "hsdp", "zero1", "zero2"))
+    _choice("--activation-checkpointing", kw["checkpointing"], tuple(whatif.TRAINING_FACTOR))
     intra = _link(kw["intra_busbw"], "intra", camp.intra if camp else None)
     inter = _link(kw["inter_busbw"], "inter", camp.inter if camp else None)
     gpn = kw["gpus_per_node"] or (camp.gpus_per_node if camp else 8)
     _positive("--gpus-per-node", gpn)
-    horovod = bool(camp and "horovod" in camp.framework)
+    case = whatif.Case(
+        model, int(batch), float(rate) / base_devices, base_devices=base_devices,
+        overlap_fraction=_overlap_fraction(kw["overlap"], camp), parallel=kw["parallel"],
+        seq=seq, precision=kw["precision"] or "fp32", checkpointing=kw["checkpointing"],
+        shape=shape, jitter_samples=camp.jitter_samples if camp else (),
+        base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
+                          whatif.costs.BASE_UNCERTAINTY),
+        **_fusion(kw, bool(camp and "horovod" in camp.framework)),
+    )  # fmt: skip
+    note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
+    return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note, camp
+
+
+def _fusion(kw, horovod: bool) -> dict:
+    """DDP's buckets (25 MB, a first one of 1 MiB) or Horovod's fusion (64 MB, by cycle)."""
+    from ddlbench.analyse import overlap
+
     bucket = kw["bucket_mb"] if kw["bucket_mb"] is not None else (64.0 if horovod else 25.0)
     if bucket < 0:
         raise InputError(f"--bucket-mb must not be negative, not {bucket:g}")
-    f = _overlap_fraction(kw["overlap"], camp)
-    case = whatif.Case(model, int(batch), float(single), bucket_mb=bucket,
-                       first_bucket_bytes=0 if horovod else overlap.DDP_FIRST_BUCKET_BYTES,
-                       overlap_fraction=f)  # fmt: skip
-    note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
-    return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note
+    cycle = kw["fusion_cycle_ms"]
+    cycle = cycle if cycle is not None else (1.0 if horovod else 0.0)
+    if cycle < 0:
+        raise InputError(f"--fusion-cycle-ms must not be negative, not {cycle:g}")
+    first = 0 if horovod else overlap.DDP_FIRST_BUCKET_BYTES
+    return {"bucket_mb": bucket, "fusion_cycle_ms": cycle, "first_bucket_bytes": first}
+
+
+def _model(kw, camp):
+    """(model name, transformer shape or None) from --model, --transformer or the campaign."""
+    from ddlbench.analyse import overlap
+    from ddlbench.errors import did_you_mean
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, TransformerShape
+
+    if kw["transformer"]:
+        try:
+            v = [int(x) for x in kw["transformer"].split(",")]
+            if len(v) not in (4, 6) or min(v) < 1 or v[1] % v[2]:
+                raise ValueError
+        except ValueError:
+            raise InputError(
+                f"--transformer: expected LAYERS,D_MODEL,HEADS,VOCAB[,KV_HEADS,FFN] (positive "
+                f"integers, D_MODEL a multiple of HEADS), got {kw['transformer']!r}"
+            ) from None
+        kv, ffn = (v[4], v[5]) if len(v) == 6 else (v[2], 4 * v[1])
+        shape = TransformerShape("gpt2", v[0], v[1], v[2], kv, ffn, v[3], 0, "command line")
+        return kw["model"] or f"transformer-{kw['transformer']}", shape
+    model = kw["model"] or (camp.model if camp else None)
+    if not model:
+        raise InputError("--model is required (or --transformer, or --from CAMPAIGN)")
+    known = list(overlap.MODEL_INPUT) + list(TRANSFORMER_SHAPES)
+    if model not in known:
+        raise InputError(
+            f"--model: unknown model {model!r}{did_you_mean(model, known)} "
+            f"(known: {', '.join(known)})"
+        )
+    return model, None
+
+
+def _seq(kw, model: str, shape) -> int:
+    from ddlbench.analyse import overlap
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
+
+    if model in overlap.MODEL_INPUT and shape is None:
+        if kw["seq"]:
+            raise InputError(f"--seq applies to transformers, not to {model}")
+        return 0
+    if kw["seq"] is not None:
+        _positive("--seq", kw["seq"])
+        return int(kw["seq"])
+    s = shape or TRANSFORMER_SHAPES[model]
+    return int(s.positions or 2048)
+
+
+def _rate(kw, camp, seq: int):
+    """(throughput of the base in samples/s, base devices)."""
+    if kw["base_rate"] is not None and kw["single"] is not None:
+        raise InputError("give --base-throughput or --single-device-throughput, not both")
+    if kw["base_rate"] is not None:
+        _positive("--base-throughput", kw["base_rate"])
+        _positive("--base-devices", kw["base_devices"])
+        return float(kw["base_rate"]) / (seq or 1), int(kw["base_devices"])
+    if kw["single"] is None and camp:
+        return camp.single_throughput * camp.base_devices, camp.base_devices
+    single = kw["single"]
+    if single is None:
+        raise InputError(
+            "--base-throughput (with --base-devices) or --single-device-throughput is "
+            "required (or --from CAMPAIGN)"
+        )
+    _positive("--single-device-throughput", single)
+    return float(single), 1
+
+
+def _choice(option: str, value: str, known) -> None:
+    if value not in known:
+        from ddlbench.errors import did_you_mean
+
+        raise InputError(
+            f"{option}: unknown value {value!r}{did_you_mean(value, list(known))} "
+            f"(known: {', '.join(known)})"
+        )
 
 
 def _nodes(text: str) -> List[int]:
@@ -163,8 +309,9 @@ def _link(value: Optional[str], level: str, fitted):
     if value is None:
         if fitted is not None:
             return fitted
-        known = ", ".join(n for n in hierarchy.presets() if hierarchy.preset_level(n) == level)
-        raise InputError(f"{option} is required: a preset ({known}) or a bus bandwidth in GB/s")
+        name = DEFAULT_LINKS[level]
+        p = hierarchy.preset(name, level)
+        return replace(p, basis=f"assumed: {option} not given, preset {name}")
     try:
         return hierarchy.link(value, level)
     except ValueError as exc:
@@ -196,83 +343,3 @@ def _from_campaign(kw):
             f"--from {kw['source']}: no weak-scaling throughput series with a measured point"
         )
     return camp
-
-
-def _meta(case, topo_args, note) -> dict:
-    gpn, _nodes_, intra, inter, nics = topo_args
-    return {
-        "model": case.model,
-        "batch_per_device": case.batch,
-        "single_device_throughput": case.single_throughput,
-        "inputs": note,
-        "gpus_per_node": gpn,
-        "nics_per_node": nics,
-        "intra": {"name": intra.name, "busbw_gbps": intra.busbw_gbps, "alpha_s": intra.alpha_s,
-                  "basis": intra.basis, "source": intra.source},
-        "inter": {"name": inter.name, "busbw_gbps": inter.busbw_gbps, "alpha_s": inter.alpha_s,
-                  "basis": inter.basis, "source": inter.source},
-        "bucket_mb": case.bucket_mb,
-        "overlap": "measured" if case.overlap_fraction is not None else "estimated",
-    }  # fmt: skip
-
-
-def _print_table(meta: dict, rows: List[dict]) -> None:
-    click.echo(
-        f"{meta['model']}, batch {meta['batch_per_device']}/device, one device "
-        f"{meta['single_device_throughput']:g} samples/s ({meta['inputs']}); intra "
-        f"{meta['intra']['name']} ({meta['intra']['busbw_gbps']:g} GB/s), inter "
-        f"{meta['inter']['name']} ({meta['inter']['busbw_gbps']:g} GB/s) x "
-        f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
-    )
-    head = ("devices", "nodes", "step ms", "samples/s", "efficiency", "comm ms", "exposed ms",
-            "algorithm", "dominant")  # fmt: skip
-    click.echo("  ".join(f"{h:>10}" for h in head))
-    for r in rows:
-        vals = (r["devices"], r["nodes"], f"{1e3 * r['step_s']:.1f}",
-                f"{r['throughput']:,.0f}", f"{100 * r['efficiency']:.1f} %",
-                f"{1e3 * r['comm_s']:.2f}", f"{1e3 * r['exposed_comm_s']:.2f}",
-                r["algorithm"], r["dominant"])  # fmt: skip
-        click.echo("  ".join(f"{v!s:>10}" for v in vals))
-
-
-def _plot(rows: List[dict], meta: dict, path: Path) -> None:
-    from ddlbench.report.plots import new_figure, save
-
-    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.09)
-    n = [r["devices"] for r in rows]
-    ax.plot(n, [r["throughput"] for r in rows], marker="o", label="predicted")
-    ax.plot(n, [r["devices"] * rows[0]["throughput"] for r in rows], linestyle=":",
-            color="grey", label="linear")  # fmt: skip
-    ax2.plot(n, [100 * r["efficiency"] for r in rows], marker="o")
-    for a in (ax, ax2):
-        a.set_xscale("log", base=2)
-        a.set_xlabel("devices")
-    ax.set_yscale("log")
-    ax.set_ylabel("samples/s")
-    ax2.set_ylabel("scaling efficiency (%)")
-    ax2.set_ylim(0, 105)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.suptitle(
-        f"{meta['model']}: {meta['intra']['name']} in a node, {meta['inter']['name']} x "
-        f"{meta['nics_per_node']} between nodes",
-        fontsize=10,
-    )
-    out = save(fig, path.parent if str(path.parent) else Path("."), path.stem, ["png"])
-    if out["png"] != path and path.suffix != ".png":
-        out["png"].replace(path)
-
-
-def _list_presets(as_json: bool) -> None:
-    from ddlbench.analyse import hierarchy
-
-    rows = [
-        {"name": n, "level": hierarchy.preset_level(n), "busbw_gbps": p.busbw_gbps,
-         "alpha_us": 1e6 * p.alpha_s, "basis": p.basis, "source": p.source}
-        for n, p in hierarchy.presets().items()
-    ]  # fmt: skip
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    for r in rows:
-        click.echo(f"{r['name']:<12} {r['level']:<6} {r['busbw_gbps']:>7g} GB/s  "
-                   f"{r['alpha_us']:.1f} us  {r['basis']:<9} {r['source']}")  # fmt: skip

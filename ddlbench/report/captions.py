@@ -61,9 +61,10 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "model": (
         "Scaling model: predicted vs measured",
         "Dashed: the alpha-beta model's prediction from the allreduce sweep, the gradient "
-        "bytes, the compute time per step at the smallest scale and the overlap, measured "
-        "where the ranks logged it and estimated from the layer sizes otherwise (the notes "
-        "below say which; docs/scaling-model.md); markers: measured medians.",
+        "bytes, the compute time per step at the smallest scale, the overlap (measured "
+        "where the ranks logged it and estimated from the layer sizes otherwise) and the "
+        "synchronisation of the measured per-rank step times (the notes below say which; "
+        "docs/scaling-model.md); band: the prediction's interval; markers: measured medians.",
     ),
     "busbw": (
         "Allreduce bus bandwidth vs message size",

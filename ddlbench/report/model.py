@@ -25,6 +25,20 @@ def scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say:
     return build(a, data, cal)
 
 
+def _interval(r) -> str:
+    lo, hi = r.get("predicted_efficiency_low"), r.get("predicted_efficiency_high")
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return ""
+    return f"{fpct(lo)}-{fpct(hi)}"
+
+
+def _verdict(r) -> str:
+    inside = r.get("inside")
+    if inside is None or pd.isna(inside):
+        return ""
+    return "inside" if bool(inside) else "OUTSIDE"
+
+
 FITS: List[Column] = [
     col("ranks", "world_size", fint),
     col("nodes", "nodes", fint),
@@ -42,8 +56,11 @@ PREDICTIONS: List[Column] = [
     col("predicted samples/s", "predicted_throughput", fnum),
     col("measured samples/s", "throughput_median", fnum),
     col("error", "throughput_error", fpct),
+    col("sync ms", "predicted_sync_s", fms),
     col("predicted efficiency", "predicted_efficiency", fpct),
+    Column("interval", _interval),
     col("measured efficiency", "efficiency", fpct),
+    Column("measured", _verdict),
 ]
 
 
@@ -63,6 +80,7 @@ def model_notes(model) -> List[str]:
     if model is None:
         return []
     out = list(model.assumptions)
+    out[:0] = disagreements(model)
     err = model.error_summary()
     if err:
         out.insert(
@@ -71,6 +89,41 @@ def model_notes(model) -> List[str]:
             f"|error| {fpct(err['mean_abs'])}, largest {fpct(err['max_abs'])}.",
         )
     return out
+
+
+def disagreements(model) -> List[str]:
+    """One line per measured point outside its predicted interval, with the term that would
+    explain it where the campaign's data say so."""
+    p = model.predictions
+    if not len(p) or "inside" not in p:
+        return []
+    out = []
+    for _, r in p[p["measured"] & (p["inside"] == False)].iterrows():  # noqa: E712
+        below = r["efficiency"] < r["predicted_efficiency_low"]
+        what = "below" if below else "above"
+        why = _why(r, model) if below else "the links or the base are better than the inputs"
+        out.append(
+            f"Measured point outside the model's interval: {r['label']} at N={int(r['devices'])} "
+            f"measured {fpct(r['efficiency'])}, {what} the predicted "
+            f"{fpct(r['predicted_efficiency_low'])}-{fpct(r['predicted_efficiency_high'])}: "
+            f"{why}."
+        )
+    return out
+
+
+def _why(r, model) -> str:
+    waits = any("ranks wait for each other" in a for a in model.assumptions)
+    missing = r["predicted_step_s"] * (r["predicted_efficiency"] / r["efficiency"] - 1)
+    if waits:
+        return (
+            f"{fms(missing)} ms per step more than predicted; the logged exposed communication "
+            "exceeds the allreduce model, so ranks wait for each other (contention or "
+            "imbalance): synchronisation beyond the measured jitter"
+        )
+    return (
+        f"{fms(missing)} ms per step more than predicted, in no term the campaign logs (input "
+        "pipeline, framework overhead, devices that share compute)"
+    )
 
 
 def model_figure(model, out: Path) -> Dict[str, Path]:

@@ -487,6 +487,16 @@ def model_figure(pred: pd.DataFrame):
         color = PALETTE[i % len(PALETTE)]
         label = str(g["label"].iloc[0])
         m = g[g["measured"]]
+        if "predicted_efficiency_low" in g:
+            ax.fill_between(
+                g["devices"],
+                g["predicted_throughput_low"],
+                g["predicted_throughput_high"],
+                color=color,
+                alpha=0.15,
+            )
+            lo, hi = g["predicted_efficiency_low"], g["predicted_efficiency_high"]
+            ax2.fill_between(g["devices"], 100 * lo, 100 * hi, color=color, alpha=0.15)
         ax.plot(g["devices"], g["predicted_throughput"], color=color, linestyle="--")
         ax.plot(
             m["devices"],
@@ -508,8 +518,8 @@ def model_figure(pred: pd.DataFrame):
     ax.set_ylabel("global throughput (samples/s)")
     ax2.set_ylabel("scaling efficiency (%)")
     ax2.set_ylim(0, 110)
-    ax.set_title("Throughput: model (dashed) vs measured", fontsize=10)
-    ax2.set_title("Efficiency: model (dashed) vs measured", fontsize=10)
+    ax.set_title("Throughput: model (dashed, band: interval) vs measured", fontsize=10)
+    ax2.set_title("Efficiency: model (dashed, band: interval) vs measured", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="grey", linestyle="--"))
     labels.append("alpha-beta model")

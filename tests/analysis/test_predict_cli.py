@@ -15,15 +15,25 @@ BASE = ["predict", "--model", "resnet50", "--batch", "256", "--precision", "amp"
         "--single-device-throughput", "1200", "--gpus-per-node", "8"]  # fmt: skip
 
 
-def test_predict_prints_every_node_count_and_draws_the_curve(tmp_path):
-    png = tmp_path / "curve.png"
+def test_predict_prints_every_node_count_and_draws_the_curve(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    png = tmp_path / "curves" / "curve.png"
+    png.parent.mkdir()
     args = ["--nodes", "1,2,8", "--intra-busbw", "nvlink-v100", "--inter-busbw", "edr"]
     res = invoke(BASE + args + ["--plot", png])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert "nvlink-v100 (150 GB/s)" in lines[0] and "overlap estimated" in lines[0]
-    assert [ln.split()[0] for ln in lines[2:]] == ["1", "8", "16", "64"]
+    assert lines[1].startswith("synchronisation: default per-rank step-time jitter")
+    assert [ln.split()[0] for ln in lines[3:]] == ["1", "8", "16", "64"]
+    # every row carries its interval
+    assert all(" %" in ln.split("%", 1)[1] for ln in lines[3:])
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # the plot lands only where asked: nothing in the current folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves"]
+    res = invoke(BASE + args)
+    assert res.exit_code == 0 and "curve:" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves"]
 
 
 def test_predict_json_matches_the_model(tmp_path):
@@ -43,8 +53,13 @@ def test_predict_json_matches_the_model(tmp_path):
         2,
         hierarchy.base_latency_s(),
     )
-    want = whatif.point(whatif.Case("resnet50", 256, 1200.0), topo)  # fmt: skip
+    want = whatif.point(whatif.Case("resnet50", 256, 1200.0, precision="amp"), topo)
     assert pts[32]["efficiency"] == pytest.approx(want["efficiency"])
+    for p in out["points"]:
+        assert p["efficiency_low"] <= p["efficiency"] <= p["efficiency_high"]
+        assert p["throughput_low"] <= p["throughput"] <= p["throughput_high"]
+        assert p["step_s_low"] <= p["step_s"] <= p["step_s_high"]
+        assert p["sync_s"] >= 0 and p["latency_s"] >= 0
     assert pts[32]["comm_s"] > pts[8]["comm_s"] > 0
     for key in ("step_s", "throughput", "efficiency", "comm_s", "exposed_comm_s", "dominant"):
         assert key in pts[32]
@@ -56,14 +71,18 @@ def test_predict_json_matches_the_model(tmp_path):
     [
         (["--intra-busbw", "nvlink-v100", "--inter-busbw", "hdr2"],
          "unknown inter-node interconnect preset 'hdr2' (did you mean 'hdr'?) "
-         "(known: edr, hdr, ndr, 10gbe, 25gbe, 100gbe)"),
+         "(known: edr, hdr, ndr, 10gbe, 25gbe, 40gbe, 100gbe, 25gbe-roce"),
         (["--intra-busbw", "-5", "--inter-busbw", "edr"], "must be a positive number"),
         (["--intra-busbw", "nvlink-v100", "--inter-busbw", "0"], "must be a positive number"),
         (["--intra-busbw", "nvlink-v100", "--inter-busbw", "edr", "--nodes", ""],
          "--nodes: give at least one node count"),
         (["--intra-busbw", "nvlink-v100", "--inter-busbw", "edr", "--model", "resnet18"],
          "unknown model 'resnet18'"),
-        (["--intra-busbw", "nvlink-v100"], "--inter-busbw is required: a preset (edr, hdr"),
+        (["--parallel", "fsdb"], "--parallel: unknown value 'fsdb' (did you mean 'fsdp'?)"),
+        (["--activation-checkpointing", "some"], "--activation-checkpointing: unknown value"),
+        (["--transformer", "2,130,4,100"], "D_MODEL a multiple of HEADS"),
+        (["--seq", "128"], "--seq applies to transformers, not to resnet50"),
+        (["--base-throughput", "100"], "not both"),
     ],
 )  # fmt: skip
 def test_predict_bad_input_exits_2(extra, message):
@@ -101,6 +120,27 @@ def test_predict_from_a_campaign_uses_its_base_sweep_and_links(results):
     assert out["intra"]["busbw_gbps"] == pytest.approx(90, rel=0.03)
     assert out["inter"]["busbw_gbps"] == pytest.approx(22, rel=0.03)
     assert [p["devices"] for p in out["points"]] == [1, 4, 8, 64]
+    # each measured point beside its prediction; one outside its interval is named, with why
+    meas = {m["devices"]: m for m in out["measured"]}
+    assert sorted(meas) == [1, 4, 8]
+    for m in meas.values():
+        assert m["efficiency_low"] <= m["efficiency"] <= m["efficiency_high"]
+        assert m["inside"] == (
+            m["efficiency_low"] <= m["measured_efficiency"] <= m["efficiency_high"]
+        )
+        assert bool(m["explanation"]) != m["inside"]
+    assert out["synchronisation"].startswith("measured: ")  # the base's per-rank step times
+    text = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
+                   "--gpus-per-node", "4", "--nodes", "1,2"])  # fmt: skip
+    assert text.exit_code == 0, text.output
+    assert "measured (the campaign) beside predicted:" in text.stdout
+    for m in meas.values():
+        line = next(
+            ln
+            for ln in text.stdout.splitlines()
+            if ln.strip().startswith(f"{m['devices']} devices:")
+        )
+        assert ("OUTSIDE the interval" in line) != m["inside"], line
     # a preset on the command line wins over the fitted link
     res = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
                   "--inter-busbw", "ndr", "--json", "--no-plot"])  # fmt: skip
@@ -129,3 +169,51 @@ def test_the_report_model_says_which_overlap_it_used(results, fraction, says):
     p = model.predictions.set_index("devices")
     assert (p["predicted_exposed_s"] <= p["predicted_allreduce_s"] + 1e-12).all()
     assert p.loc[1, "predicted_exposed_s"] == 0.0
+
+
+def test_a_measured_point_outside_the_interval_is_named_with_its_cause(results):
+    """Ranks that wait for each other: the 8-device runs take twice the base's step and log
+    half of it as exposed communication, far beyond the allreduce the sweep gives."""
+    sizes = [1 << k for k in range(10, 27, 2)]
+    sweep = [
+        SynthRun("pytorch", model="allreduce", mode="allreduce", nodes=nn, tasks_per_node=4,
+                 allreduce_sizes=sizes, workload="allreduce_torch")
+        for nn in (1, 2)
+    ]  # fmt: skip
+    write_campaign(results, "sweep2", sweep)
+    train = [SynthRun("pytorch", nodes=1, tasks_per_node=1, repeat=r, measure_steps=20,
+                      step_time=0.08, repeat_noise=0.001) for r in range(3)]  # fmt: skip
+    train += [SynthRun("pytorch", nodes=2, tasks_per_node=4, repeat=r, measure_steps=20,
+                       step_time=0.16, compute_fraction=0.5, repeat_noise=0.001)
+              for r in range(3)]  # fmt: skip
+    write_campaign(results, "slow", train)
+    args = ["predict", "--from", "slow", "--calibration", "sweep2", "--results", results,
+            "--gpus-per-node", "4", "--nodes", "1,2"]  # fmt: skip
+    out = json.loads(invoke(args + ["--json"]).stdout)
+    m8 = next(m for m in out["measured"] if m["devices"] == 8)
+    assert not m8["inside"] and m8["measured_efficiency"] < m8["efficiency_low"]
+    assert "ranks wait for each other" in m8["explanation"]
+    text = invoke(args)
+    assert text.exit_code == 0, text.output
+    assert "8 devices: measured" in text.stdout and "OUTSIDE the interval" in text.stdout
+    # the report's model section: the same point named in its notes, its row flagged
+    from ddlbench.analyse.analysis import analyse
+    from ddlbench.analyse.scaling_model import build
+    from ddlbench.collect.collector import collect_campaign
+    from ddlbench.report.model import model_notes, model_tables
+
+    cal = collect_campaign(results / "sweep2")
+    d = collect_campaign(results / "slow")
+    model = build(analyse(d), d, cal)
+    notes = model_notes(model)
+    assert any(n.startswith("Measured point outside the model's interval") and "N=8" in n
+               and "ranks wait for each other" in n for n in notes), notes  # fmt: skip
+    assert any("synchronisation = the expected maximum of N" in n for n in notes), notes
+    p = model.predictions.set_index("devices")
+    assert not p.loc[8, "inside"] and p.loc[1, "inside"]
+    assert (p["predicted_efficiency_low"] <= p["predicted_efficiency"]).all()
+    assert (p["predicted_efficiency"] <= p["predicted_efficiency_high"]).all()
+    table = model_tables(model)[1]
+    assert "interval" in table.columns and "sync ms" in table.columns
+    verdicts = dict(zip((r[1] for r in table.rows), (r[-1] for r in table.rows)))
+    assert verdicts["8"] == "OUTSIDE" and verdicts["1"] == "inside"

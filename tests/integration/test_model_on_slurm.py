@@ -67,6 +67,9 @@ def test_report_model_section_from_a_slurm_sweep(tmp_path, slurm_cluster):
     # the fitted link and whether the overlap was measured or estimated are said
     assert "busbw" in section or "GB/s" in section, section
     assert "overlap" in section, section
+    # every prediction with its interval, its synchronisation from the measured step times
+    assert "interval" in section and "sync ms" in section, section
+    assert "synchronisation = the expected maximum of N" in section, section
 
     pred = ddlbench(
         "predict", "--from", "train", "--calibration", "sweep", "--nodes", "1,2,4",
@@ -79,3 +82,10 @@ def test_report_model_section_from_a_slurm_sweep(tmp_path, slurm_cluster):
     efficiencies = [p["efficiency"] for p in out["points"]]
     assert efficiencies[0] == pytest.approx(1.0)
     assert all(0 < e <= 1.0 for e in efficiencies)
+    for p in out["points"]:
+        assert p["efficiency_low"] <= p["efficiency"] <= p["efficiency_high"]
+    # the measured points beside their predictions; one outside its interval says why
+    assert [m["devices"] for m in out["measured"]] == [1, 2]
+    for m in out["measured"]:
+        assert m["inside"] == (m["explanation"] == "")
+    assert out["synchronisation"].startswith("measured: ")

@@ -1,0 +1,77 @@
+"""What a synchronous step costs beyond compute and bandwidth, and how sure a prediction is
+(docs/scaling-model.md#costs-beyond-bandwidth, #prediction-intervals).
+
+Synchronisation: every rank's step time is a draw from a distribution; a synchronous step ends
+when the slowest of the ``N`` ranks is done, so it takes the expected maximum of ``N`` draws.
+Relative to the median rank, the step grows by ``sync(N) = E[max of N draws] / median - 1``:
+
+* from a campaign, the draws are its measured per-rank step times (each divided by its rank's
+  median), and ``E[max of N]`` is the order-statistic sum
+  ``sum_i x_(i) ((i/m)^N - ((i-1)/m)^N)`` over the ``m`` sorted draws;
+* without one, the draws are normal with a coefficient of variation ``JITTER_CV`` (a default,
+  stated as such wherever it is used), ``E[max of N] = 1 + cv z(N)`` with ``z(N)`` the expected
+  maximum of ``N`` standard normal draws.
+
+Intervals: the model is evaluated at the pessimistic and the optimistic end of its inputs
+(each link's ``busbw_range_gbps``, the jitter's range) and widened by the base measurement's
+relative uncertainty (``BASE_UNCERTAINTY`` when the base has no interval of its own).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence, Tuple
+
+#: Default per-rank step-time coefficient of variation, and its range. An assumption, not a
+#: measurement of a cluster: dedicated accelerators with a synthetic or cached input pipeline.
+#: A campaign's measured per-rank step times replace it (``predict --from``, the report).
+JITTER_CV = 0.02
+JITTER_CV_RANGE = (0.01, 0.04)
+JITTER_SOURCE = (
+    "default per-rank step-time jitter: coefficient of variation 2 % (range 1-4 %), an "
+    "assumption for dedicated accelerators, not measured on this cluster"
+)
+#: Relative half-width of a base throughput given without its interval (one measurement).
+BASE_UNCERTAINTY = 0.02
+
+
+@lru_cache(maxsize=None)
+def expected_max_normal(n: int) -> float:
+    """``z(n)``: the expected maximum of ``n`` independent standard normal draws (numerical
+    integration of ``x n phi(x) Phi(x)^(n-1)``; 0 for one draw)."""
+    if n <= 1:
+        return 0.0
+    h, total = 0.002, 0.0
+    for i in range(int(16 / h) + 1):
+        x = -8.0 + i * h
+        phi = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        total += x * n * phi * cdf ** (n - 1) * h
+    return total
+
+
+def sync_fraction_normal(n: int, cv: float) -> float:
+    """The step's growth over the median rank's time for ``n`` normal ranks: ``cv z(n)``."""
+    return cv * expected_max_normal(n)
+
+
+def sync_fraction_empirical(relative_times: Sequence[float], n: int) -> float:
+    """The step's growth for ``n`` ranks drawn from measured step times, each divided by its
+    rank's median: ``E[max of n draws] - 1`` by the order-statistic sum (see the module)."""
+    xs = sorted(float(x) for x in relative_times if x > 0 and math.isfinite(x))
+    m = len(xs)
+    if n <= 1 or not m:
+        return 0.0
+    e = sum(x * ((i / m) ** n - ((i - 1) / m) ** n) for i, x in enumerate(xs, start=1))
+    return max(0.0, e - 1.0)
+
+
+#: A base interval wider than this (relative half-width) makes the prediction's interval too
+#: wide to use; predict and the report say so.
+NOISY_BASE = 0.25
+
+
+def widen(low: float, high: float, rel: float) -> Tuple[float, float]:
+    """``[low, high]`` widened by a relative uncertainty ``rel`` on each side (never below 0)."""
+    return low * max(0.0, 1 - rel), high * (1 + rel)

@@ -1,0 +1,196 @@
+"""What ``ddlbench predict`` prints and draws: the table with its intervals, the measured points
+of a campaign beside their predictions, the curve with its band, the presets."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import List
+
+import click
+
+
+def meta_of(case, topo_args, note) -> dict:
+    from ddlbench.analyse import costs
+
+    gpn, _nodes_, intra, inter, nics = topo_args
+    lm = bool(case.seq)
+    return {
+        "model": case.model,
+        "batch_per_device": case.batch,
+        "seq": case.seq or None,
+        "unit": "tokens/s" if lm else "samples/s",
+        "parallel": case.parallel,
+        "activation_checkpointing": case.checkpointing,
+        "base_devices": case.base_devices,
+        "base_throughput": case.single_throughput * case.base_devices * (case.seq or 1),
+        "single_device_throughput": case.single_throughput * (case.seq or 1),
+        "base_uncertainty": case.base_uncertainty,
+        "inputs": note,
+        "gpus_per_node": gpn,
+        "nics_per_node": nics,
+        "intra": _link_meta(intra),
+        "inter": _link_meta(inter),
+        "bucket_mb": case.bucket_mb,
+        "fusion_cycle_ms": case.fusion_cycle_ms,
+        "overlap": "measured" if case.overlap_fraction is not None else "estimated",
+        "synchronisation": (
+            f"measured: {len(case.jitter_samples)} per-rank step times of the campaign's base"
+            if case.jitter_samples else costs.JITTER_SOURCE
+        ),
+    }  # fmt: skip
+
+
+def _link_meta(link) -> dict:
+    lo, hi = link.busbw_low_high
+    return {"name": link.name, "busbw_gbps": link.busbw_gbps, "busbw_range_gbps": [lo, hi],
+            "alpha_s": link.alpha_s, "transport": link.transport, "basis": link.basis,
+            "source": link.source}  # fmt: skip
+
+
+def print_table(meta: dict, rows: List[dict]) -> None:
+    unit = meta["unit"]
+    click.echo(
+        f"{meta['model']} ({meta['parallel']}), batch {meta['batch_per_device']}/device"
+        + (f" x {meta['seq']} tokens" if meta["seq"] else "")
+        + f", {meta['base_devices']} device(s) {meta['base_throughput']:,.6g} {unit} "
+        f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:g} "
+        f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:g} GB/s) x "
+        f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
+    )
+    click.echo(f"synchronisation: {meta['synchronisation']}")
+    if meta["base_uncertainty"] > costs_noisy():
+        click.echo(
+            f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "
+            "throughput, too noisy for a useful prediction (more repeats, a quieter machine)"
+        )
+    for level in ("intra", "inter"):
+        if meta[level]["basis"].startswith("assumed"):
+            click.echo(f"links: {meta[level]['basis']} (give the cluster's own)")
+    head = ("devices", "nodes", "step ms", unit, "efficiency", "interval", "sync ms",
+            "comm ms", "exposed ms", "dominant")  # fmt: skip
+    click.echo("  ".join(f"{h:>10}" for h in head))
+    for r in rows:
+        interval = f"{100 * r['efficiency_low']:.1f}-{100 * r['efficiency_high']:.1f} %"
+        vals = (r["devices"], r["nodes"], f"{1e3 * r['step_s']:.1f}",
+                f"{r['throughput']:,.0f}", f"{100 * r['efficiency']:.1f} %", interval,
+                f"{1e3 * r['sync_s']:.2f}", f"{1e3 * r['comm_s']:.2f}",
+                f"{1e3 * r['exposed_comm_s']:.2f}", r["dominant"])  # fmt: skip
+        click.echo("  ".join(f"{v!s:>10}" for v in vals))
+
+
+def costs_noisy() -> float:
+    from ddlbench.analyse import costs
+
+    return costs.NOISY_BASE
+
+
+def against(case, topo_args, camp) -> List[dict]:
+    """Each point the campaign measured beside the model's prediction at its device count,
+    flagged when outside the interval, with the term that would explain it."""
+    from ddlbench.analyse import hierarchy, sharded, whatif
+
+    gpn, _nodes, intra, inter, nics = topo_args
+    one = hierarchy.Topology(1, 1, intra, inter, nics, hierarchy.base_latency_s())
+    bd = case.base_devices
+    base = replace(one, gpus_per_node=min(bd, gpn), nodes=sharded.ceil_nodes(bd, gpn))
+    out = []
+    for n, eff, thr in camp.measured:
+        k = sharded.ceil_nodes(n, gpn)
+        topo = replace(one, gpus_per_node=math.ceil(n / k), nodes=k)
+        p = whatif.point(case, topo, base)
+        lo, hi = float(p["efficiency_low"]), float(p["efficiency_high"])
+        inside = lo <= eff <= hi
+        why = "" if inside else _explain(eff, p, camp)
+        out.append({"devices": n, "measured_efficiency": eff, "measured_throughput": thr,
+                    "efficiency": p["efficiency"], "efficiency_low": lo, "efficiency_high": hi,
+                    "inside": inside, "explanation": why})  # fmt: skip
+    return out
+
+
+def _explain(eff: float, p: dict, camp) -> str:
+    """The term that would explain a measured point outside the interval, as far as the
+    campaign's data say."""
+    if eff > float(p["efficiency_high"]):
+        return ("faster than the model allows: the links or the base are better than given "
+                "(a sweep with --calibration measures the links)")  # fmt: skip
+    missing = float(p["step_s"]) * (float(p["efficiency"]) / eff - 1)
+    if "ranks wait for each other" in (camp.overlap_source or ""):
+        return (f"{1e3 * missing:.2f} ms per step more than predicted; the logged exposed "
+                "communication exceeds the allreduce model: ranks wait for each other "
+                "(contention for shared cores or links, imbalance): synchronisation beyond "
+                "the measured jitter")  # fmt: skip
+    return (f"{1e3 * missing:.2f} ms per step more than predicted, in no term the campaign "
+            "logs: a per-step cost outside the model (input pipeline, framework overhead, "
+            "shared devices)")  # fmt: skip
+
+
+def print_measured(measured: List[dict]) -> None:
+    if not measured:
+        return
+    click.echo("measured (the campaign) beside predicted:")
+    for m in measured:
+        flag = "inside" if m["inside"] else "OUTSIDE the interval"
+        click.echo(
+            f"  {m['devices']:>6} devices: measured {100 * m['measured_efficiency']:.1f} %, "
+            f"predicted {100 * m['efficiency']:.1f} % ({100 * m['efficiency_low']:.1f}-"
+            f"{100 * m['efficiency_high']:.1f} %): {flag}"
+            + (f": {m['explanation']}" if m["explanation"] else "")
+        )
+
+
+def plot(rows: List[dict], meta: dict, path: Path, measured: List[dict]) -> None:
+    from ddlbench.report.plots import new_figure, save
+
+    fig, (ax, ax2) = new_figure(9.6, 4.4, ncols=2, wspace=0.28, left=0.09)
+    n = [r["devices"] for r in rows]
+    ax.fill_between(n, [r["throughput_low"] for r in rows], [r["throughput_high"] for r in rows],
+                    alpha=0.25, label="interval")  # fmt: skip
+    ax.plot(n, [r["throughput"] for r in rows], marker="o", label="predicted")
+    per = rows[0]["throughput"] / rows[0]["devices"]
+    ax.plot(n, [d * per for d in n], linestyle=":", color="grey", label="linear")
+    ax2.fill_between(n, [100 * r["efficiency_low"] for r in rows],
+                     [100 * r["efficiency_high"] for r in rows], alpha=0.25)  # fmt: skip
+    ax2.plot(n, [100 * r["efficiency"] for r in rows], marker="o")
+    if measured:
+        ax.plot([m["devices"] for m in measured], [m["measured_throughput"] for m in measured],
+                "k^", label="measured")  # fmt: skip
+        ax2.plot([m["devices"] for m in measured],
+                 [100 * m["measured_efficiency"] for m in measured], "k^")  # fmt: skip
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("devices")
+    ax.set_yscale("log")
+    ax.set_ylabel(meta["unit"])
+    ax2.set_ylabel("scaling efficiency (%)")
+    ax2.set_ylim(0, 110)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(
+        f"{meta['model']} ({meta['parallel']}): {meta['intra']['name']} in a node, "
+        f"{meta['inter']['name']} x {meta['nics_per_node']} between nodes",
+        fontsize=10,
+    )
+    out = save(fig, path.parent if str(path.parent) else Path("."), path.stem, ["png"])
+    if out["png"] != path and path.suffix != ".png":
+        out["png"].replace(path)
+
+
+def list_presets(as_json: bool) -> None:
+    from ddlbench.analyse import hierarchy
+
+    rows = []
+    for n, p in hierarchy.presets().items():
+        lo, hi = p.busbw_low_high
+        rows.append({"name": n, "level": hierarchy.preset_level(n), "busbw_gbps": p.busbw_gbps,
+                     "busbw_range_gbps": [lo, hi], "alpha_us": 1e6 * p.alpha_s,
+                     "transport": p.transport, "basis": p.basis, "source": p.source})  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        lo, hi = r["busbw_range_gbps"]
+        click.echo(f"{r['name']:<12} {r['level']:<6} {r['busbw_gbps']:>7g} GB/s "
+                   f"({lo:g}-{hi:g})  {r['alpha_us']:.1f} us  {r['transport']:<9} "
+                   f"{r['basis']:<9} {r['source']}")  # fmt: skip
