@@ -15,9 +15,9 @@ This module owns the list of placeholder names (:data:`PLACEHOLDERS`) and their 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from ddlbench.names import check_safe_name
 
@@ -78,6 +78,20 @@ def _check_regex(value: Optional[str], what: str) -> Optional[str]:
     return value
 
 
+def check_command_word(word: str) -> str:
+    """One command element: every ``{name}`` in it is a placeholder of :data:`PLACEHOLDERS`."""
+    from ddlbench.errors import did_you_mean
+
+    for name in placeholders_in(word):
+        if name not in PLACEHOLDERS:
+            raise ValueError(
+                f"{{{name}}} is not a sweep value{did_you_mean(name, PLACEHOLDERS)}; the "
+                f"placeholders are {', '.join(PLACEHOLDERS)} (write {{{{ and }}}} for a literal "
+                "brace)"
+            )
+    return word
+
+
 class OutputPatterns(BaseModel):
     """No code change: each match of ``step`` on a rank's output is one step of that rank."""
 
@@ -109,7 +123,8 @@ class OwnWorkload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    command: List[str] = Field(min_length=1)
+    #: the program and its arguments: one argv element each, never read by a shell
+    command: List[Annotated[str, AfterValidator(check_command_word)]] = Field(min_length=1)
     #: how to launch it: a framework name or a mapping like a ``frameworks`` entry
     framework: Union[str, Dict[str, Any]]
     #: folder the program runs in; relative: to the spec file
@@ -124,18 +139,8 @@ class OwnWorkload(BaseModel):
     @field_validator("command")
     @classmethod
     def _command(cls, value: List[str]) -> List[str]:
-        from ddlbench.errors import did_you_mean
-
         if not value[0].strip():
             raise ValueError("the command's first element (the program) is empty")
-        for i, item in enumerate(value):
-            for name in placeholders_in(item):
-                if name not in PLACEHOLDERS:
-                    raise ValueError(
-                        f"command[{i}]: {{{name}}} is not a sweep value; the placeholders are "
-                        f"{', '.join(PLACEHOLDERS)}{did_you_mean(name, PLACEHOLDERS)} "
-                        "(write {{ and }} for literal braces)"
-                    )
         return value
 
     @field_validator("name")

@@ -186,7 +186,7 @@ def test_hostile_values_reach_the_program_as_they_are(tmp_path):
     (tmp_path / "p.py").write_text(
         "import json, sys\nprint(json.dumps(sys.argv[1:]))\nprint('step time 0.001')\n"
     )
-    hostile = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "it's \"q\"", "x\ny", "*"]
+    hostile = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", 'it\'s "q"', "x\ny", "*"]
     measure = {"step": r"step time ([0-9.]+)", "unit": "s", "samples": 1}
     (tmp_path / "warm").write_text("")
     rc, records, out = _run(
