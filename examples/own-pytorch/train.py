@@ -26,7 +26,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=30, help="training steps")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the throughput")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--width", type=int, default=256, help="hidden units of the MLP")
+    p.add_argument("--width", type=int, default=1024, help="hidden units of the MLP's layers")
     return p.parse_args()
 
 
@@ -45,7 +45,8 @@ def setup():
 
 
 def build(width, device, world):
-    model = nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 10)).to(device)
+    layers = [nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(width, 10)).to(device)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     return model
