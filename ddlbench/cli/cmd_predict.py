@@ -99,6 +99,12 @@ def _inputs(kw):
         from ddlbench.errors import did_you_mean
 
         known = ", ".join(overlap.MODEL_INPUT)
+        if camp and not kw["model"]:  # a spec's own program (docs/your-own-workload.md)
+            raise InputError(
+                f"campaign {kw['source']} ran its own program '{model}', whose layer sizes "
+                f"ddlbench does not know; give --model with one of {known} as a stand-in "
+                "of similar gradient size"
+            )
         raise InputError(
             f"--model: unknown model {model!r}{did_you_mean(model, overlap.MODEL_INPUT)} "
             f"(known: {known})"

@@ -6,6 +6,7 @@ programs fails run by run, each with its reason and last lines, and loses nothin
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -65,7 +66,15 @@ def test_the_example_both_ways_on_the_local_executor(tmp_path, way):
         assert rep.returncode == 0, rep.stderr
         assert "mlp" in (root / "report" / "report.md").read_text()
         pred = ddlbench("predict", "--from", root.name, "--nodes", "4", results=results)
+        assert pred.returncode == 2 and "ran its own program 'mlp'" in pred.stderr
+        pred = ddlbench(
+            "predict", "--from", root.name, "--model", "lenet", "--nodes", "4", "--no-plot",
+            "--intra-busbw", "10", "--inter-busbw", "1",
+            results=results,
+        )  # fmt: skip
         assert pred.returncode == 0, pred.stderr
+        cmp = ddlbench("compare", root.name, root.name, results=results)
+        assert cmp.returncode == 0, cmp.stderr
 
 
 @pytest.mark.frameworks
@@ -76,8 +85,8 @@ def test_the_example_on_real_slurm_one_and_two_nodes(tmp_path, slurm_cluster):
     spec = _spec(tmp_path, "spec-output.yaml", '"1x1", "2x1"')
     root = run_campaign(spec, "localslurm", "own-slurm", tmp_path)
     _check_against_script(root, {1, 2})
-    nodes = ensure_collected(root).runs.set_index("world_size")["n_hosts"]
-    assert nodes[2] == 2
+    placed = root.glob("runs/*-n2x1-*/logs/attempt-1/placement/rank-*.json")
+    assert len({json.loads(p.read_text())["host"] for p in placed}) == 2
 
 
 MISBEHAVE = """\
