@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -33,7 +34,9 @@ step_done(samples=8, loss=0.25)
 """
 
 
-def _run(tmp: Path, program: Dict[str, Any], rank: int = 0) -> Tuple[int, List[dict], str]:
+def _run(
+    tmp: Path, program: Dict[str, Any], rank: int = 0, watchdog: Any = False
+) -> Tuple[int, List[dict], str]:
     """Run the wrapper as rank ``rank`` of 2; returns (exit code, rank-log records, output)."""
     cfg = {
         "format": "ddlbench-run/1",
@@ -48,7 +51,7 @@ def _run(tmp: Path, program: Dict[str, Any], rank: int = 0) -> Tuple[int, List[d
         "world_size": 2,
         "tasks_per_node": 2,
         "steps": {"warmup": 2, "measure": 3},
-        "watchdog": False,
+        "watchdog": watchdog,
         "program": {"cwd": str(tmp), "measure": "marks", **program},
     }
     (tmp / "run.json").write_text(json.dumps(cfg))
@@ -206,3 +209,24 @@ def test_the_framework_environment(tmp_path):
     for line in ("RANK 1", "WORLD_SIZE 2", "LOCAL_RANK 1", "LOCAL_WORLD_SIZE 2", "NODE_RANK 0"):
         assert line in out
     assert "MASTER_ADDR 127.0.0.1" in out and "MASTER_PORT 1" in out
+
+
+def test_a_program_that_stops_stepping_is_reported_hung_and_killed(tmp_path):
+    """The marks feed the rank's watchdog: the hang record, exit 86, and the program ended."""
+    (tmp_path / "p.py").write_text(
+        "import os, time\nfrom ddlbench.workloads.steps import step_done\n"
+        "open('pid', 'w').write(str(os.getpid()))\n"
+        "for i in range(3):\n    time.sleep(0.05); step_done(samples=4)\ntime.sleep(600)\n"
+    )
+    limits = {"first_s": 20, "floor_s": 1.0, "factor": 2, "grace_s": 0}
+    rc, records, out = _run(tmp_path, {"argv": [sys.executable, "p.py"]}, watchdog=limits)
+    assert rc == 86, out
+    (hang,) = _of(records, "hang")
+    assert hang["last_step"] == 2 and hang["limit_s"] == 1.0
+    pid = int((tmp_path / "pid").read_text())
+    for _ in range(50):  # killed with its parent (PR_SET_PDEATHSIG)
+        if not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text():
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the program outlived its rank")
