@@ -94,6 +94,20 @@ def _framework_version(framework: str) -> str:
         return "unknown"
 
 
+def device_name(cfg: Dict[str, Any], rank: int) -> str:
+    """The CPU's model, or the name of the GPU rank_start placed this rank on (nvidia-smi)."""
+    if cfg["device"] != "gpu":
+        return cpu_name()
+    try:
+        with open(os.path.join(cfg["log_dir"], "placement", f"rank-{rank}.json")) as fh:
+            uuid = json.load(fh)["device"]["uuid"]
+        query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(uuid)]
+        out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        return out.stdout.strip() or "gpu"
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return "gpu"
+
+
 def _value(match: re.Match[str]) -> float:
     text = match.group("value") if "value" in match.re.groupindex else match.group(1)
     return float(text)
@@ -282,10 +296,9 @@ def body(ctx: Context) -> None:
     program = cfg["program"]
     extra = framework_env(cfg, dict(os.environ))
     env = dict(os.environ, **extra)
-    device = cfg["device"]
     ctx.write_meta(
         _framework_version(str(cfg["framework"])),
-        cpu_name() if device == "cpu" else "gpu",
+        device_name(cfg, ctx.info.rank),
         None,
         str(cfg.get("backend") or ""),
         program=list(program["argv"]),

@@ -1,6 +1,7 @@
 """A user's own training program end to end (docs/your-own-workload.md): the example in
 examples/own-pytorch/ (an ordinary PyTorch DDP script) measured both ways through the local
-executor at 1 and 2 ranks and through the real Slurm cluster at 1 and 2 nodes; the report's
+executor at 1 and 2 ranks and through the real Slurm cluster at 1 and 2 nodes, and
+examples/own-horovod/ at 1 and 2 ranks; the report's
 throughput equals what the script computes from its own timings. A campaign of misbehaving
 programs fails run by run, each with its reason and last lines, and loses nothing else."""
 
@@ -25,10 +26,10 @@ EXAMPLE = ROOT / "examples" / "own-pytorch"
 TOLERANCE = 0.10
 
 
-def _spec(tmp: Path, name: str, points: str) -> str:
+def _spec(tmp: Path, name: str, points: str, example: Path = EXAMPLE) -> str:
     """An example spec, its workdir pointing at the example, at the scale ``points``."""
-    text = (EXAMPLE / name).read_text()
-    text = text.replace("workdir: .", f"workdir: {EXAMPLE}")
+    text = (example / name).read_text()
+    text = text.replace("workdir: .", f"workdir: {example}")
     return re.sub(r"scale: .*", f"scale: {{points: [{points}]}}", text)
 
 
@@ -75,6 +76,17 @@ def test_the_example_both_ways_on_the_local_executor(tmp_path, way):
         assert pred.returncode == 0, pred.stderr
         cmp = ddlbench("compare", root.name, root.name, results=results)
         assert cmp.returncode == 0, cmp.stderr
+
+
+@pytest.mark.frameworks
+@pytest.mark.slow
+def test_the_horovod_example_on_the_local_executor(tmp_path):
+    require_envs("horovod")
+    example = ROOT / "examples" / "own-horovod"
+    root = run_campaign(
+        _spec(tmp_path, "spec.yaml", '"1x1", "1x2"', example), "local", "hvd", tmp_path
+    )
+    _check_against_script(root, {1, 2})
 
 
 @pytest.mark.frameworks
