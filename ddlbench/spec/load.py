@@ -98,6 +98,12 @@ def _absolute_workdir(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpe
         path = Path(source.file).resolve().parent / path
     if not source.file.startswith("<") and not path.is_dir():
         raise InputError(source.problem(("workload", "workdir"), f"no such folder: {path}"))
+    if not source.file.startswith("<"):
+        from ddlbench.spec.own_workload import missing_files
+
+        missing = missing_files(own, str(path))
+        if missing:
+            raise InputError([source.problem(("workload", "command", i), m) for i, m in missing])
     update = {"workdir": str(path.resolve()) if path.is_absolute() else own.workdir}
     return spec.model_copy(update={"workload": own.model_copy(update=update)})
 

@@ -15,7 +15,8 @@ This module owns the list of placeholder names (:data:`PLACEHOLDERS`) and their 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Dict, List, Literal, Optional, Union
+from pathlib import Path
+from typing import Annotated, Any, Dict, List, Literal, Optional, Tuple, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -170,3 +171,29 @@ def placeholder_values(run: Any, spec: Any, run_dir: str) -> Dict[str, Any]:
         "run_id": run.run_id,
         "run_dir": run_dir,
     }
+
+
+#: interpreters whose first argument ending in one of these suffixes is a script to find
+_SCRIPTS = {"python": ".py", "python3": ".py", "bash": ".sh", "sh": ".sh"}
+
+
+def missing_files(own: OwnWorkload, workdir: str) -> List[Tuple[int, str]]:
+    """``(command index, message)`` for a program or script the command names relative to the
+    workdir that is not there (``./train.sh``; ``python train.py``). Bare program names are
+    looked up on the compute nodes' PATH, which the login node cannot check."""
+    from ddlbench.errors import did_you_mean
+
+    folder = Path(workdir)
+    wanted: List[Tuple[int, str]] = []
+    if "/" in own.command[0]:
+        wanted.append((0, own.command[0]))
+    suffix = _SCRIPTS.get(Path(own.command[0]).name)
+    if suffix and len(own.command) > 1 and own.command[1].endswith(suffix):
+        wanted.append((1, own.command[1]))
+    out: List[Tuple[int, str]] = []
+    for i, word in wanted:
+        if placeholders_in(word) or Path(word).is_absolute() or (folder / word).exists():
+            continue
+        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        out.append((i, f"no such file in the workdir {folder}: {word}{did_you_mean(word, names)}"))
+    return out

@@ -34,6 +34,7 @@ scale: {points: ["1x1", "2x2"]}
 
 def _validate(tmp: Path, text: str) -> subprocess.CompletedProcess:
     (tmp / "src").mkdir(exist_ok=True)
+    (tmp / "src" / "train.py").write_text("")
     (tmp / "spec.yaml").write_text(text)
     return subprocess.run(
         [sys.executable, "-m", "ddlbench", "validate", "spec.yaml", "--cluster", "local"],
@@ -77,6 +78,11 @@ def test_a_valid_spec(tmp_path):
             "name: pytorhc,",
             "spec.yaml:4:15: workload.framework.name: 'pytorhc' is not one of horovod, keras, "
             "mxnet, pytorch, tensorflow (did you mean 'pytorch'?)",
+        ),
+        (
+            "train.py,",
+            "trian.py,",
+            "spec.yaml:3:21: workload.command[1]: no such file in the workdir ",
         ),
         ("workdir: src", "workdir: nowhere", "spec.yaml:5:3: workload.workdir: no such folder"),
         ("name: own\n", "name: own\nframeworks: [pytorch]\n", "spec.yaml:2:1: frameworks: a spec"),
