@@ -217,6 +217,12 @@ def _model(kw, camp):
     if not model:
         raise InputError("--model is required (or --transformer, or --from CAMPAIGN)")
     known = list(overlap.MODEL_INPUT) + list(TRANSFORMER_SHAPES)
+    if model not in known and camp and not kw["model"]:  # docs/your-own-workload.md
+        raise InputError(
+            f"campaign {kw['source']} ran its own program '{model}', whose layer sizes "
+            f"ddlbench does not know; give --model with one of {', '.join(known)} as a "
+            "stand-in of similar gradient size"
+        )
     if model not in known:
         raise InputError(
             f"--model: unknown model {model!r}{did_you_mean(model, known)} "

@@ -287,6 +287,8 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
     err = None
     if g is not None and row["ranks_with_error"]:
         msgs = [m for m, e in zip(g["error_message"], g["has_error"]) if e and m is not None]
+        # a rank that srun stopped because another failed says less than the one that failed
+        msgs.sort(key=lambda m: str(m).startswith("Terminated: "))
         err = str(msgs[0]) if msgs else None
     if err is None and row["status"] == "failed":
         err = row.get("slurm_reason")  # e.g. "task 1 on n2: Killed (SIGKILL)"

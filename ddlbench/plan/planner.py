@@ -30,6 +30,7 @@ from ddlbench.spec.experiment import (
 from ddlbench.spec.inject import plan_problem, run_inject
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
+from ddlbench.workloads.vocabulary import OWN_WORKLOAD
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,11 @@ def _batches(
     return per_device, per_device * world, f"b{per_device}"
 
 
+def run_model(spec: ExperimentSpec) -> str:
+    """The run's model word: the spec's model, or its own workload's name."""
+    return spec.workload.name if spec.workload is not None else spec.model
+
+
 def _group_name(
     spec: ExperimentSpec,
     label: str,
@@ -326,7 +332,7 @@ def _group_name(
     variant: Optional[Variant],
 ) -> str:
     """The configuration's name, shared by its repeats."""
-    model_word = "allreduce" if spec.mode == "allreduce" else spec.model
+    model_word = "allreduce" if spec.mode == "allreduce" else run_model(spec)
     words = [label, model_word, f"n{nodes}x{gpn}"]
     if batch_word:
         words.append(batch_word)
@@ -367,11 +373,11 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         group=group,
         framework=entry.name,
         label=entry.id_label,
-        workload=launcher.workload(spec.mode, entry.options),
+        workload=OWN_WORKLOAD if spec.workload else launcher.workload(spec.mode, entry.options),
         backend=launcher.backend(entry.options, profile.device),
         framework_options=sweep.options[fi],
         mode=spec.mode,
-        model=spec.model,
+        model=run_model(spec),
         nodes=nodes,
         tasks_per_node=gpn,
         world_size=nodes * gpn,

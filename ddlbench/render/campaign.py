@@ -36,6 +36,7 @@ from ddlbench.errors import InputError, Problem
 from ddlbench.names import check_safe_name
 from ddlbench.plan import Plan, Run
 from ddlbench.render.context import run_context
+from ddlbench.render.own_workload import copy_workdir, program_config
 from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.diagnosis import run_config_fields
 from ddlbench.spec.experiment import MODEL_SHAPES, mllog_run_config
@@ -366,6 +367,7 @@ def render_campaign(
     paths.runs.mkdir(exist_ok=True)
     paths.jobs.mkdir(exist_ok=True)
     _copy_workloads(paths.pkg)
+    copy_workdir(plan.spec, paths.pkg, results_root)
     _atomic_write(paths.spec, spec_text)
     _atomic_write(paths.cluster, profile_text)
 
@@ -441,6 +443,8 @@ class _ScriptJob:
             # the script carries its run config and writes run.json when the job starts: one
             # file per run, and the config that runs is the one Slurm copied at submission
             config = run_config(run, self.plan, self.campaign, run_dir, spec_parts)
+            if self.plan.spec.workload is not None:
+                config["program"] = program_config(self.plan.spec, run, run_dir, self.pkg_root)
             ctx["run_json"] = ShellSafe(_json_text(config))
             text = self.templates[_template_name(run)].render(ctx)
             _atomic_write(f"{jobs}/{run.run_id}.sh", text, 0o755)

@@ -11,6 +11,7 @@ from ddlbench.frameworks import FrameworkOptions, launchers
 from ddlbench.names import ENV_NAME, check_safe_name
 from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.spec.inject import InjectSpec
+from ddlbench.spec.own_workload import OwnWorkload
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -263,6 +264,17 @@ class ExperimentSpec(Strict):
     comm_debug: bool = False
     #: stragglers on purpose (docs/stragglers.md)
     inject: Optional[InjectSpec] = None
+    #: the user's own training program instead of a model (docs/your-own-workload.md)
+    workload: Optional[OwnWorkload] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_framework(cls, data: Any) -> Any:
+        # workload.framework is the one framework entry; the loader builds it with positions
+        own = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(own, dict) and "frameworks" not in data and own.get("framework") is not None:
+            data = dict(data, frameworks=[own["framework"]])
+        return data
 
     @field_validator("name")
     @classmethod
@@ -381,6 +393,10 @@ class ExperimentSpec(Strict):
             raise ValueError("zip needs at least two axes (scale, batch_size, variants)")
         if "variants" in self.zip and not self.variants:
             raise ValueError("zip names 'variants' but none are defined")
+        if self.workload is not None and self.mode != "throughput":
+            raise ValueError("a spec's own 'workload' is measured in mode throughput only")
+        if self.workload is not None and len(self.frameworks) != 1:
+            raise ValueError("a spec with a 'workload' has one framework: workload.framework")
         return self
 
     @property

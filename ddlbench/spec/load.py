@@ -44,11 +44,22 @@ def _mapping(source: YamlSource, what: str) -> dict:
 def validate_spec(source: YamlSource) -> ExperimentSpec:
     data = dict(_mapping(source, "experiment spec"))
     problems: List[Problem] = []
-    frameworks = data.get("frameworks")
+    frameworks, at = data.get("frameworks"), ("frameworks",)
+    own = data.get("workload")
+    if isinstance(own, dict) and own.get("framework") is not None:  # docs/your-own-workload.md
+        if "frameworks" in data:
+            problems.append(
+                source.problem(
+                    ("frameworks",),
+                    "a spec with a 'workload' names its framework in workload.framework; "
+                    "remove 'frameworks'",
+                )
+            )
+        frameworks, at = [own["framework"]], ("workload", "framework")
     if isinstance(frameworks, list):
         built = []
         for i, item in enumerate(frameworks):
-            loc = ("frameworks", i)
+            loc = at + ((i,) if at == ("frameworks",) else ())
             try:
                 built.append(build_framework_entry(item))
             except ValidationError as exc:
@@ -74,7 +85,27 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
         raise InputError(problems)
-    return _absolute_data_path(spec, source)
+    return _absolute_workdir(_absolute_data_path(spec, source), source)
+
+
+def _absolute_workdir(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:
+    """A relative ``workload.workdir`` is relative to the spec file; it must be a folder."""
+    own = spec.workload
+    if own is None or own.workdir is None:
+        return spec
+    path = Path(os.path.expanduser(own.workdir))
+    if not path.is_absolute() and not source.file.startswith("<"):
+        path = Path(source.file).resolve().parent / path
+    if not source.file.startswith("<") and not path.is_dir():
+        raise InputError(source.problem(("workload", "workdir"), f"no such folder: {path}"))
+    if not source.file.startswith("<"):
+        from ddlbench.spec.own_workload import missing_files
+
+        missing = missing_files(own, str(path))
+        if missing:
+            raise InputError([source.problem(("workload", "command", i), m) for i, m in missing])
+    update = {"workdir": str(path.resolve()) if path.is_absolute() else own.workdir}
+    return spec.model_copy(update={"workload": own.model_copy(update=update)})
 
 
 def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:

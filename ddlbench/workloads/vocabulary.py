@@ -58,6 +58,8 @@ KNOBS: Tuple[str, ...] = tuple(KNOB_DEFAULTS)
 #: the modes that train a model (the third, allreduce, sweeps the collective alone)
 TRAINING_MODES: Tuple[str, ...] = ("throughput", "convergence")
 MODES: Tuple[str, ...] = TRAINING_MODES + ("allreduce",)
+#: the workload that runs a spec's own program (docs/your-own-workload.md), for any framework
+OWN_WORKLOAD = "own_program"
 DEFAULT_MODE = "throughput"
 DEVICES: Tuple[str, ...] = ("cpu", "gpu")
 DEFAULT_DEVICE = "cpu"
