@@ -71,10 +71,24 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
             more = [p for p in more if not (p.where or "").startswith("frameworks")]
         problems += more
         spec = None
+    if spec is not None and spec.container:
+        problems += _expansion_problems(source, ("container",), spec.container)
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
         raise InputError(problems)
     return _absolute_data_path(spec, source)
+
+
+def _expansion_problems(source: YamlSource, loc: Tuple[Any, ...], value: str) -> List[Problem]:
+    """A path expanded at render time (``~``, ``$VAR``) must expand now (docs/spec.md)."""
+    from ddlbench.spec.cluster import UnsetVariable, expand_path
+
+    try:
+        expand_path(value)
+    except UnsetVariable as exc:
+        hint = f"export {exc.name} before running ddlbench, or give a default: ${{{exc.name}:-...}}"
+        return [source.problem(loc, f"{exc} ({hint})")]
+    return []
 
 
 def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:
@@ -107,21 +121,21 @@ def _check_expansions(profile: ClusterProfile, source: YamlSource) -> List[Probl
     def check(loc: Tuple[Any, ...], value: Optional[str]) -> Optional[str]:
         if value is None:
             return None
-        try:
-            return expand_path(value)
-        except ValueError as exc:
-            problems.append(source.problem(loc, str(exc)))
-            return None
+        found = _expansion_problems(source, loc, value)
+        problems.extend(found)
+        return None if found else expand_path(value)
 
     for name, setup in profile.environments.items():
         base: Tuple[Any, ...] = ("environments", name)
         check(base + ("venv",), setup.venv)
         check(base + ("conda",), setup.conda)
         check(base + ("python",), setup.python if "/" in setup.python else None)
+        check(base + ("module_init",), setup.module_init)
         if setup.container is not None:
             check(base + ("container", "image"), setup.container.image)
             for i, bind in enumerate(setup.container.bind):
                 check(base + ("container", "bind", i), bind)
+    check(("stage_dir",), profile.stage_dir)
     templates = check(("templates",), profile.templates)
     if templates is not None:
         folder = Path(templates)

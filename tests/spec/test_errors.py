@@ -236,7 +236,8 @@ def test_profile_paths_must_expand(monkeypatch):
     got = [str(p) for p in info.value.problems]
     assert got == [
         "p.yaml:5:5: environments.pytorch.venv: environment variable NO_SUCH_VAR is not set "
-        "(used in '$NO_SUCH_VAR/x')",
+        "(used in '$NO_SUCH_VAR/x') (export NO_SUCH_VAR before running ddlbench, or give a "
+        "default: ${NO_SUCH_VAR:-...})",
         "p.yaml:6:1: templates: no such folder: /no/such/folder",
     ]
 
