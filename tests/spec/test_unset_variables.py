@@ -35,7 +35,12 @@ stage_dir: /tmp
 
 #: (file, text to replace, replacement, expected "file:line:col: where")
 FIELDS = [
-    ("s.yaml", "name: unset\n", "name: unset\ncontainer: $NOPE_VAR/tf.sif\n", "s.yaml:2:1: container"),
+    (
+        "s.yaml",
+        "name: unset\n",
+        "name: unset\ncontainer: $NOPE_VAR/tf.sif\n",
+        "s.yaml:2:1: container",
+    ),
     ("p.yaml", "venv: /opt/venv", "venv: $NOPE_VAR/v", "p.yaml:6:5: environments.pytorch.venv"),
     (
         "p.yaml",
