@@ -261,9 +261,14 @@ class FileLock:
         except OSError:
             os.close(fd)
             return False
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:  # a bare fd's error names no file: name the lock (a full disk)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         self.fd = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         return True
 
     def release(self) -> None:

@@ -608,3 +608,26 @@ def test_store_api_on_a_full_disk_raises_disk_full_and_stays_whole(tmpfs):
     filler.unlink()
     with CampaignStore.open(cdir) as store:
         assert store.get_meta("before") == "kept"
+
+
+def test_full_disk_at_the_submit_lock_names_the_campaign_folder(tmpfs):
+    """The lock's pid is written through a bare file descriptor, whose error names no file:
+    the message names the campaign folder, not the current directory, and the lock is free."""
+    from ddlbench.campaign.paths import CampaignPaths
+    from ddlbench.execute.base import FileLock
+
+    disk = tmpfs("400k")
+    cdir = make_campaign(disk, "lock", [{"run_id": "r0", "body": ["true"]}])
+    lock_path = CampaignPaths(cdir).submit_lock
+    lock_path.unlink(missing_ok=True)
+    filler = _fill(disk)
+    lock = FileLock(lock_path)
+    with pytest.raises(OSError) as info:
+        lock.acquire()
+    assert info.value.filename == str(lock_path) and lock.fd is None
+    res = _cli("submit", "--resume", "lock", "--results", disk)
+    assert res.exit_code == 1, res.output
+    _assert_disk_full_said_once(res, cdir)
+    filler.unlink()
+    assert lock.acquire() and lock.holder() == os.getpid()
+    lock.release()
