@@ -133,20 +133,17 @@ def _scale_points(
         points = [(n, gpn) for n in scale.nodes or []]
     problems = []
     seen = set()
+    too_wide = profile.device == "gpu" and any(g > profile.gpus_per_node for _, g in points)
+    if too_wide and scale.points is None:  # one value for every point: one problem, at it
+        where = ("scale", "gpus_per_node") if scale.gpus_per_node else ("scale",)
+        problems.append(_problem(source, where, _too_wide(points[0][1], profile, points)))
     for i, (nodes, gpn) in enumerate(points):
         loc = ("scale", "points", i) if scale.points is not None else ("scale", "nodes", i)
         if (nodes, gpn) in seen:
             problems.append(_problem(source, loc, f"scale point {nodes}x{gpn} is listed twice"))
         seen.add((nodes, gpn))
-        if profile.device == "gpu" and gpn > profile.gpus_per_node:
-            problems.append(
-                _problem(
-                    source,
-                    loc,
-                    f"{gpn} GPUs per node asked, but profile '{profile.name}' has "
-                    f"{profile.gpus_per_node}",
-                )
-            )
+        if scale.points is not None and too_wide and gpn > profile.gpus_per_node:
+            problems.append(_problem(source, loc, _too_wide(gpn, profile, points)))
         if profile.max_nodes is not None and nodes > profile.max_nodes:
             problems.append(
                 _problem(
@@ -159,6 +156,17 @@ def _scale_points(
     if problems:
         raise InputError(problems)
     return points
+
+
+def _too_wide(gpn: int, profile: ClusterProfile, points: Sequence[Tuple[int, int]]) -> str:
+    """More GPUs per node than the profile has: what to change, in the spec or the profile."""
+    have = profile.gpus_per_node
+    fitted = ", ".join(f"{n}x{min(g, have)}" for n, g in points[:4])
+    return (
+        f"{gpn} GPUs per node asked, but profile '{profile.name}' has {have} (write "
+        f"gpus_per_node: {have} here, or scale.points such as [{fitted}]; or, if its nodes "
+        f"have {gpn} GPUs, set gpus_per_node: {gpn} in profile '{profile.name}')"
+    )
 
 
 def _merged(base: Any, override: Any) -> Dict[str, Any]:

@@ -108,8 +108,13 @@ def test_variants_override_lr_scaling():
 
 
 def test_profile_limits():
-    with pytest.raises(InputError, match="8 GPUs per node asked, but profile 'gpu4' has 4"):
-        plan_runs(spec(scale={"nodes": [1], "gpus_per_node": 8}), GPU4)
+    with pytest.raises(InputError, match="8 GPUs per node asked, but profile 'gpu4' has 4") as e:
+        plan_runs(spec(scale={"nodes": [1, 2], "gpus_per_node": 8}), GPU4)
+    assert len(e.value.problems) == 1 and e.value.problems[0].where == "scale.gpus_per_node"
+    assert "scale.points such as [1x4, 2x4]" in str(e.value)
+    with pytest.raises(InputError) as e:
+        plan_runs(spec(scale={"points": ["1x4", "2x8", "4x8"]}), GPU4)
+    assert [p.where for p in e.value.problems] == ["scale.points[1]", "scale.points[2]"]
     small = ClusterProfile(name="small", scheduler="slurm", gpus_per_node=4, max_nodes=2)
     with pytest.raises(InputError, match="4 nodes asked, but profile 'small' allows at most 2"):
         plan_runs(spec(scale={"nodes": [1, 4]}), small)
