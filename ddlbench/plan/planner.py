@@ -11,6 +11,7 @@ slow drifts of a machine then spread over all configurations instead of biasing 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from itertools import product
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -167,6 +168,23 @@ def _too_wide(gpn: int, profile: ClusterProfile, points: Sequence[Tuple[int, int
         f"gpus_per_node: {have} here, or scale.points such as [{fitted}]; or, if its nodes "
         f"have {gpn} GPUs, set gpus_per_node: {gpn} in profile '{profile.name}')"
     )
+
+
+_TORCH_MODULE = re.compile(r"PyTorch[-/](\d+)\.(\d+)", re.IGNORECASE)
+
+
+def _old_torch_module(profile: ClusterProfile, entry: Any, launcher: Any) -> Optional[str]:
+    """The profile's module for this entry that names a PyTorch < 2.0 (EasyBuild's names,
+    e.g. ``tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0``), if the entry uses torch.
+    A venv's or container's version is not known here: the workload falls back to eager and
+    records it (docs/spec.md#performance-knobs)."""
+    if not any(m == "torch" or m.endswith(".torch") for m in launcher.imports(entry.options)):
+        return None
+    for module in profile.setup_for(entry.name, entry.id_label).modules:
+        found = _TORCH_MODULE.search(module)
+        if found and int(found.group(1)) < 2:
+            return f"PyTorch {found.group(1)}.{found.group(2)} (module {module})"
+    return None
 
 
 def _merged(base: Any, override: Any) -> Dict[str, Any]:
@@ -360,6 +378,20 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if problem:
         loc = _knob_loc(spec, variant, fi, knobs, profile.device)
         return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+    old_torch = _old_torch_module(profile, entry, launcher) if knobs["compile"] else None
+    if old_torch:
+        loc: Tuple[Any, ...] = ("compile",)
+        if variant is not None and variant.compile is not None:
+            loc = ("variants", spec.variants.index(variant), "compile")
+        elif entry.options.compile is not None:
+            loc = ("frameworks", fi, "compile")
+        return _problem(
+            sweep.source,
+            loc,
+            f"{entry.id_label}: compile: true needs torch >= 2.0 (torch.compile), but profile "
+            f"'{profile.name}' loads {old_torch} for it; set compile: false for this entry, "
+            "or load a PyTorch >= 2.0 module",
+        )
     refused = plan_problem(spec, fi, variant, nodes * gpn)  # inject, backup_workers
     if refused is not None:
         return _problem(sweep.source, *refused)

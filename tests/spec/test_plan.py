@@ -264,3 +264,27 @@ scale:
   nodes: [2]
   gpus_per_node: 2
 """
+
+
+def test_compile_with_a_pytorch_1_module_is_refused_at_the_line_that_asks():
+    """The shipped iris profile's Horovod module is built on PyTorch 1.9 (no torch.compile)."""
+    from ddlbench.spec.load import load_profile, load_spec_text
+    from tests.support.repo import ROOT
+
+    iris = load_profile(str(ROOT / "configs" / "clusters" / "iris.yaml")).value
+    text = (
+        "name: t\nmodel: resnet50\nframeworks:\n  - name: pytorch\n  - name: horovod\n"
+        "    wraps: pytorch\n{entry}compile: true\nbatch_size: 32\nscale: {{nodes: [1]}}\n"
+    )
+    loaded = load_spec_text(text.format(entry=""), "s.yaml")
+    with pytest.raises(InputError) as e:
+        plan_runs(loaded.value, iris, loaded.source)
+    assert [str(p) for p in e.value.problems] == [
+        "s.yaml:7:1: compile: horovod-torch: compile: true needs torch >= 2.0 (torch.compile), "
+        "but profile 'iris' loads PyTorch 1.9 (module "
+        "tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0) for it; set compile: false for "
+        "this entry, or load a PyTorch >= 2.0 module"
+    ]
+    fixed = load_spec_text(text.format(entry="    compile: false\n"), "s.yaml")
+    runs = plan_runs(fixed.value, iris, fixed.source).runs
+    assert [(r.label, r.compile) for r in runs] == [("pytorch", True), ("horovod-torch", False)]
