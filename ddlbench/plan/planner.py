@@ -173,6 +173,28 @@ def _too_wide(gpn: int, profile: ClusterProfile, points: Sequence[Tuple[int, int
 _TORCH_MODULE = re.compile(r"PyTorch[-/](\d+)\.(\d+)", re.IGNORECASE)
 
 
+def _old_torch_problem(sweep: _Sweep, fi: int, variant: Optional[Variant]) -> Optional[Problem]:
+    """``compile: true`` where the profile loads a PyTorch < 2.0 for the entry, at the line
+    that asks for it (the variant's, the entry's, else the spec's)."""
+    spec, profile = sweep.spec, sweep.profile
+    entry = spec.frameworks[fi]
+    old_torch = _old_torch_module(profile, entry, get_launcher(entry.name))
+    if not old_torch:
+        return None
+    loc: Tuple[Any, ...] = ("compile",)
+    if variant is not None and variant.compile is not None:
+        loc = ("variants", spec.variants.index(variant), "compile")
+    elif entry.options.compile is not None:
+        loc = ("frameworks", fi, "compile")
+    return _problem(
+        sweep.source,
+        loc,
+        f"{entry.id_label}: compile: true needs torch >= 2.0 (torch.compile), but profile "
+        f"'{profile.name}' loads {old_torch} for it; set compile: false for this entry, "
+        "or load a PyTorch >= 2.0 module",
+    )
+
+
 def _old_torch_module(profile: ClusterProfile, entry: Any, launcher: Any) -> Optional[str]:
     """The profile's module for this entry that names a PyTorch < 2.0 (EasyBuild's names,
     e.g. ``tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0``), if the entry uses torch.
@@ -378,20 +400,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if problem:
         loc = _knob_loc(spec, variant, fi, knobs, profile.device)
         return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
-    old_torch = _old_torch_module(profile, entry, launcher) if knobs["compile"] else None
-    if old_torch:
-        loc: Tuple[Any, ...] = ("compile",)
-        if variant is not None and variant.compile is not None:
-            loc = ("variants", spec.variants.index(variant), "compile")
-        elif entry.options.compile is not None:
-            loc = ("frameworks", fi, "compile")
-        return _problem(
-            sweep.source,
-            loc,
-            f"{entry.id_label}: compile: true needs torch >= 2.0 (torch.compile), but profile "
-            f"'{profile.name}' loads {old_torch} for it; set compile: false for this entry, "
-            "or load a PyTorch >= 2.0 module",
-        )
+    old_torch = _old_torch_problem(sweep, fi, variant) if knobs["compile"] else None
+    if old_torch is not None:
+        return old_torch
     refused = plan_problem(spec, fi, variant, nodes * gpn)  # inject, backup_workers
     if refused is not None:
         return _problem(sweep.source, *refused)
