@@ -36,6 +36,7 @@ for name in sys.argv[1:]:
     top = sys.modules[name.split(".")[0]]
     out[name] = str(getattr(module, "__version__", None) or getattr(top, "__version__", "?"))
 if "torch" in sys.modules:
+    out["cuda"] = sys.modules["torch"].version.cuda or "none (CPU-only build)"
     try:  # the NCCL PyTorch was built with; CPU builds have none
         v = sys.modules["torch"].cuda.nccl.version()
         out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
@@ -106,7 +107,7 @@ def _import_failure(label: str, proc: subprocess.CompletedProcess, setup, second
     reason = errors[-1] if errors else f"exit code {proc.returncode}"
     where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
     hint = f" (environment: {expand_path(where)})" if where else ""
-    return Check(label, False, reason + hint, seconds=seconds)
+    return Check(label, False, reason + hint, seconds=seconds, docs="environments")
 
 
 def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
@@ -122,7 +123,7 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
         lines = setup_lines(setup)
         python = launch_fragments(run, profile, setup, [])["python"]
     except ValueError as exc:  # e.g. an unset variable in a path
-        return Check(entry.label, False, str(exc))
+        return Check(entry.label, False, str(exc), docs="environments")
     script = "\n".join(
         [
             "set -e",
@@ -139,7 +140,8 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
             ["bash", "-c", script], capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return Check(entry.label, False, f"import did not finish within {timeout:.0f} s")
+        why = f"import did not finish within {timeout:.0f} s"
+        return Check(entry.label, False, why, docs="environments")
     seconds = time.monotonic() - start
     for line in proc.stdout.splitlines():
         if line.startswith("DDLBENCH_PROBE "):
@@ -153,7 +155,8 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     if profile.scheduler != "slurm":
         return None
     if shutil.which("sbatch") is None:
-        return Check("slurm", False, "sbatch is not on PATH (use a 'local' profile here)")
+        why = "sbatch is not on PATH (use a 'local' profile here)"
+        return Check("slurm", False, why, docs="cluster-profiles")
     part = profile.slurm.partition
     args = ["sinfo", "--noheader", "--format=%P %a %D"]
     if part:
@@ -161,17 +164,20 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        return Check("slurm", False, "sinfo did not answer within 30 s")
+        return Check("slurm", False, "sinfo did not answer within 30 s", docs="failures")
     if proc.returncode != 0:
-        return Check("slurm", False, (proc.stderr.strip() or "sinfo failed").splitlines()[-1])
+        why = (proc.stderr.strip() or "sinfo failed").splitlines()[-1]
+        return Check("slurm", False, why, docs="failures")
     rows = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()]
     if part and not rows:
-        return Check("slurm", False, f"partition '{part}' does not exist here")
+        why = f"partition '{part}' does not exist here (sinfo lists them)"
+        return Check("slurm", False, why, docs="cluster-profiles")
     detail = "; ".join(f"{r[0]} {r[1]}, {r[2]} nodes" for r in rows[:4])
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, timeout=30)
     too_old = slurm_too_old(version.stdout)
     if too_old:
-        return Check("slurm", False, f"{too_old} (docs/launching.md#requirements)")
+        why = f"{too_old} (docs/launching.md#requirements)"
+        return Check("slurm", False, why, docs="launching")
     return Check("slurm", True, detail or "controller answers", {"slurm": version.stdout.strip()})
 
 
@@ -207,6 +213,7 @@ def run_doctor(
     scheduler = probe_scheduler(profile)
     extra: List[Check] = []
     if profile.device == "gpu":
+        checks = [dc.cpu_only_torch(c, profile.name) for c in checks]
         versions = next((c.versions for c in checks if "torch" in c.versions), {})
         extra += dc.gpu_checks(profile.gpus_per_node)
         extra += [dc.nccl_check(versions), dc.nvml_check()]

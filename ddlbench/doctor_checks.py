@@ -32,6 +32,8 @@ class Check:
     #: ok, fail, skip (with the reason in detail) or not configured; skip and not configured
     #: are not failures
     state: str = ""
+    #: the docs page (``ddlbench docs PAGE``) that says how to fix a failure
+    docs: str = ""
 
     def __post_init__(self) -> None:
         if not self.state:
@@ -126,6 +128,22 @@ def nvml_check() -> Check:
         return Check("nvml", False, f"NVML telemetry cannot be read: {exc}")
     finally:
         pynvml.nvmlShutdown()
+
+
+def cpu_only_torch(check: Check, profile_name: str) -> Check:
+    """A PyTorch without CUDA (``torch.version.cuda`` is None) cannot drive a GPU profile's
+    GPUs: every rank would refuse at start. A failure, not an ok with a skipped NCCL."""
+    if check.versions.get("cuda") != CPU_ONLY or not check.ok:
+        return check
+    detail = (
+        f"{check.detail}: a CPU-only PyTorch on GPU profile '{profile_name}'; install a CUDA "
+        "build (pip's default wheel on Linux, or the site's PyTorch module)"
+    )
+    return Check(check.name, False, detail, check.versions, check.seconds, docs="install")
+
+
+#: the probe's ``cuda`` for a PyTorch built without CUDA
+CPU_ONLY = "none (CPU-only build)"
 
 
 def nccl_check(versions: Dict[str, str]) -> Check:
