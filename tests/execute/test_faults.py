@@ -631,3 +631,49 @@ def test_full_disk_at_the_submit_lock_names_the_campaign_folder(tmpfs):
     filler.unlink()
     assert lock.acquire() and lock.holder() == os.getpid()
     lock.release()
+
+
+def test_wait_patience_bounds_a_poll_whose_commands_hang(tmp_path):
+    """A controller that accepts connections and never answers: every Slurm command hangs
+    until its own timeout. ``wait --patience 4`` gives up after about 4 s, not after the
+    commands' timeouts and retries, and the outage it reports counts from the first poll."""
+    import subprocess
+    import sys
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    hang = (
+        f"#!/bin/sh\n[ -e {tmp_path}/down ] || exit 0\nsleep 60 &\nwait $!\n"
+        'echo "$0: error: Unable to contact slurm controller (connect failure)" >&2\nexit 1\n'
+    )
+    for tool in ("squeue", "sacct", "scontrol", "sinfo"):
+        (bin_dir / tool).write_text(hang)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    results = tmp_path / "results"
+    cdir = make_campaign(
+        results,
+        "hung",
+        [{"run_id": "a", "body": ["true"]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no"},
+    )
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", DDLBENCH_SLURM_BACKOFF="0.2")
+    sub = _ddlbench("submit", "--resume", "hung", "--results", results, env=env)
+    assert sub.returncode == 0, sub.stderr
+    (tmp_path / "down").touch()
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "ddlbench", "wait", "hung", "--results", str(results)]
+    res = subprocess.run(
+        [*cmd, "--patience", "4"], env=env, capture_output=True, text=True, timeout=120
+    )
+    took = time.monotonic() - t0
+    assert res.returncode == 75, res.stderr
+    assert took < 4 + 8, (took, res.stderr)  # python start-up and the last kill, not 120 s
+    said = [ln for ln in res.stderr.splitlines() if "unreachable for" in ln]
+    assert len(said) == 1 and "--patience 4" in said[0], res.stderr
+    reported = float(said[0].split("unreachable for ")[1].split(" s")[0])
+    assert 4 <= reported <= took, (reported, took)
+    assert (cdir / "campaign.json").is_file()
