@@ -207,9 +207,31 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
     ]
     assert attempts[0].job_id != attempts[1].job_id
     assert "ended NODE_FAIL" in attempts[1].message
+    # the first attempt's cause says the node went down, and which: the job's only node (this
+    # cluster's ReturnToService=2 has it idle again by the poll, so sinfo cannot tell)
+    assert attempts[0].cause == "node n1 went down (Slurm ended the job NODE_FAIL)"
+    assert attempts[0].cause_source == "slurm"
     assert any("resubmitted as job" in line for line in said)
     row = campaign_status(cdir, echo=_quiet)["runs"][0]
     assert row["attempts"] == 2 and row["state"] == "COMPLETED"
+
+
+def test_node_failure_cause_says_the_node_went_down():
+    """A NODE_FAIL whose srun line names a rank that exited 1: the node's end comes first."""
+    from ddlbench.execute.task_failure import bad_nodes, node_failure_cause, parse_srun_failures
+
+    srun = parse_srun_failures("srun: error: n2: task 1: Exited with exit code 1\n")[0]
+    down = bad_nodes("n1 idle\nn1 idle\nn2 down*\nn3 drained\nn4 mixed\n")
+    assert down == ["n2", "n3"]
+    assert node_failure_cause("NODE_FAIL", srun, "n[1-2]", ["n2"]) == (
+        "node n2 went down (Slurm ended the job NODE_FAIL); then task 1 on n2: "
+        "Exited with exit code 1"
+    )
+    assert node_failure_cause("BOOT_FAIL", None, "n[1-2]") == (
+        "a node of n[1-2] failed to boot (Slurm ended the job BOOT_FAIL)"
+    )
+    assert node_failure_cause("NODE_FAIL", None, "n7").startswith("node n7 went down")
+    assert node_failure_cause("FAILED", srun, "n[1-2]", ["n2"]) is None
 
 
 @pytest.mark.slurm

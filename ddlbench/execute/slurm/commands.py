@@ -303,6 +303,11 @@ def sbatch_args(
     return args + [script]
 
 
+def sinfo_nodes_args(nodelist: Optional[str]) -> List[str]:
+    """Each node of ``nodelist`` with its state (``n2 down*``), one a line."""
+    return ["sinfo", "--noheader", "--Node", f"--nodes={nodelist or ''}", "--format=%N %T"]
+
+
 def scancel_args(job_ids: Iterable[str]) -> List[str]:
     return ["scancel", *sorted(set(job_ids), key=_job_sort)]
 
