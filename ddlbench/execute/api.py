@@ -261,6 +261,10 @@ def campaign_status(campaign_dir: Path, *, poll: bool = True, echo: Echo = print
         result = poll_once(ex) if poll else RefreshResult()
         note_restarts(campaign, store, live)  # Slurm requeues, from the attempt folders
         rows = _run_rows(campaign, store)
+        waiting = [r for r in rows if r["state"] == S.PENDING and not r["reason"]]
+        why = ex.pending_reason() if waiting else None
+        for r in waiting:
+            r["reason"] = why
         counts: Dict[str, int] = {}
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1

@@ -239,6 +239,11 @@ class Executor(ABC):
         """Bring the store up to date with the scheduler."""
         return RefreshResult()
 
+    def pending_reason(self) -> Optional[str]:
+        """Why pending runs have not started, when the store cannot say it (it is not
+        written then: a full disk); None when the store's reasons hold."""
+        return None
+
     # -- what the resubmission policy needs (execute/infra_retry.py) -------------------------
 
     @property

@@ -699,3 +699,34 @@ def test_wait_patience_bounds_a_poll_whose_commands_hang(tmp_path):
     reported = float(said[0].split("unreachable for ")[1].split(" s")[0])
     assert 4 <= reported <= took, (reported, took)
     assert (cdir / "campaign.json").is_file()
+
+
+def test_a_local_run_waiting_for_disk_space_says_why(tmpfs):
+    """The runner cannot record the next run's start on a full disk: the run stays PENDING,
+    and status says it waits for space, naming the folder; once space is freed it runs."""
+    from ddlbench.execute import campaign_status, cancel_campaign, submit_campaign
+    from tests.support.repo import wait_for
+
+    disk = tmpfs("2m")
+    cdir = make_campaign(
+        disk,
+        "space",
+        [{"run_id": "first", "body": ["sleep 4"]}, {"run_id": "second", "body": ["true"]}],
+    )
+    submit_campaign(cdir, echo=_quiet)
+    states = lambda: {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}  # noqa: E731
+    wait_for(lambda: states()["first"]["state"] == "RUNNING", 60, 0.2)
+    filler = _fill(disk)
+    try:
+        second = states()["second"]
+        assert second["state"] == "PENDING"
+        assert second["reason"] == (
+            f"waiting for disk space: no space left on the disk that holds {cdir}; "
+            "the runner starts it once space is freed"
+        )
+        res = _cli("status", "space", "--results", disk)
+        assert "waiting for disk space" in res.output, res.output
+    finally:
+        filler.unlink()
+    wait_for(lambda: states()["second"]["state"] == "COMPLETED", 90, 0.5)
+    cancel_campaign(cdir, echo=_quiet)
