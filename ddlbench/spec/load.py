@@ -200,11 +200,11 @@ def find_profile(name: str, spec_path: Optional[str] = None) -> Path:
     known = sorted(
         {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
     )
-    from ddlbench.errors import did_you_mean
+    from ddlbench.errors import did_you_mean, quoted
 
     raise InputError(
         Problem(
-            f"no cluster profile named '{name}'{did_you_mean(name, known)}; "
+            f"no cluster profile named {quoted(name)}{did_you_mean(name, known)}; "
             f"known: {', '.join(known) or 'none'} (searched "
             f"{', '.join(str(d) for d in profile_search_path(spec_path))})"
         )
