@@ -7,9 +7,9 @@ that exit code, or whose newest attempt holds ``hang`` records, ended ``HUNG``.
 
 Which ranks never arrived, from three signals, strongest first:
 
-1. **Late**: a watchdog checks its limit every second at most, so a running rank's ``waited_s``
-   is its ``limit_s`` plus less than a tick. A record whose ``waited_s`` is more than
-   :data:`LATE_S` past its ``limit_s`` comes from a rank that was not running when its limit
+1. **Late**: a watchdog checks its limit once a tick (``tick_s``, at most 1 s), so a running
+   rank's ``waited_s`` is its ``limit_s`` plus less than a tick. A record more than a tick and
+   :data:`LATE_SLACK_S` past its ``limit_s`` comes from a rank that was not running when its limit
    passed (stopped with SIGSTOP, a frozen node, stuck holding the interpreter); Slurm resumes a
    stopped rank when it kills the job, and it then writes its record, in whatever phase it
    reached meanwhile.
@@ -51,9 +51,11 @@ PHASE_ORDER = {
 }
 
 
-#: seconds past its limit that a watchdog's record may come and still be on time (a tick is at
-#: most 1 s; a loaded node delays a thread's wake-up by a fraction of that)
-LATE_S = 2.0
+#: seconds past its limit plus its tick (``tick_s``, at most 1 s) that a watchdog's record may
+#: come and still be on time: a loaded node delays a thread's wake-up by a fraction of that.
+#: A stopped rank resumes only when the job is killed, at least ``grace_s`` (>= 2 ticks + 0.5 s)
+#: after the first rank fired.
+LATE_SLACK_S = 0.5
 _WANTED = ('"meta"', '"hang"', '"summary"', '"step"')
 
 
@@ -119,6 +121,14 @@ def late_s(rec: Dict[str, Any]) -> float:
         return 0.0
 
 
+def is_late(rec: Dict[str, Any]) -> bool:
+    """Whether the rank was not running when its limit passed (more than a tick and
+    :data:`LATE_SLACK_S` late; records without ``tick_s`` ticked once a second at most)."""
+    tick = rec.get("tick_s")
+    tick = float(tick) if isinstance(tick, (int, float)) else 1.0
+    return late_s(rec) > tick + LATE_SLACK_S
+
+
 def _key(rec: Dict[str, Any]) -> Tuple[int, int]:
     step = rec.get("last_step")
     return (-1 if step is None else int(step), PHASE_ORDER.get(str(rec.get("phase")), 0))
@@ -131,7 +141,7 @@ def not_arrived(
     else the ranks behind the furthest one (all of them when none is behind)."""
     if not hangs:
         return []
-    late = [dict(h, why="late") for h in hangs if late_s(h) > LATE_S]
+    late = [dict(h, why="late") for h in hangs if is_late(h)]
     quiet = [dict(s, phase=None, why="silent") for s in (silent or [])]
     if late or quiet:
         return sorted(late + quiet, key=_rank)

@@ -13,7 +13,8 @@ time the watchdog
    ``<log_dir>/stacks-rank-<rank>.txt``,
 3. writes a ``hang`` record into the rank log: its last completed step, the phase it was in,
    how long it waited and the limit it applied (docs/log-format.md),
-4. waits ``grace_s`` (so the other ranks see the request and dump) and ends the process with
+4. waits ``grace_s`` (at least two ticks and half a second: the other ranks see the request
+   and dump) and ends the process with
    :data:`EXIT_HUNG`; srun's ``--kill-on-bad-exit=1`` then ends the step and the job, long
    before its time limit. The login node records the run as ``HUNG``.
 
@@ -77,6 +78,10 @@ class Watchdog:
         self.floor_s, self.factor = opts["floor_s"], opts["factor"]
         self.first_s, self.grace_s = opts["first_s"], opts["grace_s"]
         self.request_path = os.path.join(log_dir, REQUEST)
+        #: how often the limit and the request are checked
+        self.tick_s = min(1.0, max(0.05, self.floor_s / 20.0))
+        # the others need a tick to see the request and a moment to dump before the job ends
+        self.grace_s = max(self.grace_s, 2 * self.tick_s + 0.5)
         self.log_dir, self.rank, self.host = log_dir, rank, host
         self._write_record = write_record
         self.phase = "start"
@@ -106,7 +111,7 @@ class Watchdog:
         return max(self.floor_s, self.factor * statistics.median(self.durations))
 
     def _watch(self) -> None:
-        while not self._stop.wait(min(1.0, max(0.05, self.floor_s / 20.0))):
+        while not self._stop.wait(self.tick_s):
             waited = time.monotonic() - self.last_done
             limit = self.limit_s()
             if waited > limit:
@@ -175,6 +180,7 @@ class Watchdog:
             "limit_s": limit,
             "stacks": name,
             "requested_by": requested_by,
+            "tick_s": self.tick_s,
         }
         asked = "" if requested_by is None else f" (asked by rank {requested_by})"
         try:
