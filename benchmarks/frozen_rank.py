@@ -38,12 +38,14 @@ def main() -> int:
                 t = freeze_trial(Path(tmp), step, f"frozen{i}")
                 right += t.right
                 took.append(t.seconds_to_end)
+                lates = ", ".join(f"rank {r}: {s:+.1f} s" for r, s in sorted(t.late.items()))
                 named = ", ".join(
                     f"rank {n.get('rank')} on {n.get('host')} ({n.get('why')})" for n in t.named
                 )
                 print(
                     f"trial {i + 1}: stopped after step {step} on {t.frozen_node}: {t.state}, "
                     f"named {named or 'nobody'}; ended {t.seconds_to_end:.1f} s after the stop"
+                    f"; late by {lates}"
                     f" -> {'right' if t.right else 'WRONG'}",
                     flush=True,
                 )

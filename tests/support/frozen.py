@@ -47,6 +47,8 @@ class Trial:
     hosts: List[str]
     reason: str
     seconds_to_end: float
+    #: every hang record's rank and how late past its limit it came (s)
+    late: Dict[int, float]
 
     @property
     def right(self) -> bool:
@@ -118,4 +120,5 @@ def freeze_trial(results: Path, stop_step: int, name: str) -> Trial:
         hosts=hang.get("hosts") or [],
         reason=row.get("reason") or "",
         seconds_to_end=took,
+        late={int(r["rank"]): float(r.get("late_s") or 0) for r in hang.get("ranks") or []},
     )
