@@ -28,6 +28,9 @@ from ddlbench.render.launch import slurm_too_old
 from ddlbench.render.shell import to_shell
 from ddlbench.spec.cluster import ClusterProfile
 
+#: the environments ``ddlbench envs build`` makes (scripts/make-envs.sh)
+MAKE_ENVS_NAMES = ("torch", "tensorflow", "horovod", "mxnet")
+
 PROBE = """
 import importlib, json, sys
 out = {}
@@ -107,7 +110,20 @@ def _import_failure(label: str, proc: subprocess.CompletedProcess, setup, second
     reason = errors[-1] if errors else f"exit code {proc.returncode}"
     where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
     hint = f" (environment: {expand_path(where)})" if where else ""
-    return Check(label, False, reason + hint, seconds=seconds, docs="environments")
+    detail = reason + hint + _build_hint(setup)
+    return Check(label, False, detail, seconds=seconds, docs="environments")
+
+
+def _build_hint(setup) -> str:
+    """For a missing venv that ``ddlbench envs build`` makes (``<envs>/torch``, ...): how."""
+    from ddlbench.spec.cluster import expand_path
+
+    if not setup.venv:
+        return ""
+    path = Path(expand_path(setup.venv))
+    if path.name not in MAKE_ENVS_NAMES or (path / "bin" / "activate").is_file():
+        return ""
+    return f"; build it: DDLBENCH_ENVS={path.parent} ddlbench envs build {path.name}"
 
 
 def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
@@ -225,10 +241,10 @@ def run_doctor(
 
 
 def _make_envs_script() -> Optional[Path]:
-    """scripts/make-envs.sh of a source checkout (an installed ddlbench has none)."""
-    root = Path(__file__).resolve().parents[1]
-    script = root / "scripts" / "make-envs.sh"
-    return script if (root / "pyproject.toml").is_file() and script.is_file() else None
+    """scripts/make-envs.sh: shipped in the package, or the checkout's."""
+    from ddlbench.shipped import shipped_make_envs
+
+    return shipped_make_envs()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """``ddlbench doctor``'s checks beside the framework probes: GPUs, the results folder, and
-framework environments built by ``scripts/make-envs.sh`` that are stale against their pins.
+framework environments built by ``ddlbench envs build`` (``scripts/make-envs.sh``) that are
+stale against their pins.
 
 GPU checks (profiles with ``device: gpu``) read ``nvidia-smi`` and NVML on the machine where
 doctor runs; where it has no GPU each is skipped with the reason (run doctor on a GPU node:
@@ -194,7 +195,7 @@ def stale_env_checks(venvs: List[str], make_envs: Optional[Path]) -> List[Check]
     if not stamped:
         return []
     if make_envs is None or not make_envs.is_file():
-        why = "scripts/make-envs.sh is not here (an installed ddlbench): stamps not compared"
+        why = "the environment builder is not in this installation: stamps not compared"
         return [skip("env pins", why)]
     try:
         proc = subprocess.run(
@@ -217,5 +218,6 @@ def stale_env_checks(venvs: List[str], make_envs: Optional[Path]) -> List[Check]
             out.append(Check(f"env {name}", True, f"{path} matches its pins ({stamp})"))
         else:
             detail = f"{path} is stale: built from other pins (stamp {stamp}, pins {want}); "
-            out.append(Check(f"env {name}", False, detail + f"run scripts/make-envs.sh {name}"))
+            fix = f"run ddlbench envs build {name}"
+            out.append(Check(f"env {name}", False, detail + fix, docs="install"))
     return out
