@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,13 @@ def test_blocked_rank_on_slurm_is_named(tmp_path, slurm_cluster):
     assert f"rank 1 on {missing['host']}" in row["reason"]
     with open(missing["stacks"]) as fh:
         assert "before_collective" in fh.read()
+    # the first watchdog to fire asked the other rank to dump: both stacks are there
+    folder = Path(missing["stacks"]).parent
+    assert sorted(p.name for p in folder.glob("stacks-rank-*.txt")) == [
+        "stacks-rank-0.txt",
+        "stacks-rank-1.txt",
+    ]
+    assert (folder / "hang-dump-request.json").is_file()
 
 
 @pytest.mark.frameworks
@@ -65,4 +73,5 @@ def test_a_rank_frozen_with_sigstop_is_named_with_its_slurm_node(tmp_path, slurm
         trial = freeze_trial(tmp_path / "results", step, f"frozen{i}")
         assert trial.frozen_node == "n2", trial
         assert trial.right, trial
+        assert "n1" not in trial.suspects, trial  # the healthy node is never a suspect
         assert trial.seconds_to_end < 120, trial  # the watchdog's floor is 5 s

@@ -49,6 +49,8 @@ class Trial:
     seconds_to_end: float
     #: every hang record's rank and how late past its limit it came (s)
     late: Dict[int, float]
+    #: the campaign's suspected nodes (status --json)
+    suspects: List[str]
 
     @property
     def right(self) -> bool:
@@ -121,4 +123,5 @@ def freeze_trial(results: Path, stop_step: int, name: str) -> Trial:
         reason=row.get("reason") or "",
         seconds_to_end=took,
         late={int(r["rank"]): float(r.get("late_s") or 0) for r in hang.get("ranks") or []},
+        suspects=[str(x.get("node")) for x in status.get("suspects") or []],
     )
