@@ -85,10 +85,12 @@ def test_next_step_on_a_one_gpu_profile_is_one_error_saying_what_to_change(tmp_p
     assert res.exit_code == 2 and "internal error" not in res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("configs/resnet50.yaml:32:3: scale.gpus_per_node: 4 GPUs per")
+    spec = tmp_path / "configs" / "resnet50.yaml"
+    line = spec.read_text().splitlines().index("  gpus_per_node: 4") + 1
+    want = f"configs/resnet50.yaml:{line}:3: scale.gpus_per_node: 4 GPUs per node asked"
+    assert lines[0].startswith(want), lines[0]
     assert "write gpus_per_node: 1 here" in lines[0]
     assert "set gpus_per_node: 4 in profile 'mycluster'" in lines[0]
-    spec = tmp_path / "configs" / "resnet50.yaml"
     spec.write_text(spec.read_text().replace("  gpus_per_node: 4\n", "  gpus_per_node: 1\n"))
     res = invoke(["validate", "configs/resnet50.yaml", "--cluster", "mycluster"])
     assert res.exit_code == 0 and "ok (" in res.stdout, res.output
