@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._frozen import freeze_trial  # noqa: E402
 from benchmarks._slurm_campaign import ensure_cluster, release_cluster  # noqa: E402
-from tests.support.frozen import freeze_trial  # noqa: E402
 
 #: where rank 1 is stopped: the first steps, mid-run, later, cycling
 STEPS = (3, 8, 20, 40, 60, 90, 130, 180, 250, 330)

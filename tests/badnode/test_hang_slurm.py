@@ -66,7 +66,7 @@ def test_a_rank_frozen_with_sigstop_is_named_with_its_slurm_node(tmp_path, slurm
     is HUNG and names rank 1 on its Slurm node (n2, not the machine's host name, which both
     loopback nodes share), and never the healthy rank 0 or its node. Ten trials:
     benchmarks/frozen_rank.py (docs/bad-nodes.md)."""
-    from tests.support.frozen import freeze_trial
+    from benchmarks._frozen import freeze_trial
 
     require_envs("pytorch")
     for i, step in enumerate((8, 60)):

@@ -1,5 +1,5 @@
 """A rank frozen with SIGSTOP on the real Slurm cluster, at a chosen step: shared by
-``tests/badnode/test_hang_slurm.py`` (a few trials) and ``benchmarks/frozen_rank.py`` (ten).
+``benchmarks/frozen_rank.py`` (ten trials) and ``tests/badnode/test_hang_slurm.py`` (two).
 
 Each trial is a campaign of one 2-node PyTorch (gloo) run on the ``localslurm`` profile. Once
 rank 1's log holds the chosen number of step records, rank 1's process (the ``pid`` of its
@@ -14,12 +14,14 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tests.support.cli import ddlbench
+ROOT = Path(__file__).resolve().parents[1]
 
 SPEC = """\
 name: {name}
@@ -34,6 +36,14 @@ slurm: {{time: "00:10:00"}}
 """
 
 FROZEN_RANK = 1
+
+
+def ddlbench(*args: str, results: Path) -> subprocess.CompletedProcess:
+    """``python -m ddlbench ARGS`` from this checkout, with ``DDLBENCH_RESULTS=results``."""
+    env = dict(os.environ, DDLBENCH_RESULTS=str(results))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "ddlbench", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
 
 
 @dataclass
