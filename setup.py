@@ -1,4 +1,5 @@
-"""Build hook: the wheel carries slurm_templates/, configs/ and docs/*.md as package data.
+"""Build hook: the wheel carries slurm_templates/, configs/, docs/*.md and the environment
+builder (scripts/make-envs.sh with its pins) as package data.
 
 The top-level ``slurm_templates/`` and ``configs/`` are the only copy in the repository (what
 users read and edit). Building copies them into ``ddlbench/_data/`` of the build, where an
@@ -23,6 +24,10 @@ SHIPPED = [
     ("configs", "*.yaml"),
     ("configs/clusters", "*.yaml"),
     ("docs", "*.md"),  # `ddlbench docs TOPIC` prints them
+    # `ddlbench envs build` runs them: the pinned framework environments
+    ("scripts", "make-envs.sh"),
+    ("scripts/lib", "python.sh"),
+    ("scripts/envs", "*.txt"),
 ]
 
 

@@ -28,6 +28,9 @@ from ddlbench.render.launch import slurm_too_old
 from ddlbench.render.shell import to_shell
 from ddlbench.spec.cluster import ClusterProfile
 
+#: the environments ``ddlbench envs build`` makes (scripts/make-envs.sh)
+MAKE_ENVS_NAMES = ("torch", "tensorflow", "horovod", "mxnet")
+
 PROBE = """
 import importlib, json, sys
 out = {}
@@ -36,6 +39,7 @@ for name in sys.argv[1:]:
     top = sys.modules[name.split(".")[0]]
     out[name] = str(getattr(module, "__version__", None) or getattr(top, "__version__", "?"))
 if "torch" in sys.modules:
+    out["cuda"] = sys.modules["torch"].version.cuda or "none (CPU-only build)"
     try:  # the NCCL PyTorch was built with; CPU builds have none
         v = sys.modules["torch"].cuda.nccl.version()
         out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
@@ -106,7 +110,20 @@ def _import_failure(label: str, proc: subprocess.CompletedProcess, setup, second
     reason = errors[-1] if errors else f"exit code {proc.returncode}"
     where = setup.venv or setup.conda or (setup.container.image if setup.container else None)
     hint = f" (environment: {expand_path(where)})" if where else ""
-    return Check(label, False, reason + hint, seconds=seconds)
+    detail = reason + hint + _build_hint(setup)
+    return Check(label, False, detail, seconds=seconds, docs="environments")
+
+
+def _build_hint(setup) -> str:
+    """For a missing venv that ``ddlbench envs build`` makes (``<envs>/torch``, ...): how."""
+    from ddlbench.spec.cluster import expand_path
+
+    if not setup.venv:
+        return ""
+    path = Path(expand_path(setup.venv))
+    if path.name not in MAKE_ENVS_NAMES or (path / "bin" / "activate").is_file():
+        return ""
+    return f"; build it: DDLBENCH_ENVS={path.parent} ddlbench envs build {path.name}"
 
 
 def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300) -> Check:
@@ -122,7 +139,7 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
         lines = setup_lines(setup)
         python = launch_fragments(run, profile, setup, [])["python"]
     except ValueError as exc:  # e.g. an unset variable in a path
-        return Check(entry.label, False, str(exc))
+        return Check(entry.label, False, str(exc), docs="environments")
     script = "\n".join(
         [
             "set -e",
@@ -139,7 +156,8 @@ def probe_framework(profile: ClusterProfile, entry: Entry, timeout: float = 300)
             ["bash", "-c", script], capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return Check(entry.label, False, f"import did not finish within {timeout:.0f} s")
+        why = f"import did not finish within {timeout:.0f} s"
+        return Check(entry.label, False, why, docs="environments")
     seconds = time.monotonic() - start
     for line in proc.stdout.splitlines():
         if line.startswith("DDLBENCH_PROBE "):
@@ -153,7 +171,8 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     if profile.scheduler != "slurm":
         return None
     if shutil.which("sbatch") is None:
-        return Check("slurm", False, "sbatch is not on PATH (use a 'local' profile here)")
+        why = "sbatch is not on PATH (use a 'local' profile here)"
+        return Check("slurm", False, why, docs="cluster-profiles")
     part = profile.slurm.partition
     args = ["sinfo", "--noheader", "--format=%P %a %D"]
     if part:
@@ -161,17 +180,20 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        return Check("slurm", False, "sinfo did not answer within 30 s")
+        return Check("slurm", False, "sinfo did not answer within 30 s", docs="failures")
     if proc.returncode != 0:
-        return Check("slurm", False, (proc.stderr.strip() or "sinfo failed").splitlines()[-1])
+        why = (proc.stderr.strip() or "sinfo failed").splitlines()[-1]
+        return Check("slurm", False, why, docs="failures")
     rows = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()]
     if part and not rows:
-        return Check("slurm", False, f"partition '{part}' does not exist here")
+        why = f"partition '{part}' does not exist here (sinfo lists them)"
+        return Check("slurm", False, why, docs="cluster-profiles")
     detail = "; ".join(f"{r[0]} {r[1]}, {r[2]} nodes" for r in rows[:4])
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, timeout=30)
     too_old = slurm_too_old(version.stdout)
     if too_old:
-        return Check("slurm", False, f"{too_old} (docs/launching.md#requirements)")
+        why = f"{too_old} (docs/launching.md#requirements)"
+        return Check("slurm", False, why, docs="launching")
     return Check("slurm", True, detail or "controller answers", {"slurm": version.stdout.strip()})
 
 
@@ -207,6 +229,7 @@ def run_doctor(
     scheduler = probe_scheduler(profile)
     extra: List[Check] = []
     if profile.device == "gpu":
+        checks = [dc.cpu_only_torch(c, profile.name) for c in checks]
         versions = next((c.versions for c in checks if "torch" in c.versions), {})
         extra += dc.gpu_checks(profile.gpus_per_node)
         extra += [dc.nccl_check(versions), dc.nvml_check()]
@@ -218,10 +241,10 @@ def run_doctor(
 
 
 def _make_envs_script() -> Optional[Path]:
-    """scripts/make-envs.sh of a source checkout (an installed ddlbench has none)."""
-    root = Path(__file__).resolve().parents[1]
-    script = root / "scripts" / "make-envs.sh"
-    return script if (root / "pyproject.toml").is_file() and script.is_file() else None
+    """scripts/make-envs.sh: shipped in the package, or the checkout's."""
+    from ddlbench.shipped import shipped_make_envs
+
+    return shipped_make_envs()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """``ddlbench doctor``'s checks beside the framework probes: GPUs, the results folder, and
-framework environments built by ``scripts/make-envs.sh`` that are stale against their pins.
+framework environments built by ``ddlbench envs build`` (``scripts/make-envs.sh``) that are
+stale against their pins.
 
 GPU checks (profiles with ``device: gpu``) read ``nvidia-smi`` and NVML on the machine where
 doctor runs; where it has no GPU each is skipped with the reason (run doctor on a GPU node:
@@ -32,6 +33,8 @@ class Check:
     #: ok, fail, skip (with the reason in detail) or not configured; skip and not configured
     #: are not failures
     state: str = ""
+    #: the docs page (``ddlbench docs PAGE``) that says how to fix a failure
+    docs: str = ""
 
     def __post_init__(self) -> None:
         if not self.state:
@@ -128,6 +131,22 @@ def nvml_check() -> Check:
         pynvml.nvmlShutdown()
 
 
+def cpu_only_torch(check: Check, profile_name: str) -> Check:
+    """A PyTorch without CUDA (``torch.version.cuda`` is None) cannot drive a GPU profile's
+    GPUs: every rank would refuse at start. A failure, not an ok with a skipped NCCL."""
+    if check.versions.get("cuda") != CPU_ONLY or not check.ok:
+        return check
+    detail = (
+        f"{check.detail}: a CPU-only PyTorch on GPU profile '{profile_name}'; install a CUDA "
+        "build (pip's default wheel on Linux, or the site's PyTorch module)"
+    )
+    return Check(check.name, False, detail, check.versions, check.seconds, docs="install")
+
+
+#: the probe's ``cuda`` for a PyTorch built without CUDA
+CPU_ONLY = "none (CPU-only build)"
+
+
 def nccl_check(versions: Dict[str, str]) -> Check:
     """The NCCL version PyTorch was built with (from the pytorch probe's versions)."""
     nccl = versions.get("nccl")
@@ -176,7 +195,7 @@ def stale_env_checks(venvs: List[str], make_envs: Optional[Path]) -> List[Check]
     if not stamped:
         return []
     if make_envs is None or not make_envs.is_file():
-        why = "scripts/make-envs.sh is not here (an installed ddlbench): stamps not compared"
+        why = "the environment builder is not in this installation: stamps not compared"
         return [skip("env pins", why)]
     try:
         proc = subprocess.run(
@@ -199,5 +218,6 @@ def stale_env_checks(venvs: List[str], make_envs: Optional[Path]) -> List[Check]
             out.append(Check(f"env {name}", True, f"{path} matches its pins ({stamp})"))
         else:
             detail = f"{path} is stale: built from other pins (stamp {stamp}, pins {want}); "
-            out.append(Check(f"env {name}", False, detail + f"run scripts/make-envs.sh {name}"))
+            fix = f"run ddlbench envs build {name}"
+            out.append(Check(f"env {name}", False, detail + fix, docs="install"))
     return out

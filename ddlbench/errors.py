@@ -88,3 +88,11 @@ def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """Return `` (did you mean 'x'?)`` for the closest choice, or an empty string."""
     close = closest(word, choices)
     return f" (did you mean '{close}'?)" if close else ""
+
+
+def quoted(value: str) -> str:
+    """A name a user typed, quoted for a message on one line: ``'iris'``, or Python's escaped
+    form (``'evil\\nname'``) when it holds a newline or another control character."""
+    if value.isprintable() and "'" not in value:
+        return f"'{value}'"
+    return repr(value)

@@ -26,6 +26,8 @@ TEMPLATES = "slurm_templates"
 EXAMPLES = "configs"
 PROFILES = "configs/clusters"
 DOCS = "docs"
+#: the builder of the pinned framework environments (``ddlbench envs build``), with its pins
+MAKE_ENVS = "scripts/make-envs.sh"
 TEMPLATES_ENV = "DDLBENCH_TEMPLATES"
 
 
@@ -96,3 +98,11 @@ def shipped_docs() -> Optional[Path]:
     """The folder of the user documentation (``cli.md``, ``spec.md``, ...)."""
     root = _installed_root() or _checkout_root()
     return root / DOCS if root else None
+
+
+def shipped_make_envs() -> Optional[Path]:
+    """``scripts/make-envs.sh`` (with ``scripts/envs/*.txt``, its pins): in the package or the
+    checkout; None when neither has it."""
+    root = _installed_root() or _checkout_root()
+    script = root / MAKE_ENVS if root else None
+    return script if script is not None and script.is_file() else None

@@ -36,6 +36,8 @@ readonly ALL_ENVS=(torch tensorflow mxnet horovod)
 ENVS_ROOT="${DDLBENCH_ENVS:-${HOME}/.cache/ddlbench/envs}"
 readonly FIND_LINKS="${DDLBENCH_FIND_LINKS:-/opt/wheels}"
 readonly STAMP_NAME=".ddlbench-stamp"
+# how messages name this script: `ddlbench envs build` runs the copy shipped in the package
+readonly SELF="${DDLBENCH_ENVS_COMMAND:-scripts/make-envs.sh}"
 
 # Horovod build recipe. Each patch is "FILE|SED-EXPR|GREP-PATTERN-THAT-MUST-MATCH".
 # 0.28.1 hard-codes C++14, but torch >= 2.1 and TF >= 2.10 headers need C++17;
@@ -315,17 +317,17 @@ check_env() {
   local env=$1 dir stamp hash out
   dir="${ENVS_ROOT}/${env}"
   if [[ ! -x "${dir}/bin/python" ]]; then
-    say "${env}: MISSING (${dir}; run scripts/make-envs.sh ${env})"
+    say "${env}: MISSING (${dir}; run ${SELF} ${env})"
     return 1
   fi
   hash=$(env_hash "${env}")
   stamp=$(cat -- "${dir}/${STAMP_NAME}" 2>/dev/null || true)
   if [[ -z "${stamp}" ]]; then
-    say "${env}: INCOMPLETE (no stamp in ${dir}; run scripts/make-envs.sh ${env})"
+    say "${env}: INCOMPLETE (no stamp in ${dir}; run ${SELF} ${env})"
     return 1
   fi
   if [[ "${stamp}" != "${hash}" ]]; then
-    say "${env}: STALE (stamp ${stamp} != pins ${hash}; run scripts/make-envs.sh ${env})"
+    say "${env}: STALE (stamp ${stamp} != pins ${hash}; run ${SELF} ${env})"
     return 1
   fi
   if ! out=$(check_imports "${env}" 2>&1); then
@@ -369,7 +371,7 @@ main() {
     # One make-envs.sh at a time per env; the stamp is checked once the lock is held.
     if command -v flock >/dev/null 2>&1; then
       exec 9>"${ENVS_ROOT}/.${env}.lock"
-      flock -n 9 || { say "${env}: waiting for another make-envs.sh building it ..."; flock 9; }
+      flock -n 9 || { say "${env}: waiting for another build of it (${SELF}) ..."; flock 9; }
     fi
     hash=$(env_hash "${env}")
     if [[ -x "${ENVS_ROOT}/${env}/bin/python" ]] \

@@ -5,11 +5,25 @@ A rank whose watchdog fires (``ddlbench.workloads.common.watchdog``) writes a ``
 then exits with :data:`~ddlbench.campaign.states.HUNG_EXIT_CODE`. A run whose job failed with
 that exit code, or whose newest attempt holds ``hang`` records, ended ``HUNG``.
 
-Which ranks never arrived: every rank waits, but those that reached the collective waited in
-a later phase (or after a later step) than the one that did not. The ranks whose
-``(last step, phase)`` is behind the furthest one are named; when all ranks stopped at the
-same point, all are named (no rank completed the collective: see their stacks). A rank that
-wrote a ``meta`` record but no ``hang`` record (killed before it dumped) is listed apart.
+Which ranks never arrived, from three signals, strongest first:
+
+1. **Late**: a watchdog checks its limit once a tick (``tick_s``, at most 1 s), so a running
+   rank's ``waited_s`` is its ``limit_s`` plus less than a tick. A record more than a tick and
+   :data:`LATE_SLACK_S` past its ``limit_s`` comes from a rank that was not running when its limit
+   passed (stopped with SIGSTOP, a frozen node, stuck holding the interpreter); Slurm resumes a
+   stopped rank when it kills the job, and it then writes its record, in whatever phase it
+   reached meanwhile.
+2. **Silent**: the first watchdog to fire asks every rank to dump (a request file in the
+   attempt's log folder), so every rank that still runs writes a record; a rank with a ``meta``
+   record but neither a ``hang`` record nor a ``summary`` could not answer.
+3. **Behind**: when every rank answered in time, the ones that reached the collective wait in a
+   later phase (or after a later step) than the one that did not; the ranks whose
+   ``(last step, phase)`` is behind the furthest one are named; when all stopped at the same
+   point, all are named (no rank completed the collective: see their stacks).
+
+Late and silent ranks are named when there are any (the on-time ranks waited for them: never
+suspects then); else the ranks behind. A rank is named with its Slurm node (``SLURMD_NODENAME``
+in the ``hang`` record; for a silent rank, its node in the meta record's ``slurm_nodelist``).
 """
 
 from __future__ import annotations
@@ -37,41 +51,82 @@ PHASE_ORDER = {
 }
 
 
-def _records(path: Path) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
-    """The ``meta`` and ``hang`` records of one rank log (None when absent)."""
-    meta = hang = None
+#: seconds past its limit plus its tick (``tick_s``, at most 1 s) that a watchdog's record may
+#: come and still be on time: a loaded node delays a thread's wake-up by a fraction of that.
+#: A stopped rank resumes only when the job is killed, at least ``grace_s`` (>= 2 ticks + 0.5 s)
+#: after the first rank fired.
+LATE_SLACK_S = 0.5
+_WANTED = ('"meta"', '"hang"', '"summary"', '"step"')
+
+
+def _records(path: Path) -> Dict[str, Any]:
+    """The ``meta``, ``hang`` and ``summary`` records of one rank log (absent: None), and the
+    last step it logged (``last_step``)."""
+    out: Dict[str, Any] = {"meta": None, "hang": None, "summary": None, "last_step": None}
     try:
         text = path.read_text(errors="replace")
     except OSError:
-        return None, None
+        return out
     for line in text.splitlines():
-        if '"meta"' not in line and '"hang"' not in line:
+        if not any(w in line for w in _WANTED):
             continue
         try:
             rec = json.loads(line)
         except ValueError:
             continue
-        if rec.get("type") == "meta" and meta is None:
-            meta = rec
-        elif rec.get("type") == "hang":
-            hang = rec
-    return meta, hang
+        kind = rec.get("type")
+        if kind == "step":
+            out["last_step"] = rec.get("step", out["last_step"])
+        elif kind in ("hang", "summary") or (kind == "meta" and out["meta"] is None):
+            out[kind] = rec
+    return out
+
+
+def slurm_node(meta: Dict[str, Any]) -> Optional[str]:
+    """The rank's Slurm node: its ``node_rank`` in the meta record's ``slurm_nodelist``, else
+    the machine's host name (the nodes of a test cluster on one machine share it)."""
+    from ddlbench.execute.hostlist import expand
+
+    nodes = expand(str(meta.get("slurm_nodelist") or ""))
+    index = meta.get("node_rank")
+    if isinstance(index, int) and 0 <= index < len(nodes):
+        return nodes[index]
+    return meta.get("host")
 
 
 def hang_records(run_dir: Path) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """``(hang records, ranks without one)`` of the newest attempt's rank logs."""
+    """``(hang records, ranks that wrote neither one nor a summary)`` of the newest attempt."""
     log_dir = RunPaths(Path(run_dir)).log_dir()
     hangs: List[Dict[str, Any]] = []
     silent: List[Dict[str, Any]] = []
     for path in sorted(log_dir.glob(RANK_LOG_GLOB)):
-        meta, hang = _records(path)
+        got = _records(path)
+        hang, meta = got["hang"], got["meta"]
         if hang is not None:
             if hang.get("stacks"):
                 hang = dict(hang, stacks=str(log_dir / str(hang["stacks"])))
             hangs.append(hang)
-        elif meta is not None:
-            silent.append({"rank": meta.get("rank"), "host": meta.get("host")})
+        elif meta is not None and got["summary"] is None:
+            silent.append(
+                {"rank": meta.get("rank"), "host": slurm_node(meta), "last_step": got["last_step"]}
+            )
     return hangs, silent
+
+
+def late_s(rec: Dict[str, Any]) -> float:
+    """How far past its limit a watchdog wrote its record (negative: asked before its limit)."""
+    try:
+        return float(rec.get("waited_s") or 0.0) - float(rec.get("limit_s") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def is_late(rec: Dict[str, Any]) -> bool:
+    """Whether the rank was not running when its limit passed (more than a tick and
+    :data:`LATE_SLACK_S` late; records without ``tick_s`` ticked once a second at most)."""
+    tick = rec.get("tick_s")
+    tick = float(tick) if isinstance(tick, (int, float)) else 1.0
+    return late_s(rec) > tick + LATE_SLACK_S
 
 
 def _key(rec: Dict[str, Any]) -> Tuple[int, int]:
@@ -79,13 +134,23 @@ def _key(rec: Dict[str, Any]) -> Tuple[int, int]:
     return (-1 if step is None else int(step), PHASE_ORDER.get(str(rec.get("phase")), 0))
 
 
-def not_arrived(hangs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The ranks behind the furthest one (all of them when none is behind)."""
+def not_arrived(
+    hangs: List[Dict[str, Any]], silent: Optional[List[Dict[str, Any]]] = None
+) -> List[Dict[str, Any]]:
+    """The ranks that held the others up: the late and the silent ones when there are any,
+    else the ranks behind the furthest one (all of them when none is behind)."""
     if not hangs:
         return []
+    late = [dict(h, why="late") for h in hangs if is_late(h)]
+    quiet = [dict(s, phase=None, why="silent") for s in (silent or [])]
+    if late or quiet:
+        return sorted(late + quiet, key=_rank)
     furthest = max(_key(h) for h in hangs)
     behind = [h for h in hangs if _key(h) < furthest]
-    return sorted(behind or hangs, key=lambda h: int(h.get("rank") or 0))
+    return sorted(behind or hangs, key=_rank)
+
+
+_FIELDS = ("rank", "host", "phase", "last_step", "waited_s", "limit_s", "stacks", "requested_by")
 
 
 def hang_summary(run_dir: Path) -> Optional[Dict[str, Any]]:
@@ -93,12 +158,14 @@ def hang_summary(run_dir: Path) -> Optional[Dict[str, Any]]:
     hangs, silent = hang_records(run_dir)
     if not hangs:
         return None
-    missing = not_arrived(hangs)
-    fields = ("rank", "host", "phase", "last_step", "waited_s", "limit_s", "stacks")
+    missing = not_arrived(hangs, silent)
     return {
-        "not_arrived": [{k: h.get(k) for k in fields} for h in missing],
+        "not_arrived": [{k: h.get(k) for k in (*_FIELDS, "why")} for h in missing],
         "hosts": sorted({str(h.get("host")) for h in missing}),
-        "ranks": [{k: h.get(k) for k in fields} for h in sorted(hangs, key=_rank)],
+        "ranks": [
+            dict({k: h.get(k) for k in _FIELDS}, late_s=round(late_s(h), 3))
+            for h in sorted(hangs, key=_rank)
+        ],
         "no_record": silent,
     }
 
@@ -113,8 +180,16 @@ def describe(summary: Dict[str, Any]) -> str:
     for h in summary["not_arrived"]:
         step = h.get("last_step")
         after = "before its first step" if step is None else f"after step {step}"
-        parts.append(f"rank {h.get('rank')} on {h.get('host')} (in {h.get('phase')}, {after})")
-    every = len(summary["not_arrived"]) == len(summary["ranks"]) and len(summary["ranks"]) > 1
+        if h.get("why") == "silent":
+            what = f"{after}; wrote no hang record: stopped or killed before it could"
+        elif h.get("why") == "late":
+            late = f"{late_s(h):.1f} s late"
+            what = f"in {h.get('phase')}, {after}; not running: its watchdog fired {late}"
+        else:
+            what = f"in {h.get('phase')}, {after}"
+        parts.append(f"rank {h.get('rank')} on {h.get('host')} ({what})")
+    named = summary["not_arrived"]
+    every = len(named) == len(summary["ranks"]) > 1 and not any(h.get("why") for h in named)
     verb = "all stopped at the same point" if every else "never arrived"
     return f"hung: {', '.join(parts)} {verb}"
 

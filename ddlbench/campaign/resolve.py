@@ -24,7 +24,7 @@ from typing import List, Optional, Tuple, Union
 
 from ddlbench.campaign.manifest import manifest_head
 from ddlbench.campaign.paths import MANIFEST, CampaignPaths
-from ddlbench.errors import InputError, Problem, did_you_mean
+from ddlbench.errors import InputError, Problem, did_you_mean, quoted
 
 ENV_RESULTS = "DDLBENCH_RESULTS"
 DEFAULT_RESULTS = "results"
@@ -147,9 +147,9 @@ def resolve_campaign(campaign: Optional[PathLike], results: Optional[PathLike] =
 def _unknown(name: str, root: Path) -> str:
     root = root.absolute()
     if not root.is_dir():
-        return f"no campaign '{name}': {_nothing_there(root)}"
+        return f"no campaign {quoted(name)}: {_nothing_there(root)}"
     known = campaign_names(root)
-    msg = f"no campaign '{name}' in results folder {root}{did_you_mean(name, known)}"
+    msg = f"no campaign {quoted(name)} in results folder {root}{did_you_mean(name, known)}"
     if known:
         shown = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
         return f"{msg}; campaigns there: {shown}"

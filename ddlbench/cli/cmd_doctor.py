@@ -65,15 +65,10 @@ def command(spec_path: str | None, cluster: str | None, results: Path, as_json: 
             mark = MARKS.get(c.state, "[dim]--[/]  ")
             took = f" [dim]({c.seconds:.1f} s)[/]" if c.seconds else ""
             console.print(f"  {mark} {c.name:<14} {c.detail}{took}", markup=True)
-        bad = [c.name for c in checks if not c.ok]
         unset = [c.name for c in checks if c.state == "not configured"]
         if unset:
             console.print(f"not configured in the profile: {', '.join(unset)}")
-        console.print(
-            "all usable"
-            if not bad
-            else f"not usable: {', '.join(bad)} (see 'ddlbench docs environments')"
-        )
+        console.print(not_usable_line(checks), markup=False, highlight=False)
     if not all(c.ok for c in checks):
         raise SystemExit(1)
 
@@ -88,3 +83,18 @@ def print_files(console, files) -> None:
         console.print(f"  {label:<14} {folder} ({why})", markup=False, highlight=False)
     if files.examples:
         console.print(f"  example specs  {files.examples}", markup=False, highlight=False)
+
+
+def not_usable_line(checks) -> str:
+    """``all usable``, or the failed checks grouped by the docs page that says how to fix them."""
+    pages: dict = {}
+    for c in checks:
+        if not c.ok:
+            pages.setdefault(c.docs, []).append(c.name)
+    if not pages:
+        return "all usable"
+    parts = [
+        ", ".join(names) + (f" (see 'ddlbench docs {page}')" if page else "")
+        for page, names in pages.items()
+    ]
+    return "not usable: " + "; ".join(parts)

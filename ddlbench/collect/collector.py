@@ -287,7 +287,9 @@ def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
             out.append(f"{n} truncated last line(s) skipped (killed ranks)")
         n = int(files["bad_lines"].sum())
         if n:
-            out.append(f"{n} unreadable line(s) skipped")
+            where = files.loc[files["bad_lines"] > 0, "file"].tolist()
+            more = f" and {len(where) - 3} more file(s)" if len(where) > 3 else ""
+            out.append(f"{n} unreadable line(s) skipped, in {', '.join(where[:3])}{more}")
         n = int((files["status"] == "no_meta").sum())
         if n:
             out.append(f"{n} log file(s) without a meta record")

@@ -193,8 +193,30 @@ def _completeness(row, g, ws, no_meta, nfiles, problems) -> bool:
         problems.append(f"ranks outside world_size: {fmt_ranks(extra)}")
     if unreadable:
         problems.append(f"unreadable logs (no meta record) for ranks {fmt_ranks(unreadable)}")
-    row["complete"] = bool(expected) and with_summary >= expected and not with_error
+    short = _ranks_missing_steps(g, problems) if g is not None else set()
+    row["complete"] = bool(expected) and with_summary >= expected and not with_error and not short
     return bool(present) or bool(no_meta)
+
+
+def _ranks_missing_steps(g: RunRanks, problems: List[str]) -> set:
+    """Ranks whose summary counts more measured steps than their log's readable step records
+    (a damaged line in the middle): the run's figures would miss those steps, so it is not
+    complete, and the problem names the file."""
+    said = g["summary_steps_measured"]
+    read = g["steps_measured"]
+    short = set()
+    for i, rank in enumerate(g["rank"].tolist()):
+        want = said[i]
+        if want is None or want != want or read[i] >= want:  # no summary, or all there
+            continue
+        short.add(rank)
+        bad = int(g["bad_lines"][i] or 0)
+        why = f"; {bad} unreadable line(s)" if bad else ""
+        problems.append(
+            f"rank {rank}: {int(read[i])} of the {int(want)} measured steps its summary "
+            f"counts are in {g['file'][i]}{why}"
+        )
+    return short
 
 
 def _store_fields(row, g, srow) -> Optional[str]:

@@ -19,6 +19,7 @@ from ddlbench.execute.base import (
     RefreshResult,
     SchedulerUnreachable,
     SubmitSummary,
+    poll_deadline,
 )
 from ddlbench.execute.infra_retry import refresh as poll_once
 from ddlbench.execute.restarts import note_restarts
@@ -260,6 +261,10 @@ def campaign_status(campaign_dir: Path, *, poll: bool = True, echo: Echo = print
         result = poll_once(ex) if poll else RefreshResult()
         note_restarts(campaign, store, live)  # Slurm requeues, from the attempt folders
         rows = _run_rows(campaign, store)
+        waiting = [r for r in rows if r["state"] == S.PENDING and not r["reason"]]
+        why = ex.pending_reason() if waiting else None
+        for r in waiting:
+            r["reason"] = why
         counts: Dict[str, int] = {}
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -400,13 +405,24 @@ class _Outage:
         self.since: Optional[float] = None
         self.seen_at = 0.0
 
+    def deadline(self, poll_start: float) -> float:
+        """When the poll starting now must give up: the patience counts from the outage's
+        first poll, so a poll whose commands hang cannot stretch it."""
+        return (self.since if self.since is not None else poll_start) + self.patience
+
     def failed_poll(
-        self, exc: Exception, name: str, started: float, timeout: Optional[float]
+        self,
+        exc: Exception,
+        name: str,
+        started: float,
+        timeout: Optional[float],
+        poll_start: float,
     ) -> Optional[int]:
-        """Note a poll that found the scheduler down; the exit code when waiting must stop."""
+        """Note a poll that found the scheduler down; the exit code when waiting must stop.
+        The outage began when the first failed poll began, not when it gave up."""
         now = self.seen_at = time.monotonic()
         if self.since is None:
-            self.since = now
+            self.since = poll_start
             self.echo(f"scheduler unreachable; polling again for up to {self.patience:g} s ({exc})")
         if now - self.since >= self.patience:
             self.echo(
@@ -489,10 +505,15 @@ def wait_campaign(
     previous: Dict[str, str] = {}
     outage = _Outage(patience, echo)
     while True:
+        poll_start = time.monotonic()
+        deadline = outage.deadline(poll_start)
+        if timeout is not None:
+            deadline = min(deadline, started + timeout)
         try:
-            status = campaign_status(campaign.dir, echo=echo)
+            with poll_deadline(deadline):
+                status = campaign_status(campaign.dir, echo=echo)
         except SchedulerUnreachable as exc:
-            code = outage.failed_poll(exc, campaign.name, started, timeout)
+            code = outage.failed_poll(exc, campaign.name, started, timeout, poll_start)
             if code is not None:
                 return code
             interval = min(longest, interval * 1.5)  # back off, as between quiet polls

@@ -9,12 +9,15 @@ up to the runs. The printed summary is built in one place, :mod:`ddlbench.execut
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import fcntl
 import os
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ddlbench.campaign.manifest import Campaign, RunInfo
 from ddlbench.errors import DDLBenchError
@@ -30,6 +33,29 @@ class SchedulerUnreachable(DDLBenchError):
     """The scheduler (the Slurm controller) did not answer after the retries."""
 
     exit_code = EXIT_UNREACHABLE
+
+
+#: the monotonic time by which a scheduler command must have given up (``wait --patience``):
+#: its own timeout and its retries are cut short there, so an outage is noticed in time
+_POLL_DEADLINE: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar(
+    "poll_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def poll_deadline(deadline: Optional[float]) -> Iterator[None]:
+    """Scheduler commands run inside give up (as unreachable) at ``deadline`` at the latest."""
+    token = _POLL_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _POLL_DEADLINE.reset(token)
+
+
+def seconds_to_deadline() -> Optional[float]:
+    """Seconds left before the current :func:`poll_deadline`, or None without one."""
+    deadline = _POLL_DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
 
 
 #: what happened to one run in one submit: the scheduler accepted it now; an earlier,
@@ -213,6 +239,11 @@ class Executor(ABC):
         """Bring the store up to date with the scheduler."""
         return RefreshResult()
 
+    def pending_reason(self) -> Optional[str]:
+        """Why pending runs have not started, when the store cannot say it (it is not
+        written then: a full disk); None when the store's reasons hold."""
+        return None
+
     # -- what the resubmission policy needs (execute/infra_retry.py) -------------------------
 
     @property
@@ -261,9 +292,14 @@ class FileLock:
         except OSError:
             os.close(fd)
             return False
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:  # a bare fd's error names no file: name the lock (a full disk)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         self.fd = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         return True
 
     def release(self) -> None:

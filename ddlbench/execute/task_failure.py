@@ -179,3 +179,42 @@ def find_cause(
     if step is not None:
         return _from_step(step, srun), "sacct"
     return (srun, "srun") if srun is not None else None
+
+
+#: Slurm's end states that say a node failed, and how to say it
+_NODE_ENDS = {"NODE_FAIL": "went down", "BOOT_FAIL": "failed to boot"}
+#: ``sinfo`` node states (``%T``) of a node that is not serving jobs
+_BAD_NODE = re.compile(r"down|fail|drain|not_responding|\*$", re.IGNORECASE)
+
+
+def bad_nodes(sinfo_text: str) -> List[str]:
+    """The nodes ``sinfo -h -N -o '%N %T'`` lists as down, failing, drained or silent."""
+    out: List[str] = []
+    for line in sinfo_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and _BAD_NODE.search(parts[1]) and parts[0] not in out:
+            out.append(parts[0])
+    return out
+
+
+def node_failure_cause(
+    slurm_state: Optional[str],
+    failure: Optional[TaskFailure],
+    nodelist: Optional[str],
+    down: Sequence[str] = (),
+) -> Optional[str]:
+    """A NODE_FAIL or BOOT_FAIL said as such: which node went down (from ``sinfo``, when it
+    still says so), then the first failing task srun named (often a rank on a healthy node
+    that lost its peer). None for every other end."""
+    word = (slurm_state or "").split(" ")[0].upper()
+    what = _NODE_ENDS.get(word)
+    if what is None:
+        return None
+    where = f"a node of {nodelist}" if nodelist else "a node"
+    if nodelist and not re.search(r"[\[,]", nodelist):  # one node: it is the one
+        where = f"node {nodelist}"
+    who = f"node {', '.join(down)}" if down else where
+    text = f"{who} {what} (Slurm ended the job {word})"
+    if failure is not None:
+        text += f"; then {failure.describe()}"
+    return text

@@ -11,6 +11,7 @@ slow drifts of a machine then spread over all configurations instead of biasing 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from itertools import product
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -134,20 +135,17 @@ def _scale_points(
         points = [(n, gpn) for n in scale.nodes or []]
     problems = []
     seen = set()
+    too_wide = profile.device == "gpu" and any(g > profile.gpus_per_node for _, g in points)
+    if too_wide and scale.points is None:  # one value for every point: one problem, at it
+        where = ("scale", "gpus_per_node") if scale.gpus_per_node else ("scale",)
+        problems.append(_problem(source, where, _too_wide(points[0][1], profile, points)))
     for i, (nodes, gpn) in enumerate(points):
         loc = ("scale", "points", i) if scale.points is not None else ("scale", "nodes", i)
         if (nodes, gpn) in seen:
             problems.append(_problem(source, loc, f"scale point {nodes}x{gpn} is listed twice"))
         seen.add((nodes, gpn))
-        if profile.device == "gpu" and gpn > profile.gpus_per_node:
-            problems.append(
-                _problem(
-                    source,
-                    loc,
-                    f"{gpn} GPUs per node asked, but profile '{profile.name}' has "
-                    f"{profile.gpus_per_node}",
-                )
-            )
+        if scale.points is not None and too_wide and gpn > profile.gpus_per_node:
+            problems.append(_problem(source, loc, _too_wide(gpn, profile, points)))
         if profile.max_nodes is not None and nodes > profile.max_nodes:
             problems.append(
                 _problem(
@@ -160,6 +158,56 @@ def _scale_points(
     if problems:
         raise InputError(problems)
     return points
+
+
+def _too_wide(gpn: int, profile: ClusterProfile, points: Sequence[Tuple[int, int]]) -> str:
+    """More GPUs per node than the profile has: what to change, in the spec or the profile."""
+    have = profile.gpus_per_node
+    fitted = ", ".join(f"{n}x{min(g, have)}" for n, g in points[:4])
+    return (
+        f"{gpn} GPUs per node asked, but profile '{profile.name}' has {have} (write "
+        f"gpus_per_node: {have} here, or scale.points such as [{fitted}]; or, if its nodes "
+        f"have {gpn} GPUs, set gpus_per_node: {gpn} in profile '{profile.name}')"
+    )
+
+
+_TORCH_MODULE = re.compile(r"PyTorch[-/](\d+)\.(\d+)", re.IGNORECASE)
+
+
+def _old_torch_problem(sweep: _Sweep, fi: int, variant: Optional[Variant]) -> Optional[Problem]:
+    """``compile: true`` where the profile loads a PyTorch < 2.0 for the entry, at the line
+    that asks for it (the variant's, the entry's, else the spec's)."""
+    spec, profile = sweep.spec, sweep.profile
+    entry = spec.frameworks[fi]
+    old_torch = _old_torch_module(profile, entry, get_launcher(entry.name))
+    if not old_torch:
+        return None
+    loc: Tuple[Any, ...] = ("compile",)
+    if variant is not None and variant.compile is not None:
+        loc = ("variants", spec.variants.index(variant), "compile")
+    elif entry.options.compile is not None:
+        loc = ("frameworks", fi, "compile")
+    return _problem(
+        sweep.source,
+        loc,
+        f"{entry.id_label}: compile: true needs torch >= 2.0 (torch.compile), but profile "
+        f"'{profile.name}' loads {old_torch} for it; set compile: false for this entry, "
+        "or load a PyTorch >= 2.0 module",
+    )
+
+
+def _old_torch_module(profile: ClusterProfile, entry: Any, launcher: Any) -> Optional[str]:
+    """The profile's module for this entry that names a PyTorch < 2.0 (EasyBuild's names,
+    e.g. ``tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0``), if the entry uses torch.
+    A venv's or container's version is not known here: the workload falls back to eager and
+    records it (docs/spec.md#performance-knobs)."""
+    if not any(m == "torch" or m.endswith(".torch") for m in launcher.imports(entry.options)):
+        return None
+    for module in profile.setup_for(entry.name, entry.id_label).modules:
+        found = _TORCH_MODULE.search(module)
+        if found and int(found.group(1)) < 2:
+            return f"PyTorch {found.group(1)}.{found.group(2)} (module {module})"
+    return None
 
 
 def _merged(base: Any, override: Any) -> Dict[str, Any]:
@@ -358,6 +406,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if problem:
         loc = _knob_loc(spec, variant, fi, knobs, profile.device)
         return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+    old_torch = _old_torch_problem(sweep, fi, variant) if knobs["compile"] else None
+    if old_torch is not None:
+        return old_torch
     refused = plan_problem(spec, fi, variant, nodes * gpn)  # inject, backup_workers
     if refused is not None:
         return _problem(sweep.source, *refused)

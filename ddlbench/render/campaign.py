@@ -186,6 +186,8 @@ def run_config(
         **({"inject": run.inject} if run.inject else {}),  # stragglers on purpose
         "allreduce": parts["allreduce"],
         "log_dir": f"{run_dir}/{LOGS_DIR}",
+        # the job's time limit: the watchdog's start-up limit is a share of it
+        "time_limit_s": int(round(run.time_limit_min * 60)),
         "mllog": mllog_run_config(spec.mllog, plan.profile.name),
         **run_config_fields(spec),
     }

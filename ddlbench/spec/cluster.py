@@ -40,6 +40,14 @@ def check_sbatch_line(value: str) -> str:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+class UnsetVariable(ValueError):
+    """A path names an environment variable that is unset or empty and has no default."""
+
+    def __init__(self, name: str, value: str) -> None:
+        super().__init__(f"environment variable {name} is not set (used in {value!r})")
+        self.name = name
+
+
 def expand_path(value: str, environ: Optional[Dict[str, str]] = None) -> str:
     """Expand ``~``, ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` at render time.
 
@@ -56,7 +64,7 @@ def expand_path(value: str, environ: Optional[Dict[str, str]] = None) -> str:
             return got
         if default is not None:
             return default
-        raise ValueError(f"environment variable {name} is not set (used in {value!r})")
+        raise UnsetVariable(name, value)
 
     return os.path.expanduser(_VAR.sub(repl, value))
 

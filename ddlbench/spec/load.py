@@ -82,6 +82,8 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
             more = [p for p in more if not (p.where or "").startswith("frameworks")]
         problems += more
         spec = None
+    if spec is not None and spec.container:
+        problems += _expansion_problems(source, ("container",), spec.container)
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
         raise InputError(problems)
@@ -106,6 +108,18 @@ def _absolute_workdir(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpe
             raise InputError([source.problem(("workload", "command", i), m) for i, m in missing])
     update = {"workdir": str(path.resolve()) if path.is_absolute() else own.workdir}
     return spec.model_copy(update={"workload": own.model_copy(update=update)})
+
+
+def _expansion_problems(source: YamlSource, loc: Tuple[Any, ...], value: str) -> List[Problem]:
+    """A path expanded at render time (``~``, ``$VAR``) must expand now (docs/spec.md)."""
+    from ddlbench.spec.cluster import UnsetVariable, expand_path
+
+    try:
+        expand_path(value)
+    except UnsetVariable as exc:
+        hint = f"export {exc.name} before running ddlbench, or give a default: ${{{exc.name}:-...}}"
+        return [source.problem(loc, f"{exc} ({hint})")]
+    return []
 
 
 def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:
@@ -138,21 +152,21 @@ def _check_expansions(profile: ClusterProfile, source: YamlSource) -> List[Probl
     def check(loc: Tuple[Any, ...], value: Optional[str]) -> Optional[str]:
         if value is None:
             return None
-        try:
-            return expand_path(value)
-        except ValueError as exc:
-            problems.append(source.problem(loc, str(exc)))
-            return None
+        found = _expansion_problems(source, loc, value)
+        problems.extend(found)
+        return None if found else expand_path(value)
 
     for name, setup in profile.environments.items():
         base: Tuple[Any, ...] = ("environments", name)
         check(base + ("venv",), setup.venv)
         check(base + ("conda",), setup.conda)
         check(base + ("python",), setup.python if "/" in setup.python else None)
+        check(base + ("module_init",), setup.module_init)
         if setup.container is not None:
             check(base + ("container", "image"), setup.container.image)
             for i, bind in enumerate(setup.container.bind):
                 check(base + ("container", "bind", i), bind)
+    check(("stage_dir",), profile.stage_dir)
     templates = check(("templates",), profile.templates)
     if templates is not None:
         folder = Path(templates)
@@ -217,11 +231,11 @@ def find_profile(name: str, spec_path: Optional[str] = None) -> Path:
     known = sorted(
         {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
     )
-    from ddlbench.errors import did_you_mean
+    from ddlbench.errors import did_you_mean, quoted
 
     raise InputError(
         Problem(
-            f"no cluster profile named '{name}'{did_you_mean(name, known)}; "
+            f"no cluster profile named {quoted(name)}{did_you_mean(name, known)}; "
             f"known: {', '.join(known) or 'none'} (searched "
             f"{', '.join(str(d) for d in profile_search_path(spec_path))})"
         )

@@ -131,7 +131,10 @@ def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
     knobs.layout = "NHWC" if channels_last else "NCHW"
     mode = None
     knobs.compile = "eager"
-    if knobs.requested["compile"]:
+    if knobs.requested["compile"] and not hasattr(torch, "compile"):
+        # torch < 2.0 (a site module validate could not read the version of): eager, said
+        knobs.fallback(f"compile: torch {torch.__version__} has no torch.compile (>= 2.0)")
+    elif knobs.requested["compile"]:
         mode = str(framework_options(cfg).get("compile_mode") or "default")
         knobs.compile = f"torch.compile(mode={mode})"
     warmup_steps(cfg, knobs)

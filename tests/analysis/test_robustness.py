@@ -187,6 +187,27 @@ def test_unusual_lines_do_not_break_the_file(results):
     assert not f.loc[f"runs/{runs[1].run_id}/logs/rank-0.jsonl", "line_by_line"]
 
 
+def test_a_damaged_measured_step_makes_the_run_incomplete_naming_the_file(results):
+    """A measured step's line damaged in the middle of a log: its samples would be missing
+    from a window that still spans its time, so the run is not complete, and both the run's
+    problems and collect's warning name the file."""
+    runs = [SynthRun(nodes=1, tasks_per_node=2, measure_steps=5, warmup_steps=1)]
+    camp = write_campaign(results, "c", runs)
+    log = camp / "runs" / runs[0].run_id / "logs" / "rank-1.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    middle = [i for i, ln in enumerate(lines) if '"phase": "measure"' in ln][2]
+    lines[middle] = lines[middle][:20] + "\x00garbage\n"
+    log.write_text("".join(lines))
+    d = collect_campaign(camp, write=False)
+    r = _run(d, runs[0].run_id)
+    assert not r["complete"] and r["status"] == "incomplete"
+    rel = f"runs/{runs[0].run_id}/logs/rank-1.jsonl"
+    assert (
+        f"rank 1: 4 of the 5 measured steps its summary counts are in {rel}; 1 unreadable line(s)"
+    ) in r["problems"]
+    assert f"1 unreadable line(s) skipped, in {rel}" in d.info["warnings"]
+
+
 def test_empty_log_counts_as_started_but_unreadable(results):
     runs = [SynthRun(nodes=1, tasks_per_node=2)]
     camp = write_campaign(results, "c", runs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,28 @@ def test_blocked_rank_on_slurm_is_named(tmp_path, slurm_cluster):
     assert f"rank 1 on {missing['host']}" in row["reason"]
     with open(missing["stacks"]) as fh:
         assert "before_collective" in fh.read()
+    # the first watchdog to fire asked the other rank to dump: both stacks are there
+    folder = Path(missing["stacks"]).parent
+    assert sorted(p.name for p in folder.glob("stacks-rank-*.txt")) == [
+        "stacks-rank-0.txt",
+        "stacks-rank-1.txt",
+    ]
+    assert (folder / "hang-dump-request.json").is_file()
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+def test_a_rank_frozen_with_sigstop_is_named_with_its_slurm_node(tmp_path, slurm_cluster):
+    """Rank 1 of a 2-node run stopped with SIGSTOP, at two different steps: each time the run
+    is HUNG and names rank 1 on its Slurm node (n2, not the machine's host name, which both
+    loopback nodes share), and never the healthy rank 0 or its node. Ten trials:
+    benchmarks/frozen_rank.py (docs/bad-nodes.md)."""
+    from benchmarks._frozen import freeze_trial
+
+    require_envs("pytorch")
+    for i, step in enumerate((8, 60)):
+        trial = freeze_trial(tmp_path / "results", step, f"frozen{i}")
+        assert trial.frozen_node == "n2", trial
+        assert trial.right, trial
+        assert "n1" not in trial.suspects, trial  # the healthy node is never a suspect
+        assert trial.seconds_to_end < 120, trial  # the watchdog's floor is 5 s

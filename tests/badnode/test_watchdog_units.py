@@ -102,3 +102,84 @@ def test_new_records_follow_the_schema(tmp_path):
     for rec in records + [comm]:
         validator.validate(rec)
     assert records[0]["last_step"] == 4 and records[0]["phase"] == "backward"
+
+
+def test_the_start_up_limit_is_a_share_of_the_time_limit():
+    from ddlbench.workloads.common.watchdog import first_limit
+
+    assert first_limit(None) == 1200  # no time limit known
+    assert first_limit(30 * 60) == 300  # at least 5 minutes
+    assert first_limit(3600) == 360 and first_limit(2 * 3600) == 720
+    assert first_limit(24 * 3600) == 1200  # at most 20 minutes
+    wd = Watchdog("/nonexistent", 0, "n1", print, None, time_limit_s=3600)
+    assert wd.limit_s() == 360
+    wd = Watchdog("/nonexistent", 0, "n1", print, {"first_s": 50, "floor_s": 5}, 3600)
+    assert wd.limit_s() == 50  # the spec's first_s wins
+
+
+def test_the_first_watchdog_to_fire_asks_the_others_to_dump(tmp_path):
+    """Two ranks in one attempt folder: rank 0 fires at 1 s; rank 1 (limit 60 s) sees the
+    request, dumps its stacks and writes its record naming the rank that asked."""
+    code = textwrap.dedent(
+        """
+        import json, sys, threading
+        from ddlbench.workloads.common import watchdog
+        rank, first = int(sys.argv[1]), float(sys.argv[2])
+        log = open(sys.argv[3] + f"/rank-{rank}.jsonl", "a")
+        def write(rec):
+            log.write(json.dumps(rec) + "\\n"); log.flush()
+        watchdog.arm({"watchdog": {"first_s": first, "floor_s": 0.5, "grace_s": 3}},
+                     sys.argv[3], rank, f"n{rank + 1}", write)
+        watchdog.mark("collective")
+        threading.Event().wait(20)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    late = subprocess.Popen([sys.executable, "-c", code, "1", "60", str(tmp_path)], env=env)
+    try:
+        first = subprocess.run(
+            [sys.executable, "-c", code, "0", "1", str(tmp_path)], env=env, timeout=60
+        )
+        assert first.returncode == EXIT_HUNG
+    finally:
+        late.kill()
+        late.wait()
+    asked = json.loads((tmp_path / "hang-dump-request.json").read_text())
+    assert asked["rank"] == 0 and asked["host"] == "n1"
+    rec = json.loads((tmp_path / "rank-1.jsonl").read_text())
+    assert rec["type"] == "hang" and rec["requested_by"] == 0 and rec["waited_s"] < 60
+    assert "threading.py" in (tmp_path / "stacks-rank-1.txt").read_text()
+    assert json.loads((tmp_path / "rank-0.jsonl").read_text())["requested_by"] is None
+
+
+def test_a_frozen_rank_is_named_by_its_late_record_or_its_silence():
+    """SIGSTOP on rank 1: rank 0 fires on time and waits in the collective; Slurm resumes
+    rank 1 when it kills the job, and it writes a record 3 s past its limit, at the same point
+    as rank 0: only rank 1 is named. Killed before it could write, it is named as silent."""
+    healthy = {"rank": 0, "host": "n1", "phase": "collective", "last_step": 5}
+    healthy.update(waited_s=10.1, limit_s=10.0)
+    frozen = dict(healthy, rank=1, host="n2", waited_s=13.2)
+    named = not_arrived([healthy, frozen])
+    assert [(h["rank"], h["host"], h["why"]) for h in named] == [(1, "n2", "late")]
+    text = describe({"not_arrived": named, "ranks": [healthy, frozen]})
+    assert text == (
+        "hung: rank 1 on n2 (in collective, after step 5; not running: its watchdog fired "
+        "3.2 s late) never arrived"
+    )
+    silent = [{"rank": 1, "host": "n2", "last_step": 4}]
+    named = not_arrived([healthy], silent)
+    assert [(h["rank"], h["host"], h["why"]) for h in named] == [(1, "n2", "silent")]
+    assert "rank 1 on n2 (after step 4; wrote no hang record" in describe(
+        {"not_arrived": named, "ranks": [healthy]}
+    )
+    # a rank that answered the request on time is never late, even far before its limit
+    asked = dict(healthy, rank=2, waited_s=3.0, limit_s=300.0, requested_by=0)
+    assert [h["rank"] for h in not_arrived([healthy, asked, frozen])] == [1]
+
+
+def test_a_silent_rank_is_named_by_its_slurm_node():
+    from ddlbench.campaign.hangs import slurm_node
+
+    meta = {"host": "login-like-host", "node_rank": 1, "slurm_nodelist": "n[1-2]"}
+    assert slurm_node(meta) == "n2"
+    assert slurm_node({"host": "h", "node_rank": 0, "slurm_nodelist": None}) == "h"

@@ -80,4 +80,40 @@ def test_doctor_checks_the_scheduler_of_slurm_profiles(tmp_path):
         "seconds": 0.0,
         "detail": "sbatch is not on PATH (use a 'local' profile here)",
         "state": "fail",
+        "docs": "cluster-profiles",
     }
+    text = subprocess.run(
+        [sys.executable, "-m", "ddlbench", "doctor", "--cluster", "iris"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=dict(os.environ, PATH=str(bin_dir)),
+    ).stdout
+    # each failure points at the page that says how to fix it: Slurm is not an environment
+    assert "not usable: slurm (see 'ddlbench docs cluster-profiles'); " in text, text
+
+
+def test_a_cpu_only_torch_on_a_gpu_profile_is_a_failure(tmp_path):
+    """The torch environment is the CPU build: on a GPU profile every rank would refuse."""
+    envs = envs_root()
+    if not (envs / "torch" / "bin" / "python").exists():
+        pytest.skip("the torch environment is not built (scripts/make-envs.sh torch)")
+    profile = tmp_path / "gpuhere.yaml"
+    profile.write_text(
+        f"name: gpuhere\nscheduler: local\ndevice: gpu\n"
+        f"environments:\n  pytorch: {{venv: {envs / 'torch'}}}\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: d\nmodel: lenet\nframeworks: [pytorch]\nscale: {points: [1x1]}\n")
+    proc = doctor(str(spec), "--cluster", str(profile), "--json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["pytorch"]
+    assert check["state"] == "fail" and check["docs"] == "install"
+    assert check["versions"]["cuda"] == "none (CPU-only build)"
+    assert "a CPU-only PyTorch on GPU profile 'gpuhere'; install a CUDA build" in check["detail"]
+    # the same environment on a CPU profile is fine
+    profile.write_text(profile.read_text().replace("device: gpu", "device: cpu"))
+    proc = doctor(str(spec), "--cluster", str(profile), "--json", cwd=tmp_path)
+    check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["pytorch"]
+    assert check["state"] == "ok", check

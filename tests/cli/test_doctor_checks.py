@@ -80,7 +80,7 @@ def test_stale_environment_against_its_pins(tmp_path):
     assert fresh.ok and want in fresh.detail
     (env / ".ddlbench-stamp").write_text("0123456789abcdef\n")
     (stale,) = stale_env_checks([str(env)], script)
-    assert not stale.ok and "run scripts/make-envs.sh torch" in stale.detail
+    assert not stale.ok and "run ddlbench envs build torch" in stale.detail
     (skipped,) = stale_env_checks([str(env)], None)
     assert skipped.state == "skip"
     assert stale_env_checks([str(tmp_path / "no-stamp")], script) == []

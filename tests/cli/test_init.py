@@ -76,6 +76,26 @@ def test_init_command_finds_its_profile(tmp_path, monkeypatch):
     assert again.exit_code == 0 and "wrote" not in again.stdout and "kept" in again.stdout
 
 
+def test_next_step_on_a_one_gpu_profile_is_one_error_saying_what_to_change(tmp_path, monkeypatch):
+    """The step ``init`` prints, on its 1-GPU skeleton: one problem, at the spec's
+    ``gpus_per_node``, naming both fixes; the first of them validates."""
+    init_folder(tmp_path, slurm=(None, {}))
+    monkeypatch.chdir(tmp_path)
+    res = invoke(["validate", "configs/resnet50.yaml", "--cluster", "mycluster"])
+    assert res.exit_code == 2 and "internal error" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    spec = tmp_path / "configs" / "resnet50.yaml"
+    line = spec.read_text().splitlines().index("  gpus_per_node: 4") + 1
+    want = f"configs/resnet50.yaml:{line}:3: scale.gpus_per_node: 4 GPUs per node asked"
+    assert lines[0].startswith(want), lines[0]
+    assert "write gpus_per_node: 1 here" in lines[0]
+    assert "set gpus_per_node: 4 in profile 'mycluster'" in lines[0]
+    spec.write_text(spec.read_text().replace("  gpus_per_node: 4\n", "  gpus_per_node: 1\n"))
+    res = invoke(["validate", "configs/resnet50.yaml", "--cluster", "mycluster"])
+    assert res.exit_code == 0 and "ok (" in res.stdout, res.output
+
+
 @pytest.mark.slurm
 def test_init_on_the_slurm_test_cluster(slurm_cluster, tmp_path):
     """On the loopback cluster: its partition, CPU nodes, and a profile that validates."""

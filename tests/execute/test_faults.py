@@ -207,9 +207,31 @@ def test_node_down_mid_run_is_resubmitted_as_a_new_attempt(own_slurm, tmp_path):
     ]
     assert attempts[0].job_id != attempts[1].job_id
     assert "ended NODE_FAIL" in attempts[1].message
+    # the first attempt's cause says the node went down, and which: the job's only node (this
+    # cluster's ReturnToService=2 has it idle again by the poll, so sinfo cannot tell)
+    assert attempts[0].cause == "node n1 went down (Slurm ended the job NODE_FAIL)"
+    assert attempts[0].cause_source == "slurm"
     assert any("resubmitted as job" in line for line in said)
     row = campaign_status(cdir, echo=_quiet)["runs"][0]
     assert row["attempts"] == 2 and row["state"] == "COMPLETED"
+
+
+def test_node_failure_cause_says_the_node_went_down():
+    """A NODE_FAIL whose srun line names a rank that exited 1: the node's end comes first."""
+    from ddlbench.execute.task_failure import bad_nodes, node_failure_cause, parse_srun_failures
+
+    srun = parse_srun_failures("srun: error: n2: task 1: Exited with exit code 1\n")[0]
+    down = bad_nodes("n1 idle\nn1 idle\nn2 down*\nn3 drained\nn4 mixed\n")
+    assert down == ["n2", "n3"]
+    assert node_failure_cause("NODE_FAIL", srun, "n[1-2]", ["n2"]) == (
+        "node n2 went down (Slurm ended the job NODE_FAIL); then task 1 on n2: "
+        "Exited with exit code 1"
+    )
+    assert node_failure_cause("BOOT_FAIL", None, "n[1-2]") == (
+        "a node of n[1-2] failed to boot (Slurm ended the job BOOT_FAIL)"
+    )
+    assert node_failure_cause("NODE_FAIL", None, "n7").startswith("node n7 went down")
+    assert node_failure_cause("FAILED", srun, "n[1-2]", ["n2"]) is None
 
 
 @pytest.mark.slurm
@@ -608,3 +630,103 @@ def test_store_api_on_a_full_disk_raises_disk_full_and_stays_whole(tmpfs):
     filler.unlink()
     with CampaignStore.open(cdir) as store:
         assert store.get_meta("before") == "kept"
+
+
+def test_full_disk_at_the_submit_lock_names_the_campaign_folder(tmpfs):
+    """The lock's pid is written through a bare file descriptor, whose error names no file:
+    the message names the campaign folder, not the current directory, and the lock is free."""
+    from ddlbench.campaign.paths import CampaignPaths
+    from ddlbench.execute.base import FileLock
+
+    disk = tmpfs("400k")
+    cdir = make_campaign(disk, "lock", [{"run_id": "r0", "body": ["true"]}])
+    lock_path = CampaignPaths(cdir).submit_lock
+    lock_path.unlink(missing_ok=True)
+    filler = _fill(disk)
+    lock = FileLock(lock_path)
+    with pytest.raises(OSError) as info:
+        lock.acquire()
+    assert info.value.filename == str(lock_path) and lock.fd is None
+    res = _cli("submit", "--resume", "lock", "--results", disk)
+    assert res.exit_code == 1, res.output
+    _assert_disk_full_said_once(res, cdir)
+    filler.unlink()
+    assert lock.acquire() and lock.holder() == os.getpid()
+    lock.release()
+
+
+def test_wait_patience_bounds_a_poll_whose_commands_hang(tmp_path):
+    """A controller that accepts connections and never answers: every Slurm command hangs
+    until its own timeout. ``wait --patience 4`` gives up after about 4 s, not after the
+    commands' timeouts and retries, and the outage it reports counts from the first poll."""
+    import subprocess
+    import sys
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    hang = (
+        f"#!/bin/sh\n[ -e {tmp_path}/down ] || exit 0\nsleep 60 &\nwait $!\n"
+        'echo "$0: error: Unable to contact slurm controller (connect failure)" >&2\nexit 1\n'
+    )
+    for tool in ("squeue", "sacct", "scontrol", "sinfo"):
+        (bin_dir / tool).write_text(hang)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    results = tmp_path / "results"
+    cdir = make_campaign(
+        results,
+        "hung",
+        [{"run_id": "a", "body": ["true"]}],
+        scheduler="slurm",
+        slurm={"partition": "debug", "sacct": "no"},
+    )
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", DDLBENCH_SLURM_BACKOFF="0.2")
+    sub = _ddlbench("submit", "--resume", "hung", "--results", results, env=env)
+    assert sub.returncode == 0, sub.stderr
+    (tmp_path / "down").touch()
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "ddlbench", "wait", "hung", "--results", str(results)]
+    res = subprocess.run(
+        [*cmd, "--patience", "4"], env=env, capture_output=True, text=True, timeout=120
+    )
+    took = time.monotonic() - t0
+    assert res.returncode == 75, res.stderr
+    assert took < 4 + 8, (took, res.stderr)  # python start-up and the last kill, not 120 s
+    said = [ln for ln in res.stderr.splitlines() if "unreachable for" in ln]
+    assert len(said) == 1 and "--patience 4" in said[0], res.stderr
+    reported = float(said[0].split("unreachable for ")[1].split(" s")[0])
+    assert 4 <= reported <= took, (reported, took)
+    assert (cdir / "campaign.json").is_file()
+
+
+def test_a_local_run_waiting_for_disk_space_says_why(tmpfs):
+    """The runner cannot record the next run's start on a full disk: the run stays PENDING,
+    and status says it waits for space, naming the folder; once space is freed it runs."""
+    from ddlbench.execute import campaign_status, cancel_campaign, submit_campaign
+    from tests.support.repo import wait_for
+
+    disk = tmpfs("2m")
+    cdir = make_campaign(
+        disk,
+        "space",
+        [{"run_id": "first", "body": ["sleep 4"]}, {"run_id": "second", "body": ["true"]}],
+    )
+    submit_campaign(cdir, echo=_quiet)
+    states = lambda: {r["run_id"]: r for r in campaign_status(cdir, echo=_quiet)["runs"]}  # noqa: E731
+    wait_for(lambda: states()["first"]["state"] == "RUNNING", 60, 0.2)
+    filler = _fill(disk)
+    try:
+        second = states()["second"]
+        assert second["state"] == "PENDING"
+        assert second["reason"] == (
+            f"waiting for disk space: no space left on the disk that holds {cdir}; "
+            "the runner starts it once space is freed"
+        )
+        res = _cli("status", "space", "--results", disk)
+        assert "waiting for disk space" in res.output, res.output
+    finally:
+        filler.unlink()
+    wait_for(lambda: states()["second"]["state"] == "COMPLETED", 90, 0.5)
+    cancel_campaign(cdir, echo=_quiet)

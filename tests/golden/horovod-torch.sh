@@ -159,6 +159,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "warmup": 10},
  "target_accuracy": null,
  "tasks_per_node": 4,
+ "time_limit_s": 3600,
  "variant": null,
  "workload": "horovod_torch",
  "world_size": 8}

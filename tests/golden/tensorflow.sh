@@ -158,6 +158,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "warmup": 10},
  "target_accuracy": null,
  "tasks_per_node": 4,
+ "time_limit_s": 3600,
  "variant": null,
  "workload": "tensorflow",
  "world_size": 8}

@@ -113,7 +113,7 @@ def torch_env() -> Path:
 
 def test_quickstart_from_an_installed_wheel(tmp_path):
     need(can_build_wheels_offline(), "building a wheel offline needs setuptools>=70.1 or wheel")
-    need((torch_env() / "bin" / "python").exists(), "no torch env (scripts/make-envs.sh torch)")
+    need((torch_env() / "bin" / "python").exists(), "no torch env (ddlbench envs build pytorch)")
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     purelib = install(wheel, venv)
@@ -122,6 +122,7 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     here.mkdir()
     env = user_env(venv)
     ddlbench = str(venv / "bin" / "ddlbench")
+    env["DDLBENCH_ENVS"] = str(build_torch_env(ddlbench, tmp_path / "envs", here, env))
 
     where = ok(
         [str(venv / "bin" / "python"), "-c", "import ddlbench; print(ddlbench.__file__)"], here, env
@@ -185,6 +186,28 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert logs == ["rank-0.jsonl", "rank-0.jsonl", "rank-1.jsonl"]
 
 
+def build_torch_env(ddlbench: str, envs: Path, here: Path, env: Dict[str, str]) -> Path:
+    """``ddlbench envs build pytorch`` of the installed wheel into a folder of its own (torch
+    from the local wheel folder, the rest from pip's cache); then ``envs check`` and
+    ``doctor`` on a profile that uses it pass."""
+    built = dict(env, DDLBENCH_ENVS=str(envs))
+    out = ok([ddlbench, "envs", "build", "pytorch"], here, built, timeout=900)
+    assert "torch: done in" in out and "scripts/make-envs.sh" not in out, out
+    assert (envs / "torch" / ".ddlbench-stamp").is_file()
+    check = ok([ddlbench, "envs", "check", "pytorch"], here, built)
+    assert "torch: ok (torch " in check, check
+    (here / "built.yaml").write_text(
+        f"name: built\nscheduler: local\ndevice: cpu\nenvironments:\n"
+        f"  pytorch: {{venv: {envs / 'torch'}}}\n"
+    )
+    doctor = run([ddlbench, "doctor", "--cluster", "built.yaml", "--json"], here, built)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["pytorch"]["state"] == "ok", checks["pytorch"]
+    assert checks["env torch"]["state"] == "ok", checks["env torch"]  # stamp == shipped pins
+    (here / "built.yaml").unlink()
+    return envs
+
+
 def test_building_a_wheel_leaves_the_tree_clean(tmp_path):
     """``pip wheel .`` in a checkout: no build/ or ddlbench.egg-info/ left behind."""
     need(can_build_wheels_offline(), "building a wheel offline needs setuptools>=70.1 or wheel")
@@ -198,3 +221,10 @@ def test_building_a_wheel_leaves_the_tree_clean(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     assert "ddlbench/_data/docs/cli.md" in names and "ddlbench/cli/cmd_init.py" in names
+    # `ddlbench envs build`: the builder, its helper and its pins
+    assert {
+        "ddlbench/_data/scripts/make-envs.sh",
+        "ddlbench/_data/scripts/lib/python.sh",
+        "ddlbench/_data/scripts/envs/torch.txt",
+        "ddlbench/_data/scripts/envs/horovod.txt",
+    } <= names

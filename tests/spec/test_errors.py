@@ -236,7 +236,8 @@ def test_profile_paths_must_expand(monkeypatch):
     got = [str(p) for p in info.value.problems]
     assert got == [
         "p.yaml:5:5: environments.pytorch.venv: environment variable NO_SUCH_VAR is not set "
-        "(used in '$NO_SUCH_VAR/x')",
+        "(used in '$NO_SUCH_VAR/x') (export NO_SUCH_VAR before running ddlbench, or give a "
+        "default: ${NO_SUCH_VAR:-...})",
         "p.yaml:6:1: templates: no such folder: /no/such/folder",
     ]
 
@@ -253,3 +254,17 @@ def test_environment_keys_by_label():
     profile = validate_profile(fixed)
     assert profile.setup_for("horovod", "horovod-tf").modules == ["tf"]
     assert profile.setup_for("horovod", "horovod-torch").modules == ["torch"]
+
+
+@pytest.mark.parametrize("name", ["evil\nname", "red\x1b[31m", "it's"])
+def test_a_profile_or_campaign_name_with_a_control_character_is_printed_escaped(tmp_path, name):
+    """A newline in a name must not split the message into a line that looks like another."""
+    from tests.support.cli import invoke
+    from tests.support.repo import ROOT
+
+    spec = ROOT / "configs" / "quickstart.yaml"
+    for args in (["validate", spec, "--cluster", name], ["status", name, "--results", tmp_path]):
+        res = invoke(args)
+        assert res.exit_code == 2, res.output
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and repr(name) in lines[0], res.stderr

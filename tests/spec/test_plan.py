@@ -108,8 +108,13 @@ def test_variants_override_lr_scaling():
 
 
 def test_profile_limits():
-    with pytest.raises(InputError, match="8 GPUs per node asked, but profile 'gpu4' has 4"):
-        plan_runs(spec(scale={"nodes": [1], "gpus_per_node": 8}), GPU4)
+    with pytest.raises(InputError, match="8 GPUs per node asked, but profile 'gpu4' has 4") as e:
+        plan_runs(spec(scale={"nodes": [1, 2], "gpus_per_node": 8}), GPU4)
+    assert len(e.value.problems) == 1 and e.value.problems[0].where == "scale.gpus_per_node"
+    assert "scale.points such as [1x4, 2x4]" in str(e.value)
+    with pytest.raises(InputError) as e:
+        plan_runs(spec(scale={"points": ["1x4", "2x8", "4x8"]}), GPU4)
+    assert [p.where for p in e.value.problems] == ["scale.points[1]", "scale.points[2]"]
     small = ClusterProfile(name="small", scheduler="slurm", gpus_per_node=4, max_nodes=2)
     with pytest.raises(InputError, match="4 nodes asked, but profile 'small' allows at most 2"):
         plan_runs(spec(scale={"nodes": [1, 4]}), small)
@@ -259,3 +264,27 @@ scale:
   nodes: [2]
   gpus_per_node: 2
 """
+
+
+def test_compile_with_a_pytorch_1_module_is_refused_at_the_line_that_asks():
+    """The shipped iris profile's Horovod module is built on PyTorch 1.9 (no torch.compile)."""
+    from ddlbench.spec.load import load_profile, load_spec_text
+    from tests.support.repo import ROOT
+
+    iris = load_profile(str(ROOT / "configs" / "clusters" / "iris.yaml")).value
+    text = (
+        "name: t\nmodel: resnet50\nframeworks:\n  - name: pytorch\n  - name: horovod\n"
+        "    wraps: pytorch\n{entry}compile: true\nbatch_size: 32\nscale: {{nodes: [1]}}\n"
+    )
+    loaded = load_spec_text(text.format(entry=""), "s.yaml")
+    with pytest.raises(InputError) as e:
+        plan_runs(loaded.value, iris, loaded.source)
+    assert [str(p) for p in e.value.problems] == [
+        "s.yaml:7:1: compile: horovod-torch: compile: true needs torch >= 2.0 (torch.compile), "
+        "but profile 'iris' loads PyTorch 1.9 (module "
+        "tools/Horovod/0.22.0-fosscuda-2020b-PyTorch-1.9.0) for it; set compile: false for "
+        "this entry, or load a PyTorch >= 2.0 module"
+    ]
+    fixed = load_spec_text(text.format(entry="    compile: false\n"), "s.yaml")
+    runs = plan_runs(fixed.value, iris, fixed.source).runs
+    assert [(r.label, r.compile) for r in runs] == [("pytorch", True), ("horovod-torch", False)]

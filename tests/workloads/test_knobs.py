@@ -72,6 +72,24 @@ def test_torch_channels_last_bf16_autocast_and_compile_wrapper():
     assert out["steps"]["warmup"] == 5 and meta["warmup_requested"] == 1
 
 
+def test_torch_without_compile_runs_eager_and_says_so():
+    """A torch < 2.0 (no ``torch.compile``; here the attribute is removed) that validate
+    could not see (a venv): the step runs eager, recorded as a fallback, never a crash."""
+    code = (
+        "import json, torch\n"
+        "del torch.compile\n"
+        "from ddlbench.workloads.pytorch import apply_knobs\n"
+        'cfg = {"compile": True, "mode": "throughput", "steps": {"warmup": 1, "measure": 2}}\n'
+        'k = apply_knobs(cfg, torch.device("cpu"))\n'
+        'print(json.dumps({"meta": k.knobs.meta(), "mode": k.compile_mode}))\n'
+    )
+    out = run_probe("torch", code)
+    assert out["mode"] is None and out["meta"]["compile"] == "eager"
+    assert out["meta"]["knobs_requested"]["compile"] is True
+    assert out["meta"]["fallbacks"][0].startswith("compile: torch ")
+    assert out["meta"]["fallbacks"][0].endswith("has no torch.compile (>= 2.0)")
+
+
 def test_torch_compiled_run_records_knobs_and_compile_time(launch_ranks, run_config, validate_log):
     cfg = run_config(
         "pytorch",

@@ -172,6 +172,18 @@ class LocalExecutor(Executor):
                 result.notes.append("the local runner had stopped; restarted it")
         return result
 
+    def pending_reason(self) -> Optional[str]:
+        """The runner starts a run by recording it in the store; on a full disk that write
+        waits for space (DDLBENCH_DISKFULL_WAIT), so the run stays PENDING: say why."""
+        from ddlbench.diskfull import looks_full
+
+        if not looks_full(self.campaign.dir):
+            return None
+        return (
+            f"waiting for disk space: no space left on the disk that holds {self.campaign.dir}; "
+            "the runner starts it once space is freed"
+        )
+
     def cancel(self, attempts: List[Attempt]) -> List[str]:
         msgs: List[str] = []
         for a in attempts:

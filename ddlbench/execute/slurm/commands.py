@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ddlbench.campaign import states as S
 from ddlbench.errors import InputError
-from ddlbench.execute.base import SchedulerUnreachable
+from ddlbench.execute.base import SchedulerUnreachable, seconds_to_deadline
 from ddlbench.execute.settings import ExecuteSettings
 
 # what Slurm's clients print when the controller did not answer (worth retrying)
@@ -119,26 +119,16 @@ class SlurmClient:
         for attempt in range(tries):
             self.calls += 1
             self.log.append(args)
-            try:
-                proc = subprocess.run(
-                    args,
-                    cwd=cwd,
-                    env=dict(env) if env is not None else None,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    errors="replace",
-                    timeout=self.timeout,
-                )
-                res = Result(args, proc.returncode, proc.stdout, proc.stderr)
-            except subprocess.TimeoutExpired:
-                res = Result(args, 124, "", f"{args[0]}: timed out after {self.timeout:.0f}s")
-                res.stderr += " (socket timed out)"
+            res = self._once(args, cwd, env)
             if res.ok or not is_transient(res.stderr):
                 return res
-            if attempt + 1 < tries:
+            left = seconds_to_deadline()
+            if attempt + 1 < tries and (left is None or left > delay):
                 self.sleep(delay)
                 delay = min(delay * 2, 30.0)
+            elif attempt + 1 < tries:  # wait's patience ends before the next try
+                tries = attempt + 1
+                break
         assert res is not None
         if check_reachable:
             took = time.monotonic() - started
@@ -148,6 +138,29 @@ class SlurmClient:
                 "run the same ddlbench command again: nothing was lost."
             )
         return res
+
+    def _once(
+        self, args: List[str], cwd: Optional[str], env: Optional[Mapping[str, str]] = None
+    ) -> Result:
+        """One try, within the client's timeout and the current poll deadline, if any."""
+        left = seconds_to_deadline()
+        timeout = self.timeout if left is None else max(0.5, min(self.timeout, left))
+        try:
+            proc = subprocess.run(
+                args,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            res = Result(args, 124, "", f"{args[0]}: timed out after {timeout:.0f}s")
+            res.stderr += " (socket timed out)"
+            return res
+        return Result(args, proc.returncode, proc.stdout, proc.stderr)
 
 
 # -- records ----------------------------------------------------------------------------
@@ -311,6 +324,11 @@ def sbatch_env(environ: Mapping[str, str]) -> Dict[str, str]:
         for k, v in environ.items()
         if k in SBATCH_ENV_KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
     }
+
+
+def sinfo_nodes_args(nodelist: Optional[str]) -> List[str]:
+    """Each node of ``nodelist`` with its state (``n2 down*``), one a line."""
+    return ["sinfo", "--noheader", "--Node", f"--nodes={nodelist or ''}", "--format=%N %T"]
 
 
 def scancel_args(job_ids: Iterable[str]) -> List[str]:

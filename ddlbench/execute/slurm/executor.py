@@ -43,11 +43,17 @@ from ddlbench.execute.slurm.commands import (
     scancel_args,
     scontrol_config_args,
     scontrol_jobs_args,
+    sinfo_nodes_args,
     squeue_args,
     token_of,
 )
 from ddlbench.execute.store import Attempt, new_token
-from ddlbench.execute.task_failure import find_cause
+from ddlbench.execute.task_failure import (
+    TaskFailure,
+    bad_nodes,
+    find_cause,
+    node_failure_cause,
+)
 
 
 class SlurmExecutor(Executor):
@@ -428,16 +434,23 @@ class SlurmExecutor(Executor):
         code = found[0].exit_code if found else rec.exit_code
         hung = stopped_values(code) or hung_values(run_dir, code)
         hung = hung if rec.state == S.FAILED else {}
-        if found is None:
-            return hung
-        failure, source = found
-        return {
-            "failed_task": failure.task,
-            "failed_signal": failure.signal,
-            "cause": failure.describe(),
-            "cause_source": source,
-            **hung,
-        }
+        out: Dict[str, object] = dict(hung)
+        if found is not None:
+            failure, source = found
+            out.update(failed_task=failure.task, failed_signal=failure.signal)
+            out.update(cause=failure.describe(), cause_source=source)
+        node_down = self._node_failure(rec, found[0] if found else None)
+        if node_down:  # the node's end first; srun's first failing task after it
+            out.update(cause=node_down, cause_source="slurm")
+        return out
+
+    def _node_failure(self, rec: JobRecord, failure: Optional[TaskFailure]) -> Optional[str]:
+        """A NODE_FAIL/BOOT_FAIL said as a node that went down, naming it if sinfo still does."""
+        if node_failure_cause(rec.slurm_state, None, None) is None:
+            return None
+        res = self.client.run(sinfo_nodes_args(rec.nodelist), check_reachable=False)
+        down = bad_nodes(res.stdout) if res.ok and rec.nodelist else []
+        return node_failure_cause(rec.slurm_state, failure, rec.nodelist, down)
 
     def refresh(self) -> RefreshResult:
         result = RefreshResult()

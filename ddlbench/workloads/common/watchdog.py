@@ -6,18 +6,31 @@ they are doing with :func:`mark` (``forward``, ``backward``, ``optimizer``, ``co
 ``barrier``...: one attribute store, cheap enough for every step). When nothing completes in
 time the watchdog
 
-1. dumps every thread's Python stack with :mod:`faulthandler` into
-   ``<log_dir>/stacks-rank-<rank>.txt`` (the attempt's log folder),
-2. writes a ``hang`` record into the rank log: its last completed step, the phase it was in,
+1. asks every other rank of the attempt to dump too: it creates
+   ``<log_dir>/hang-dump-request.json`` (the attempt's log folder, on the shared file system;
+   the first rank to fire wins, ``O_EXCL``), which every watchdog looks for at each tick,
+2. dumps every thread's Python stack with :mod:`faulthandler` into
+   ``<log_dir>/stacks-rank-<rank>.txt``,
+3. writes a ``hang`` record into the rank log: its last completed step, the phase it was in,
    how long it waited and the limit it applied (docs/log-format.md),
-3. waits ``grace_s`` (so the other ranks' watchdogs, armed on the same clock, dump too) and
-   ends the process with :data:`EXIT_HUNG`; srun's ``--kill-on-bad-exit=1`` then ends the step
-   and the job, long before its time limit. The login node records the run as ``HUNG``.
+4. waits ``grace_s`` (at least two ticks and half a second: the other ranks see the request
+   and dump) and ends the process with
+   :data:`EXIT_HUNG`; srun's ``--kill-on-bad-exit=1`` then ends the step and the job, long
+   before its time limit. The login node records the run as ``HUNG``.
+
+A rank that sees the request dumps its stacks and writes its ``hang`` record with
+``requested_by`` (the rank that fired) and goes on until the job is ended. Ranks arm their
+watchdogs seconds apart, so without the request the first to fire is often an early, healthy
+rank, and the others are killed before they dump; a rank that cannot answer (stopped, dead,
+stuck holding the interpreter) is then the one without a record, or with a late one: its
+``waited_s`` is well past its ``limit_s`` (campaign/hangs.py reads both).
 
 The limit: ``first_s`` until the first step completes (start-up, rendezvous, compilation),
 then ``max(floor_s, factor * median of the recent step times)``; during an evaluation
-(phase ``eval``) ``first_s`` again. Run config ``watchdog``
-(spec key ``watchdog``): ``{floor_s, factor, first_s, grace_s}``, or ``false`` to disarm.
+(phase ``eval``) ``first_s`` again. ``first_s`` defaults to a tenth of the job's time limit
+(run config ``time_limit_s``), at least 300 s and at most 1,200 s (:func:`first_limit`). Run
+config ``watchdog`` (spec key ``watchdog``): ``{floor_s, factor, first_s, grace_s}``, or
+``false`` to disarm.
 
 Standard library only; Python 3.8 syntax.
 """
@@ -25,6 +38,7 @@ Standard library only; Python 3.8 syntax.
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import statistics
 import sys
@@ -36,7 +50,11 @@ from typing import Any, Deque, Dict, Optional
 #: the exit code of a rank whose watchdog fired (distinct from 1: a failure, 2: usage,
 #: 3: a busy node in the pre-flight)
 EXIT_HUNG = 86
-DEFAULTS: Dict[str, float] = {"floor_s": 300.0, "factor": 20.0, "first_s": 1200.0, "grace_s": 3.0}
+DEFAULTS: Dict[str, float] = {"floor_s": 300.0, "factor": 20.0, "grace_s": 3.0}
+#: the start-up limit without ``first_s``: this share of the job's time limit, within bounds
+FIRST_SHARE, FIRST_MIN_S, FIRST_MAX_S = 0.1, 300.0, 1200.0
+#: the file (in the attempt's log folder) by which the first watchdog to fire asks the others
+REQUEST = "hang-dump-request.json"
 #: how many recent step times the median is taken over
 WINDOW = 50
 #: phases with no step inside (an evaluation pass): the start-up limit ``first_s`` applies
@@ -53,11 +71,17 @@ class Watchdog:
         host: str,
         write_record: Any,
         settings: Optional[Dict[str, Any]] = None,
+        time_limit_s: Optional[float] = None,
     ) -> None:
-        opts = dict(DEFAULTS)
+        opts = dict(DEFAULTS, first_s=first_limit(time_limit_s))
         opts.update({k: float(v) for k, v in (settings or {}).items() if v is not None})
         self.floor_s, self.factor = opts["floor_s"], opts["factor"]
         self.first_s, self.grace_s = opts["first_s"], opts["grace_s"]
+        self.request_path = os.path.join(log_dir, REQUEST)
+        #: how often the limit and the request are checked
+        self.tick_s = min(1.0, max(0.05, self.floor_s / 20.0))
+        # the others need a tick to see the request and a moment to dump before the job ends
+        self.grace_s = max(self.grace_s, 2 * self.tick_s + 0.5)
         self.log_dir, self.rank, self.host = log_dir, rank, host
         self._write_record = write_record
         self.phase = "start"
@@ -87,12 +111,35 @@ class Watchdog:
         return max(self.floor_s, self.factor * statistics.median(self.durations))
 
     def _watch(self) -> None:
-        while not self._stop.wait(min(1.0, max(0.05, self.floor_s / 20.0))):
+        while not self._stop.wait(self.tick_s):
             waited = time.monotonic() - self.last_done
             limit = self.limit_s()
             if waited > limit:
                 self.fire(waited, limit)
                 return
+            asked = self.requested_by()
+            if asked is not None:
+                self.dump(waited, limit, asked)
+                return
+
+    def requested_by(self) -> Optional[int]:
+        """The rank whose watchdog fired and asked every rank to dump, or None."""
+        if not os.path.exists(self.request_path):
+            return None
+        try:
+            with open(self.request_path) as fh:
+                return int(json.load(fh)["rank"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return -1  # being written, or unreadable: asked all the same
+
+    def _ask_the_others(self) -> None:
+        """Create the request (the first rank to fire wins; the others' attempts are no-ops)."""
+        try:
+            fd = os.open(self.request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"rank": self.rank, "host": self.host, "t": time.time()}, fh)
 
     def describe(self, waited: float, limit: float) -> str:
         return (
@@ -101,8 +148,18 @@ class Watchdog:
         )
 
     def fire(self, waited: float, limit: float) -> None:
-        """Dump the stacks, log the ``hang`` record, end the process with :data:`EXIT_HUNG`."""
-        name = f"stacks-rank-{self.rank}.txt"
+        """Ask the others to dump, dump the stacks, log the ``hang`` record, and end the process
+        with :data:`EXIT_HUNG` after ``grace_s``."""
+        self._ask_the_others()
+        try:
+            self.dump(waited, limit, None)
+        finally:
+            time.sleep(self.grace_s)
+            os._exit(EXIT_HUNG)
+
+    def dump(self, waited: float, limit: float, requested_by: Optional[int]) -> None:
+        """The stack dump and the ``hang`` record; ``requested_by``: the rank that asked."""
+        name: Optional[str] = f"stacks-rank-{self.rank}.txt"
         try:
             os.makedirs(self.log_dir, exist_ok=True)
             with open(os.path.join(self.log_dir, name), "w") as fh:
@@ -122,14 +179,24 @@ class Watchdog:
             "waited_s": waited,
             "limit_s": limit,
             "stacks": name,
+            "requested_by": requested_by,
+            "tick_s": self.tick_s,
         }
+        asked = "" if requested_by is None else f" (asked by rank {requested_by})"
         try:
             self._write_record(record)
         finally:
-            sys.stderr.write(f"ddlbench: {self.describe(waited, limit)}; stacks in {name}\n")
+            sys.stderr.write(f"ddlbench: {self.describe(waited, limit)}; stacks in {name}{asked}\n")
             sys.stderr.flush()
-            time.sleep(self.grace_s)
-            os._exit(EXIT_HUNG)
+
+
+def first_limit(time_limit_s: Optional[float]) -> float:
+    """The start-up limit when the spec sets no ``first_s``: a tenth of the job's time limit,
+    at least 300 s (imports from a shared file system and a rendezvous of hundreds of ranks
+    take minutes) and at most 1,200 s. Without a time limit: 1,200 s."""
+    if not time_limit_s:
+        return FIRST_MAX_S
+    return max(FIRST_MIN_S, min(FIRST_MAX_S, FIRST_SHARE * float(time_limit_s)))
 
 
 _CURRENT: Optional[Watchdog] = None
@@ -143,7 +210,8 @@ def arm(
     settings = cfg.get("watchdog")
     if settings is False:
         return None
-    _CURRENT = Watchdog(log_dir, rank, host, write_record, settings or None).start()
+    limit = cfg.get("time_limit_s")
+    _CURRENT = Watchdog(log_dir, rank, host, write_record, settings or None, limit).start()
     return _CURRENT
 
 
