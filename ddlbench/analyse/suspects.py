@@ -20,6 +20,7 @@ from ddlbench.campaign.evidence import health_failures, node_comm_records
 from ddlbench.campaign.hangs import describe, hang_summary
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import CampaignPaths
+from ddlbench.spec.cluster import preflight_policy
 
 K_MAD = 3.0
 REL = 0.2
@@ -146,8 +147,7 @@ def _evidence_sources(campaign_dir: Path) -> Tuple[set, bool]:
     pairwise = set()
     if (spec.get("allreduce") or {}).get("pairwise"):
         pairwise = {str(r["run_id"]) for r in raw["runs"] if r.get("mode") == "allreduce"}
-    policy = cluster.get("preflight") or ("warn" if cluster.get("device") == "gpu" else "off")
-    return pairwise, policy != "off"
+    return pairwise, preflight_policy(cluster.get("preflight")) != "off"
 
 
 def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any]:

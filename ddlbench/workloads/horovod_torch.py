@@ -11,7 +11,7 @@ broadcast to all ranks.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 from .common import Context, end_process, workload_main
 from .horovod_rendezvous import (
@@ -91,8 +91,15 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
     def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
         return hvd.allreduce(t, op=hvd.Sum, name="ddlbench.eval")
 
+    def sum_ranks(values: List[float]) -> List[float]:  # steps.measure_seconds
+        return allreduce_sum(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
+
     ctx.train(
-        step_fn, data, make_evaluate(model, device, allreduce_sum), lambda: model_checksum(model)
+        step_fn,
+        data,
+        make_evaluate(model, device, allreduce_sum),
+        lambda: model_checksum(model),
+        sum_ranks,
     )
     return model, optimizer
 

@@ -513,7 +513,11 @@ def _train(
         return t
 
     evaluate_on = make_evaluate(model, device, allreduce_sum)
-    ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model))
+
+    def sum_ranks(values: List[float]) -> List[float]:  # steps.measure_seconds
+        return allreduce_sum(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
+
+    ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model), sum_ranks)
     return train_model
 
 

@@ -127,6 +127,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "run_id": "mxnet-resnet50-n2x4-b64-r0",
  "seed": 1234,
  "steps": {"measure": 50,
+ "measure_seconds": 10.0,
  "warmup": 10},
  "target_accuracy": null,
  "tasks_per_node": 4,
