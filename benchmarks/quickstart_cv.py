@@ -86,7 +86,10 @@ def measure(results: Path, window: float, repeats: int) -> List[Dict[str, object
                 "spread": max(abs(v / med - 1) for v in tput),
                 "median": med,
                 "measured_s": statistics.median(float(v) for v in g["measure_time_s"]),
-                "steps": statistics.median(float(v) for v in g["steps_measured"]),
+                "steps": statistics.median(
+                    float(s) / float(b)
+                    for s, b in zip(g["samples_measured"], g["global_batch_size"])
+                ),
             }
         )
     return rows
