@@ -73,6 +73,15 @@ def given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
 
 
+#: every command that prints progress takes -q (docs/cli.md#progress-and--q)
+quiet_option = click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress messages: only the result, warnings and errors.",
+)
+
+
 cluster_option = click.option(
     "--cluster",
     "cluster",
