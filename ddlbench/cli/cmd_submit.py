@@ -109,9 +109,7 @@ def command(
         )
     plan = plan_runs(spec_value, profile.value, spec.source)
     name = campaign or spec_value.name
-    console = stderr_console()
-    if quiet:
-        console.quiet = True  # rich prints nothing; errors are raised, not printed here
+    console = stderr_console(quiet)  # -q: no progress; errors are raised, not printed here
     label = name if name == spec_value.name else f"campaign {name} (spec {spec_value.name})"
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"

@@ -92,10 +92,11 @@ cluster_option = click.option(
 )
 
 
-def stderr_console():
+def stderr_console(quiet: bool = False):
+    """Console for progress and notes on stderr; ``quiet`` (``-q``): it prints nothing."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, quiet=quiet)
 
 
 def stdout_console():

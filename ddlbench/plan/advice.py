@@ -52,7 +52,8 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
                 source,
                 ("steps", "measure_seconds"),
                 f"{asked}; so short a window mostly shows the moment a run ran in; set "
-                f"steps.measure_seconds: {MIN_MEASURE_SECONDS:g} or more (docs/spec.md#steps)",
+                f"steps.measure_seconds: {MIN_MEASURE_SECONDS:g} or more "
+                "(docs/spec.md#how-much-to-measure)",
             )
         )
     return out

@@ -281,14 +281,6 @@ def train_with_backups(
         dist.all_reduce(t)
         return t
 
-    def sum_ranks(values: List[float]) -> List[float]:  # steps.measure_seconds
-        return allreduce_sum(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
-
-    ctx.train(
-        step_fn,
-        data,
-        make_evaluate(model, device, allreduce_sum),
-        lambda: model_checksum(model),
-        sum_ranks,
-    )
+    evaluate, sums = make_evaluate(model, device, allreduce_sum), w.rank_sum(allreduce_sum, device)
+    ctx.train(step_fn, data, evaluate, lambda: model_checksum(model), sums)
     return model

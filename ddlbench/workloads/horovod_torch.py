@@ -11,7 +11,7 @@ broadcast to all ranks.
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Tuple
 
 from .common import Context, end_process, workload_main
 from .horovod_rendezvous import (
@@ -53,6 +53,7 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
         make_step_fn,
         meta_fields,
         model_checksum,
+        rank_sum,
         setup_device,
     )
 
@@ -91,16 +92,8 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
     def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
         return hvd.allreduce(t, op=hvd.Sum, name="ddlbench.eval")
 
-    def sum_ranks(values: List[float]) -> List[float]:  # steps.measure_seconds
-        return allreduce_sum(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
-
-    ctx.train(
-        step_fn,
-        data,
-        make_evaluate(model, device, allreduce_sum),
-        lambda: model_checksum(model),
-        sum_ranks,
-    )
+    evaluate, sums = make_evaluate(model, device, allreduce_sum), rank_sum(allreduce_sum, device)
+    ctx.train(step_fn, data, evaluate, lambda: model_checksum(model), sums)
     return model, optimizer
 
 

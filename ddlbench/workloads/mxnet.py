@@ -429,8 +429,7 @@ def make_evaluate(
 
 
 def kv_float_sum(mx: Any, kv: Any, ctx: Any) -> Callable[[List[float]], List[float]]:
-    """A list of two floats summed over the workers by one kvstore push/pull (the servers
-    sum the pushes), for ``steps.measure_seconds``; every worker calls this before training."""
+    """Two floats summed over the workers by a kvstore push/pull (``steps.measure_seconds``)."""
     kv.init(WINDOW_KEY, mx.nd.zeros((2,), ctx=ctx, dtype="float64"))
 
     def sum_ranks(values: List[float]) -> List[float]:

@@ -41,7 +41,7 @@ class MeasureWindow:
         self.cap = max(int(cap), self.planned)
         self.world_size = max(1, int(world_size))
         self.rounds = 0
-        #: the cap stopped the run before ``measure_seconds`` was reached
+        #: the cap (or the round limit) stopped the run before ``measure_seconds`` was reached
         self.capped = False
 
     def wanted(self, steps_done: int, window_s: float) -> int:
@@ -56,7 +56,10 @@ class MeasureWindow:
     def more(self, steps_done: int, window_s: float, sum_ranks: Optional[SumRanks]) -> int:
         """Steps every rank takes next (0: stop). Every rank calls it after the same step,
         and the answer is the same on every rank (the ranks' wishes summed by ``sum_ranks``)."""
-        if self.seconds <= 0 or self.rounds >= MAX_ROUNDS:
+        if self.seconds <= 0:
+            return 0
+        if self.rounds >= MAX_ROUNDS:
+            self.capped = window_s < self.seconds
             return 0
         room = self.cap - steps_done
         if room <= 0:
