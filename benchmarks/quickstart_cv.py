@@ -5,9 +5,9 @@ the local executor once per measured window asked (``--windows``; ``0`` is the f
 steps of the spec, with no time target), ``--repeats`` runs per configuration, and prints per
 configuration: the coefficient of variation of the repeats' throughput (sample standard
 deviation over mean), the largest repeat's distance from their median, the median measured
-window, the median steps measured, and the machine's load while it ran (the other processes'
-share of the CPUs, read from /proc/stat over the whole benchmark). The target is a CV and
-spread within 5 % with the spec's defaults on an idle 2-core machine.
+window, the median steps measured, the machine's load while it ran (the CPUs kept busy, read
+from /proc/stat over the whole benchmark), and how many runs the pre-flight called busy. The
+target is a CV and spread within 5 % with the spec's defaults on an idle 2-core machine.
 
     python benchmarks/quickstart_cv.py [--windows 0,2,5,10] [--repeats 3] [--keep DIR]
 
@@ -86,6 +86,7 @@ def measure(results: Path, window: float, repeats: int) -> List[Dict[str, object
                 "spread": max(abs(v / med - 1) for v in tput),
                 "median": med,
                 "measured_s": statistics.median(float(v) for v in g["measure_time_s"]),
+                "busy": int((g["preflight_busy"] == True).sum()),  # noqa: E712 - NaN: no report
                 "steps": statistics.median(
                     float(s) / float(b)
                     for s, b in zip(g["samples_measured"], g["global_batch_size"])
@@ -118,16 +119,18 @@ def main() -> int:
             rows.extend(got)
     print(f"{os.cpu_count()} CPUs; load1 at the end {os.getloadavg()[0]:.2f}")
     print(
-        "window_s config repeats      CV  max|x/median-1|  samples/s  measured_s  steps  busy_cpus"
+        "window_s config repeats      CV  max|x/median-1|  samples/s  measured_s  steps"
+        "  busy_cpus  preflight_busy"
     )
     for r in rows:
         cv = "-" if r["cv"] is None else f"{100 * r['cv']:5.1f} %"
         print(
             f"{r['window']:8g} {r['config']:>6} {r['n']:7d} {cv:>7} {100 * r['spread']:13.1f} % "
             f"{r['median']:10.1f} {r['measured_s']:11.2f} {r['steps']:6.0f} "
-            f"{r['machine_busy_cpus']:10.2f}"
+            f"{r['machine_busy_cpus']:10.2f}  {r['busy']}/{r['n']}"
         )
     print("busy_cpus: CPUs busy on the whole machine (this benchmark included) while it ran")
+    print("preflight_busy: runs whose pre-flight found other processes busy at their start")
     return 0
 
 
