@@ -50,8 +50,8 @@ def test_one_rank_measures_until_the_window_is_long_enough(tmp_path):
     m = train(cfg_for(tmp_path, 0, 1, measure_seconds=0.3), 0, 0.005)
     fields = m.summary_fields()
     assert fields["measure_time_s"] >= 0.3 and m.steps_measured > 5
-    assert fields["measure_time_s"] < 1.0  # extrapolated: well short of the 60 s cap
-    assert m.steps_measured < 1000
+    assert fields["measure_time_s"] < 1.0  # extrapolated from the steps so far
+    assert m.steps_measured < 1000  # not run to the default cap
     assert fields["measure_capped"] is False and m.window.rounds <= MAX_ROUNDS
     text = (tmp_path / "logs-0" / "rank-0.jsonl").read_text()
     lines = [json.loads(x) for x in text.splitlines() if x]
