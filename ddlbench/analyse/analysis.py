@@ -157,11 +157,25 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
 
 def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Runs with a straggler index, worst first. The index is the compute-time one wherever
-    the workload logs ``compute_s`` (``straggler_metric``), else the step-time one."""
+    the workload logs ``compute_s`` (``straggler_metric``), else the step-time one.
+
+    ``straggler``: the index is above the threshold. ``suspect``: that is evidence against
+    the slowest rank's node (docs/bad-nodes.md#stragglers): the run spans more than one node
+    and the index exceeds the threshold by more than the run's own step-to-step noise
+    (``straggler_noise``: the step-time jitter over the median step time)."""
     if not len(runs) or "straggler_index" not in runs:
         return pd.DataFrame()
     s = runs[runs["straggler_index"].notna()].copy()
     s["straggler"] = s["straggler_index"] > settings.straggler_threshold
+    s["straggler_noise"] = s["step_time_jitter_s"] / s["step_time_median_s"]
+    hosts = s["n_hosts"] if "n_hosts" in s else pd.Series(np.nan, index=s.index)
+    s["n_hosts"] = hosts.fillna(s["nodes"]) if "nodes" in s else hosts
+    hosts = s["n_hosts"]
+    s["suspect"] = (
+        s["straggler"]
+        & (hosts > 1)
+        & (s["straggler_index"] > settings.straggler_threshold + s["straggler_noise"])
+    ).fillna(False)
     cols = [
         "run_id",
         "group",
@@ -173,6 +187,9 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         "step_straggler_index",
         "compute_straggler_index",
         "straggler",
+        "straggler_noise",
+        "suspect",
+        "n_hosts",
         "step_time_median_s",
         "step_time_jitter_s",
         "slowest_rank",

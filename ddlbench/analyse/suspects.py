@@ -20,6 +20,7 @@ from ddlbench.campaign.evidence import health_failures, node_comm_records
 from ddlbench.campaign.hangs import describe, hang_summary
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import CampaignPaths
+from ddlbench.spec.cluster import preflight_policy
 
 K_MAD = 3.0
 REL = 0.2
@@ -146,8 +147,7 @@ def _evidence_sources(campaign_dir: Path) -> Tuple[set, bool]:
     pairwise = set()
     if (spec.get("allreduce") or {}).get("pairwise"):
         pairwise = {str(r["run_id"]) for r in raw["runs"] if r.get("mode") == "allreduce"}
-    policy = cluster.get("preflight") or ("warn" if cluster.get("device") == "gpu" else "off")
-    return pairwise, policy != "off"
+    return pairwise, preflight_policy(cluster.get("preflight")) != "off"
 
 
 def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any]:
@@ -177,7 +177,10 @@ def evidence_text(e: Dict[str, Any]) -> str:
     if e["kind"] == "pairwise":
         return f"{e['run_id']}: {'; '.join(e['why'])}"
     if e["kind"] == "straggler":
-        return f"{e['run_id']}: slowest rank, straggler index {e['index']:.3g} ({e['metric']})"
+        what = "compute time" if e["metric"] == "compute" else "step time"
+        noise = e.get("noise")
+        beyond = f", step-to-step noise {noise:.0%}" if isinstance(noise, float) else ""
+        return f"{e['run_id']}: slowest rank, straggler index {e['index']:.3g} (by {what}{beyond})"
     return f"{e['run_id']}: health check failed ({', '.join(map(str, e['checks']))})"
 
 
@@ -190,19 +193,27 @@ def suspects_lines(suspects: Sequence[Dict[str, Any]]) -> List[str]:
 
 
 def straggler_evidence(stragglers: Any) -> Dict[str, List[Dict[str, Any]]]:
-    """host -> the runs (flagged by the straggler threshold) whose slowest rank ran there, with
-    the straggler index (the compute-time one where logged) and its metric."""
+    """host -> the runs whose slowest rank ran there and whose straggler index is evidence
+    against its node (``suspect`` of the straggler table: more than one node, and the index
+    above the threshold by more than the run's step-to-step noise), with the index (the
+    compute-time one where logged), its metric and that noise."""
     out: Dict[str, List[Dict[str, Any]]] = {}
     if stragglers is None or not len(stragglers) or "slowest_host" not in stragglers:
         return out
     for r in stragglers.to_dict("records"):
         host = r.get("slowest_host")
-        if not r.get("straggler") or not isinstance(host, str) or not host:
+        if not _true(r.get("suspect")) or not isinstance(host, str) or not host:
             continue
         item = {"run_id": r["run_id"], "index": float(r["straggler_index"])}
         item.update(metric=r.get("straggler_metric"), rank=r.get("slowest_rank"))
+        item.update(noise=r.get("straggler_noise"))
         out.setdefault(host, []).append(item)
     return out
+
+
+def _true(value: Any) -> bool:
+    """True for ``True`` and numpy's true only (not for NaN or a missing value)."""
+    return str(value) == "True"
 
 
 def campaign_suspects(

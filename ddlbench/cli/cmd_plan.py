@@ -29,13 +29,18 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
 
     One row per run: id, framework, nodes, GPUs (or CPU ranks), per-device and global batch,
     peak learning rate after scaling, and the node-hours the run requests (nodes x time limit).
+    Warnings about too little measurement (fewer than 3 repeats, a measured window that may be
+    shorter than 5 s) go to stderr as FILE:LINE: warning: lines.
     """
     from ddlbench.plan import plan_runs
+    from ddlbench.plan.advice import measurement_warnings
     from ddlbench.spec.load import choose_profile, load_spec
 
     spec = load_spec(spec_path)
     profile, why = choose_profile(spec, cluster)
     plan = plan_runs(spec.value, profile.value, spec.source)
+    for line in measurement_warnings(spec.value, spec.source):
+        click.echo(line, err=True)  # stderr: --json stays clean
     if as_json:
         click.echo(json.dumps(_plan_json(plan, spec_path, why), indent=1))
     else:

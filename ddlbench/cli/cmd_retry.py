@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ddlbench.cli.common import campaign_dir, no_out_option, results_option
+from ddlbench.cli.common import campaign_dir, no_out_option, quiet_option, results_option
 
 
 @click.command(
@@ -46,6 +46,7 @@ Examples:
     help="Retry this run (repeatable), whatever way it ended, even COMPLETED.",
 )
 @click.option("--serial", is_flag=True, help="Chain the retried runs (afterany), one at a time.")
+@quiet_option
 @click.option(
     "--exclude-bad-nodes",
     is_flag=True,
@@ -67,6 +68,7 @@ def command(
     serial: bool,
     exclude_bad_nodes: bool = False,
     comm_debug: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Submit new attempts of CAMPAIGN's runs that ended without success.
 
@@ -93,7 +95,12 @@ def command(
 
     retry_environment(root, exclude_bad_nodes, comm_debug, click.echo)
     summary = retry_campaign(
-        root, run_ids=list(run_ids) or None, states=wanted, serial=serial, echo=click.echo
+        root,
+        run_ids=list(run_ids) or None,
+        states=wanted,
+        serial=serial,
+        echo=click.echo,
+        progress=not quiet,
     )
     if summary.failed:
         raise SystemExit(1)

@@ -11,6 +11,7 @@ from ddlbench.cli.common import (
     cluster_option,
     deprecated_option,
     given,
+    quiet_option,
     results_option,
     runs_text,
     stderr_console,
@@ -51,6 +52,7 @@ Examples:
     help="Ask for whole nodes (#SBATCH --exclusive) and chain runs like --serial.",
 )
 @click.option("--array", is_flag=True, help="Group runs of the same shape into job arrays.")
+@quiet_option
 @click.option(
     "--resume",
     "resume",
@@ -71,6 +73,7 @@ def command(
     exclusive: bool,
     array: bool,
     resume: str | None,
+    quiet: bool,
 ) -> None:
     """Render one sbatch script per run of SPEC and submit them.
 
@@ -88,7 +91,7 @@ def command(
     if resume:
         if spec_path or dry_run:
             raise InputError(Problem("--resume takes a campaign name and no SPEC or --dry-run"))
-        _submit(campaign_dir(results, resume), serial or exclusive, array, resume=True)
+        _submit(campaign_dir(results, resume), serial or exclusive, array, True, quiet)
         return
     if not spec_path:
         raise InputError(Problem("missing SPEC (or use --resume CAMPAIGN)"))
@@ -106,7 +109,7 @@ def command(
         )
     plan = plan_runs(spec_value, profile.value, spec.source)
     name = campaign or spec_value.name
-    console = stderr_console()
+    console = stderr_console(quiet)  # -q: no progress; errors are raised, not printed here
     label = name if name == spec_value.name else f"campaign {name} (spec {spec_value.name})"
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
@@ -117,7 +120,7 @@ def command(
     if dry_run:
         _dry_run_done(rendered.root)
         return
-    _submit(rendered.root, serial or exclusive, array, resume=False)
+    _submit(rendered.root, serial or exclusive, array, False, quiet)
 
 
 def _dry_run_done(root: Path) -> None:
@@ -130,7 +133,7 @@ def _dry_run_done(root: Path) -> None:
 
 def _render(render_campaign, plan, name, results, spec, profile, profile_text, console):
     total = len(plan.runs)
-    if total < 200 or not console.is_terminal:
+    if total < 200 or not console.is_terminal or console.quiet:
         return render_campaign(
             plan, name, results, spec.source.text, spec.path, profile_text, profile.path
         )
@@ -155,9 +158,9 @@ def _render(render_campaign, plan, name, results, spec, profile, profile_text, c
         )
 
 
-def _submit(root: Path, serial: bool, array: bool, resume: bool) -> None:
+def _submit(root: Path, serial: bool, array: bool, resume: bool, quiet: bool) -> None:
     from ddlbench.execute import submit_campaign
 
-    summary = submit_campaign(root, serial=serial, array=array, resume=resume)
+    summary = submit_campaign(root, serial=serial, array=array, resume=resume, progress=not quiet)
     if getattr(summary, "failed", 0):
         raise SystemExit(1)

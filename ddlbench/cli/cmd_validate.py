@@ -21,9 +21,13 @@ def command(specs: tuple, cluster: str | None) -> None:
 
     Every problem is printed as FILE:LINE:COL: WHERE: WHAT, and the exit code is 2 if any
     spec is invalid. The sweep is planned too, so impossible scale points are caught here.
+    A valid spec that would measure too little (fewer than 3 repeats, a measured window that
+    may be shorter than 5 s) gets FILE:LINE: warning: lines on stderr; they do not change
+    the exit code.
     """
     from ddlbench.errors import InputError
     from ddlbench.plan import plan_runs
+    from ddlbench.plan.advice import measurement_warnings
     from ddlbench.spec.load import choose_profile, load_spec
 
     problems = []
@@ -36,6 +40,8 @@ def command(specs: tuple, cluster: str | None) -> None:
                 f"{path}: ok ({len(plan.runs)} runs on '{profile.value.name}', "
                 f"{plan.node_hours:.1f} node-hours requested)"
             )
+            for line in measurement_warnings(spec.value, spec.source):
+                click.echo(line, err=True)
         except InputError as exc:
             problems += exc.problems
     if problems:

@@ -73,6 +73,15 @@ def given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
 
 
+#: every command that prints progress takes -q (docs/cli.md#progress-and--q)
+quiet_option = click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress messages: only the result, warnings and errors.",
+)
+
+
 cluster_option = click.option(
     "--cluster",
     "cluster",
@@ -83,10 +92,11 @@ cluster_option = click.option(
 )
 
 
-def stderr_console():
+def stderr_console(quiet: bool = False):
+    """Console for progress and notes on stderr; ``quiet`` (``-q``): it prints nothing."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, quiet=quiet)
 
 
 def stdout_console():

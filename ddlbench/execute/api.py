@@ -124,6 +124,7 @@ def submit_campaign(
     array: bool = False,
     resume: bool = False,
     echo: Echo = print,
+    progress: bool = True,
 ) -> SubmitSummary:
     """Submit every run of a rendered campaign that was never submitted.
 
@@ -147,7 +148,8 @@ def submit_campaign(
             todo = select_runs(campaign.runs, latest, summary, resume=resume)
             by_id = {r.run_id: r for r in campaign.runs}
             make_run_dirs(todo + [by_id[a.run_id] for a in intents if a.run_id in by_id])
-            bar = _Progress(len(todo) + len(intents), f"submitting {campaign.name}")
+            count = len(todo) + len(intents) if progress else 0
+            bar = _Progress(count, f"submitting {campaign.name}")
             try:
                 summary.merge(
                     ex.submit(todo, intents, serial=serial, array=array, advance=bar.advance)
@@ -344,6 +346,7 @@ def retry_campaign(
     states: Optional[Iterable[str]] = None,
     serial: bool = False,
     echo: Echo = print,
+    progress: bool = True,
 ) -> SubmitSummary:
     """Submit new attempts for runs that ended without success (or the named ``run_ids``).
 
@@ -377,7 +380,7 @@ def retry_campaign(
                 ]
             make_run_dirs(todo)
             summary.total = len(todo)
-            bar = _Progress(len(todo), f"retrying {campaign.name}")
+            bar = _Progress(len(todo) if progress else 0, f"retrying {campaign.name}")
             try:
                 summary.merge(ex.submit(todo, serial=serial, advance=bar.advance))
             finally:

@@ -198,7 +198,7 @@ def _spec_parts(plan: Plan) -> Dict[str, Any]:
     spec = plan.spec
     return {
         "data": spec.data.model_dump(),
-        "steps": spec.steps.model_dump(),
+        "steps": spec.steps.model_dump(exclude_none=True),
         "allreduce": spec.allreduce.model_dump(exclude_none=True),
     }
 

@@ -23,6 +23,15 @@ CV = "CV = sample standard deviation / mean"
 JITTER = "median over ranks of 1.4826 x MAD of the step times"
 #: the straggler index of a run
 STRAGGLER_INDEX = "max/median over ranks of the per-rank median compute time"
+#: the Stragglers section's text: which quantity the index uses, and when it names a node
+STRAGGLER_TEXT = (
+    "Straggler index of a run = slowest rank's median / median over ranks of the per-rank "
+    "medians, of the compute time where the workload logs it (by: compute; synchronous "
+    "training evens out step times) and of the step time otherwise (by: step); 1.0: no "
+    "straggler. It names a suspected node only when the run spans more than one node and the "
+    "index exceeds the threshold by more than the run's step-to-step noise (jitter / median "
+    "step time; docs/bad-nodes.md)"
+)
 #: achieved FLOP rate and model FLOP utilisation (docs/mfu.md)
 TFLOPS = (
     "TFLOP/s per device = samples/s per device x training FLOPs per sample (3 x the "
@@ -31,7 +40,7 @@ TFLOPS = (
 MFU = "MFU = that / the device's peak for the precision that ran"
 
 #: the formulas the templates restate
-FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER}
+FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER, "straggler": STRAGGLER_TEXT}
 
 FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "throughput": (
@@ -48,9 +57,12 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
         "the knee lies in when they do not (docs/metrics.md, Verdicts).",
     ),
     "ranks": (
-        "Per-rank step times of the largest run",
-        "Median (dot), 25-75 % (bar) and 5-95 % (line) of each rank's measured step times; "
-        "colour alternates per host; the three slowest ranks are named.",
+        "Per-rank times of the largest run, in the straggler index's quantity",
+        "The quantity the straggler index of the run uses (its title says which): per-rank "
+        "median compute time (dot) where the workload logs it, else the median (dot), 25-75 % "
+        "(bar) and 5-95 % (line) of each rank's measured step times; dashed: the median over "
+        "ranks, dotted: the straggler threshold; colour alternates per host; the three slowest "
+        "ranks are named.",
     ),
     "accuracy": (
         "Accuracy vs global batch size",

@@ -122,6 +122,7 @@ def summary(a: Analysis, data: CampaignData) -> List[str]:
     resubmitted = attempts_sentence(data.campaign_dir)  # how each earlier attempt ended
     if resubmitted:
         out.append(resubmitted)
+    out += preflight_sentences(a.runs)  # a busy machine is said beside the figures
     out += _scaling_sentences(a)
     out += _noise_sentences(a)
     out += _straggler_sentences(a)
@@ -253,3 +254,25 @@ def base_note(a: Analysis) -> str:
         if not missing(r["base_devices"])
     ]
     return "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)
+
+
+def preflight_sentences(runs: pd.DataFrame) -> List[str]:
+    """What the pre-flight saw at the start of the measured runs (docs/telemetry.md): the
+    runs that started on a busy or shared node and the first reason, or that all were quiet."""
+    if not len(runs) or "preflight_busy" not in runs:
+        return []
+    seen = (
+        runs[runs["preflight_busy"].notna()]
+        if "status" not in runs
+        else runs[runs["preflight_busy"].notna() & (runs["status"] == "ok")]
+    )
+    if not len(seen):
+        return []
+    flagged = seen[seen["interference"].notna() & (seen["interference"] != "")]
+    if not len(flagged):
+        return [f"Pre-flight: all {len(seen)} measured run(s) started on a quiet node."]
+    why = str(flagged["interference"].iloc[0])
+    return [
+        f"Pre-flight: {len(flagged)} of {len(seen)} measured run(s) {why} (first one shown); "
+        "their figures may be low or noisy: repeat them on a quiet machine."
+    ]

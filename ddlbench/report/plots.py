@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import matplotlib
 import numpy as np
@@ -301,58 +301,69 @@ def _mark_knee(ax, s, p, threshold: float, color) -> None:
     )
 
 
+def _rank_ranges(ax, r: pd.DataFrame, x, colors, ms: float) -> None:
+    """Each rank's 5-95 % (thin) and 25-75 % (thick) step-time range."""
+    lw_thin = 0.8 if len(r) <= 256 else 0.4
+    lw_thick = 3.0 if len(r) <= 64 else (1.6 if len(r) <= 256 else 0.9)
+    lo, hi = r["step_time_p5_s"] * ms, r["step_time_p95_s"] * ms
+    ax.vlines(x, lo, hi, colors=colors, linewidth=lw_thin, alpha=0.6)
+    lo, hi = r["step_time_p25_s"] * ms, r["step_time_p75_s"] * ms
+    ax.vlines(x, lo, hi, colors=colors, linewidth=lw_thick)
+
+
 @styled
-def rank_distribution_figure(ranks: pd.DataFrame, run_id: str, top: int = 3):
-    """Per-rank step time of one run: median, interquartile range, 5-95 % range."""
+def rank_distribution_figure(
+    ranks: pd.DataFrame,
+    run_id: str,
+    top: int = 3,
+    metric: Optional[str] = None,
+    threshold: Optional[float] = None,
+):
+    """Per-rank times of one run in the quantity its straggler index uses (``metric``):
+    the per-rank median compute time for ``compute``, else the step time's median,
+    interquartile range and 5-95 % range; the median over ranks, and ``threshold`` x it."""
+    compute = metric == "compute" and "compute_median_s" in ranks
+    key = "compute_median_s" if compute else "step_time_median_s"
     r = ranks.sort_values("rank")
-    r = r[r["step_time_median_s"].notna()]
+    r = r[r[key].notna()]
     fig, (ax,) = new_figure(7.2, 4.4, top=0.87)
     if not len(r):
         return fig
-    x = r["rank"].to_numpy()
-    ms = 1e3
+    x, ms = r["rank"].to_numpy(), 1e3
     hosts = r["host"].fillna("?").astype(str).to_numpy()
     uniq = list(dict.fromkeys(hosts))
     shade = {h: ("#1f77b4" if i % 2 == 0 else "#ff7f0e") for i, h in enumerate(uniq)}
     colors = [shade[h] for h in hosts]
-    lw_thin = 0.8 if len(r) <= 256 else 0.4
-    lw_thick = 3.0 if len(r) <= 64 else (1.6 if len(r) <= 256 else 0.9)
-    ax.vlines(
-        x,
-        r["step_time_p5_s"] * ms,
-        r["step_time_p95_s"] * ms,
-        colors=colors,
-        linewidth=lw_thin,
-        alpha=0.6,
-    )
-    ax.vlines(
-        x,
-        r["step_time_p25_s"] * ms,
-        r["step_time_p75_s"] * ms,
-        colors=colors,
-        linewidth=lw_thick,
-    )
-    ax.scatter(x, r["step_time_median_s"] * ms, s=8 if len(r) <= 256 else 3, c="black", zorder=3)
-    centre = float(np.median(r["step_time_median_s"])) * ms
+    if not compute:
+        _rank_ranges(ax, r, x, colors, ms)
+    dots = colors if compute else "black"  # without bars the dots carry the host colour
+    ax.scatter(x, r[key] * ms, s=14 if len(r) <= 256 else 3, c=dots, zorder=3)
+    centre = float(np.median(r[key])) * ms
     ax.axhline(centre, color="grey", linestyle="--", linewidth=1)
-    slow = r.sort_values(["step_time_median_s", "rank"], ascending=[False, True]).head(top)
+    top_y = float((r[key] if compute else r["step_time_p95_s"]).max()) * ms
+    if threshold:
+        ax.axhline(centre * threshold, color="#d62728", linestyle=":", linewidth=1)
+        top_y = max(top_y, centre * threshold)
+    slow = r.sort_values([key, "rank"], ascending=[False, True]).head(top)
     for _, s in slow.iterrows():
         ax.annotate(
             f"rank {int(s['rank'])}\n{s['host']}",
-            (s["rank"], s["step_time_median_s"] * ms),
+            (s["rank"], s[key] * ms),
             xytext=(6, 6),
             textcoords="offset points",
             fontsize=8,
         )
+    what = "compute time" if compute else "step time"
     ax.set_xlabel("rank")
-    ax.set_ylabel("step time (ms)")
+    ax.set_ylabel(f"{what} (ms)")
+    marks = "dot: median" if compute else "dot: median; bar: 25-75 %; line: 5-95 %"
     ax.set_title(
-        f"Per-rank step time, {run_id}\n(dot: median; bar: 25-75 %; line: 5-95 %; "
-        "colour alternates per host; dashed: median of ranks)",
+        f"Per-rank {what} (the straggler index's quantity), {run_id}\n({marks}; colour "
+        "alternates per host; dashed: median of ranks; dotted: straggler threshold)",
         fontsize=9.5,
     )
     ax.set_xlim(x.min() - 1, x.max() + 1)
-    ax.set_ylim(0, float(r["step_time_p95_s"].max()) * ms * 1.18)
+    ax.set_ylim(0, top_y * 1.18)
     return fig
 
 
@@ -527,6 +538,14 @@ def model_figure(pred: pd.DataFrame):
     return fig
 
 
+def _straggler_metric(stragglers: Optional[pd.DataFrame], run_id: str) -> Optional[str]:
+    """The quantity of ``run_id``'s straggler index (``compute`` or ``step``), if it has one."""
+    if stragglers is None or not len(stragglers) or "straggler_metric" not in stragglers:
+        return None
+    hit = stragglers.loc[stragglers["run_id"] == run_id, "straggler_metric"]
+    return str(hit.iloc[0]) if len(hit) and isinstance(hit.iloc[0], str) else None
+
+
 def make_figures(
     analysis, directory: Path, formats: Sequence[str] = FORMATS
 ) -> Dict[str, Dict[str, Path]]:
@@ -546,7 +565,13 @@ def make_figures(
             "efficiency",
         )
     if a.largest_run and len(a.largest_ranks):
-        put("ranks", rank_distribution_figure(a.largest_ranks, a.largest_run), "rank_step_times")
+        fig = rank_distribution_figure(
+            a.largest_ranks,
+            a.largest_run,
+            metric=_straggler_metric(a.stragglers, a.largest_run),
+            threshold=a.settings.straggler_threshold,
+        )
+        put("ranks", fig, "rank_step_times")
     if len(a.convergence):
         put("accuracy", accuracy_batch_figure(a.convergence), "accuracy_vs_batch")
     if len(a.curves):

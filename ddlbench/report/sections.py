@@ -150,6 +150,8 @@ STRAGGLERS = TableSpec(
         ),
         col("median step ms", "step_time_median_s", fms),
         col("jitter ms", "step_time_jitter_s", fms),
+        col("step noise", "straggler_noise", fpct),
+        text("suspect", "suspect", lambda v: "yes" if str(v) == "True" else "no"),
         text("slowest ranks (rank@host median)", "slowest_ranks", ftext),
     ],
     select=lambda s: s.head(15),

@@ -34,6 +34,7 @@ class FigureInput:
     convergence: object
     curves: object
     allreduce: object
+    stragglers: object = None  # the straggler table: which quantity each run's index uses
 
     @classmethod
     def of(cls, a) -> FigureInput:
@@ -46,6 +47,7 @@ class FigureInput:
             a.convergence,
             a.curves,
             a.allreduce,
+            a.stragglers,
         )
 
 

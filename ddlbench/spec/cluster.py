@@ -69,6 +69,16 @@ def expand_path(value: str, environ: Optional[Dict[str, str]] = None) -> str:
     return os.path.expanduser(_VAR.sub(repl, value))
 
 
+#: the pre-flight policy of a profile that sets none: on CPU profiles too, since other
+#: processes on a CPU node take the very cores that are measured (docs/telemetry.md)
+DEFAULT_PREFLIGHT = "warn"
+
+
+def preflight_policy(preflight: Optional[str]) -> str:
+    """A profile's pre-flight policy from its ``preflight`` key (None: the default)."""
+    return preflight or DEFAULT_PREFLIGHT
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -246,7 +256,7 @@ class ClusterProfile(Strict):
     #: a directory of site templates searched before ddlbench's slurm_templates/
     templates: Optional[str] = None
     #: interference pre-flight before the measured steps (docs/telemetry.md): warn, fail or
-    #: off; default warn on GPU profiles, off on CPU profiles
+    #: off; default :data:`DEFAULT_PREFLIGHT` on every profile, CPU ones included
     preflight: Optional[Literal["warn", "fail", "off"]] = None
     #: per-node GPU telemetry sampler (NVML, about 10 Hz) beside the ranks; GPU profiles only
     telemetry: bool = True
@@ -256,9 +266,7 @@ class ClusterProfile(Strict):
 
     @property
     def preflight_policy(self) -> str:
-        if self.preflight is not None:
-            return self.preflight
-        return "warn" if self.device == "gpu" else "off"
+        return preflight_policy(self.preflight)
 
     @property
     def cpu_bind_policy(self) -> str:

@@ -70,9 +70,24 @@ class DataSpec(Strict):
         return self
 
 
+#: the measured window a throughput run reaches by default (docs/spec.md#steps)
+DEFAULT_MEASURE_SECONDS = 10.0
+
+
 class Steps(Strict):
+    """Throughput mode: ``warmup`` steps, then at least ``measure`` measured steps and at
+    least ``measure_seconds`` of them, at most ``max_measure`` (docs/spec.md#steps)."""
+
     warmup: int = Field(default=10, ge=0)
     measure: int = Field(default=50, ge=1)
+    measure_seconds: float = Field(default=DEFAULT_MEASURE_SECONDS, ge=0)
+    max_measure: Optional[int] = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _cap_above_measure(self) -> Steps:
+        if self.max_measure is not None and self.max_measure < self.measure:
+            raise ValueError(f"max_measure ({self.max_measure}) is below measure ({self.measure})")
+        return self
 
 
 class Optimizer(Strict):

@@ -206,6 +206,7 @@ def profile_search_path(spec_path: Optional[str] = None) -> List[Path]:
     for d in os.environ.get("DDLBENCH_CLUSTERS", "").split(os.pathsep):
         if d:
             dirs.append(Path(d))
+            _warn_missing_folder(Path(d))
     if spec_path:
         dirs.append(Path(spec_path).resolve().parent / "clusters")
     dirs.append(Path.cwd() / "configs" / "clusters")
@@ -219,27 +220,59 @@ def profile_search_path(spec_path: Optional[str] = None) -> List[Path]:
     return out
 
 
+#: DDLBENCH_CLUSTERS folders already warned about (once per process)
+_WARNED: set = set()
+
+
+def _warn_missing_folder(folder: Path) -> None:
+    """A ``DDLBENCH_CLUSTERS`` entry that is not a folder: said once on stderr, not an error
+    (a site's module may name a folder that only some machines mount)."""
+    if folder.is_dir() or folder in _WARNED:
+        return
+    _WARNED.add(folder)
+    import sys
+
+    what = "does not exist" if not folder.exists() else "is not a folder"
+    sys.stderr.write(
+        f"ddlbench: warning: DDLBENCH_CLUSTERS names {folder}, which {what}; no profile is "
+        "looked up there (docs/cluster-profiles.md#finding-a-profile)\n"
+    )
+
+
+def is_profile_path(name: str) -> bool:
+    """Whether a profile value is a path to a file rather than a name to look up."""
+    return "/" in name or name.endswith((".yaml", ".yml"))
+
+
+def missing_profile(name: str, spec_path: Optional[str] = None) -> str:
+    """What to say about a profile name or path that names no file."""
+    if is_profile_path(name):
+        return (
+            f"no such cluster profile file: {name} (a path is relative to the current "
+            f"directory, {Path.cwd()}; a name without '/' or '.yaml' is looked up)"
+        )
+    known = sorted(
+        {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
+    )
+    from ddlbench.errors import did_you_mean, quoted
+
+    return (
+        f"no cluster profile named {quoted(name)}{did_you_mean(name, known)}; "
+        f"known: {', '.join(known) or 'none'} (searched "
+        f"{', '.join(str(d) for d in profile_search_path(spec_path))})"
+    )
+
+
 def find_profile(name: str, spec_path: Optional[str] = None) -> Path:
     """A profile name (``iris``) or a path (``./site.yaml``) -> the profile file."""
-    if "/" in name or name.endswith((".yaml", ".yml")):
+    if is_profile_path(name):
         return Path(name)
     for d in profile_search_path(spec_path):
         for ext in (".yaml", ".yml"):
             candidate = d / f"{name}{ext}"
             if candidate.is_file():
                 return candidate
-    known = sorted(
-        {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
-    )
-    from ddlbench.errors import did_you_mean, quoted
-
-    raise InputError(
-        Problem(
-            f"no cluster profile named {quoted(name)}{did_you_mean(name, known)}; "
-            f"known: {', '.join(known) or 'none'} (searched "
-            f"{', '.join(str(d) for d in profile_search_path(spec_path))})"
-        )
-    )
+    raise InputError(Problem(missing_profile(name, spec_path)))
 
 
 def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
@@ -254,6 +287,20 @@ def default_profile_name() -> Tuple[str, str]:
     return "local", "the default; pass --cluster to check a Slurm profile"
 
 
+def _spec_profile(spec: Loaded) -> Loaded:
+    """The profile the spec's ``cluster`` names; one that names no file is a problem at that
+    line of the spec, like every other spec error."""
+    name = spec.value.cluster
+    try:
+        path = find_profile(name, spec.path)
+    except InputError:
+        path = None
+    if path is None or not path.is_file():
+        raise InputError(spec.source.problem(("cluster",), missing_profile(name, spec.path)))
+    source = load_yaml(path)
+    return Loaded(validate_profile(source), source)
+
+
 def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str]:
     """The profile to use and why: the CLI option, the spec's ``cluster``, or the default.
 
@@ -263,7 +310,7 @@ def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str
     if cli_choice:
         return load_profile(cli_choice, spec.path), "--cluster"
     if spec.value.cluster:
-        return load_profile(spec.value.cluster, spec.path), f"'cluster' in {spec.path}"
+        return _spec_profile(spec), f"'cluster' in {spec.path}"
     if shutil.which("sbatch") is None:
         return load_profile("local", spec.path), "default: no Slurm found (sbatch not on PATH)"
     raise InputError(

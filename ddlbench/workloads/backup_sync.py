@@ -281,7 +281,6 @@ def train_with_backups(
         dist.all_reduce(t)
         return t
 
-    ctx.train(
-        step_fn, data, make_evaluate(model, device, allreduce_sum), lambda: model_checksum(model)
-    )
+    evaluate, sums = make_evaluate(model, device, allreduce_sum), w.rank_sum(allreduce_sum, device)
+    ctx.train(step_fn, data, evaluate, lambda: model_checksum(model), sums)
     return model

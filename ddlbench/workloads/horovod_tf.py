@@ -158,6 +158,12 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
         data,
         lambda val: make_evaluate(tf, hvd, model, val),
         lambda: model_checksum(model),
+        lambda values: [
+            float(v)
+            for v in hvd.allreduce(
+                tf.constant(values, dtype=tf.float64), op=hvd.Sum, name="ddlbench.window"
+            ).numpy()
+        ],
     )
     return model, step_fn
 

@@ -53,6 +53,7 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
         make_step_fn,
         meta_fields,
         model_checksum,
+        rank_sum,
         setup_device,
     )
 
@@ -91,9 +92,8 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
     def allreduce_sum(t: torch.Tensor) -> torch.Tensor:
         return hvd.allreduce(t, op=hvd.Sum, name="ddlbench.eval")
 
-    ctx.train(
-        step_fn, data, make_evaluate(model, device, allreduce_sum), lambda: model_checksum(model)
-    )
+    evaluate, sums = make_evaluate(model, device, allreduce_sum), rank_sum(allreduce_sum, device)
+    ctx.train(step_fn, data, evaluate, lambda: model_checksum(model), sums)
     return model, optimizer
 
 

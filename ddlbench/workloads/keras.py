@@ -52,6 +52,7 @@ from .tensorflow import (
     model_checksum,
     prepare_environment,
     setup_device,
+    strategy_float_sum,
     strategy_sum,
 )
 
@@ -222,6 +223,7 @@ def body(ctx: Context) -> None:
         data,
         lambda val: make_evaluate(tf, keras, strategy, model, val),
         lambda: model_checksum(model),
+        strategy_float_sum(tf, strategy),
     )
 
 

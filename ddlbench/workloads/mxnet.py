@@ -70,8 +70,10 @@ from .common.ps_cpus import bind_ps_role
 from .vocabulary import DEFAULT_MXNET_KVSTORE, MXNET_KVSTORES, MXNET_PRECISIONS
 
 PS_ROLES = ("scheduler", "server")
-# kvstore key for the evaluation totals; the Trainer uses the parameter indices 0..n-1
+# kvstore keys for the evaluation totals and the measured window's agreement; the Trainer
+# uses the parameter indices 0..n-1
 EVAL_KEY = 999_983
+WINDOW_KEY = 999_979
 
 
 def role() -> str:
@@ -430,6 +432,19 @@ def make_evaluate(
     return evaluate
 
 
+def kv_float_sum(mx: Any, kv: Any, ctx: Any) -> Callable[[List[float]], List[float]]:
+    """Two floats summed over the workers by a kvstore push/pull (``steps.measure_seconds``)."""
+    kv.init(WINDOW_KEY, mx.nd.zeros((2,), ctx=ctx, dtype="float64"))
+
+    def sum_ranks(values: List[float]) -> List[float]:
+        buf = mx.nd.array(values, ctx=ctx, dtype="float64")
+        kv.push(WINDOW_KEY, buf)
+        kv.pull(WINDOW_KEY, out=buf)
+        return [float(v) for v in buf.asnumpy()]
+
+    return sum_ranks
+
+
 def model_checksum(net: Any) -> Tuple[float, str]:
     arrays = (np.asarray(a, dtype=np.float32) for a in models_mxnet.trainable_numpy(net))
     return param_checksum(arrays)
@@ -564,6 +579,7 @@ def _train(
         data,
         lambda val: make_evaluate(mx, net, kv, dev, val),
         lambda: model_checksum(net),
+        kv_float_sum(mx, kv, dev) if (cfg["steps"] or {}).get("measure_seconds") else None,
     )
 
 

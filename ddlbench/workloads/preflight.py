@@ -4,8 +4,11 @@
 runs once per node (an ``srun --ntasks-per-node=1`` step of the job script) before the ranks.
 It writes ``<node>.json`` (docs/telemetry.md#pre-flight) with:
 
-* the CPU load: 1-minute load average, CPUs of the node and of this job, and ``cpu_busy`` when
-  the load exceeds ``CPU_BUSY_FRACTION`` of the node's CPUs;
+* the CPU load: the CPUs that other processes kept busy over a short window (``/proc/stat``
+  read twice, :data:`CPU_WINDOW_S` apart, less this process's own time), the load averages,
+  the CPUs of the node and of this job, and ``cpu_busy`` when the other processes' share
+  exceeds ``CPU_BUSY_FRACTION`` of the node's CPUs (the 1-minute load average is kept for
+  the record only: it still carries steps that ended before, such as an image import);
 * whether the node is shared: other Slurm jobs on it (``squeue -w <node>``), else whether the
   job holds fewer CPUs than the node has (``null`` when neither can be told);
 * the GPUs (through NVML when available): processes running on them, utilisation, memory used.
@@ -22,25 +25,70 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .gpu_sampler import node_name, nvml_call, nvml_text, open_nvml, visible_indices
 from .health import node_health
 
 FORMAT = "ddlbench-preflight/1"
-#: load average above this fraction of the node's CPUs makes the node busy (override:
-#: DDLBENCH_PREFLIGHT_LOAD_FRACTION)
+#: other processes keeping more than this fraction of the node's CPUs busy make the node busy
+#: (override: DDLBENCH_PREFLIGHT_LOAD_FRACTION)
 CPU_BUSY_FRACTION = 0.25
+#: seconds over which other processes' CPU use is read from /proc/stat (override:
+#: DDLBENCH_PREFLIGHT_CPU_WINDOW)
+CPU_WINDOW_S = 0.5
 GPU_UTIL_BUSY_PCT = 5
 GPU_MEM_BUSY_FRACTION = 0.03
 EXIT_BUSY = 3
 
 
+def read_proc_stat(path: str = "/proc/stat") -> Tuple[int, int]:
+    """``(busy, total)`` jiffies of all CPUs together, from the ``cpu`` line of /proc/stat
+    (idle and iowait are not busy; guest time is already inside user time)."""
+    with open(path, encoding="ascii") as f:
+        for line in f:
+            if line.startswith("cpu "):
+                fields = [int(v) for v in line.split()[1:9]]
+                fields += [0] * (8 - len(fields))
+                total = sum(fields)
+                return total - fields[3] - fields[4], total
+    raise OSError(f"no cpu line in {path}")
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def others_busy_cpus(window_s: float, cpus: int) -> Optional[float]:
+    """CPUs kept busy by other processes over the next ``window_s`` seconds: the busy share of
+    all CPUs from /proc/stat, less this process's own CPU time (``None`` without /proc/stat).
+    A short window now, not the 1-minute load average, so that a step that ended before it
+    (a container image import, the job's earlier steps) does not count."""
+    try:
+        busy0, total0 = read_proc_stat()
+        own0 = _own_cpu_s()
+        time.sleep(window_s)
+        busy1, total1 = read_proc_stat()
+        own1 = _own_cpu_s()
+    except (OSError, ValueError):
+        return None
+    if total1 <= total0:
+        return None
+    ticks_per_s = (total1 - total0) / max(window_s, 1e-3) / cpus
+    own_ticks = (own1 - own0) * ticks_per_s
+    share = max(0.0, (busy1 - busy0 - own_ticks) / (total1 - total0))
+    return share * cpus
+
+
 def cpu_state(env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """Load average and CPU counts; ``cpu_busy`` by :data:`CPU_BUSY_FRACTION`."""
+    """Other processes' CPU use over a short window, load averages and CPU counts;
+    ``cpu_busy`` by :data:`CPU_BUSY_FRACTION` of the node's CPUs (on the window's figure; on
+    the 1-minute load average only where /proc/stat cannot be read)."""
     env = os.environ if env is None else env
     cpus = os.cpu_count() or 1
     try:
@@ -49,10 +97,15 @@ def cpu_state(env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
         load1 = load5 = None
     job_cpus = _int(env.get("SLURM_CPUS_ON_NODE"))
     fraction = float(env.get("DDLBENCH_PREFLIGHT_LOAD_FRACTION") or CPU_BUSY_FRACTION)
-    busy = load1 is not None and load1 > fraction * cpus
+    window = float(env.get("DDLBENCH_PREFLIGHT_CPU_WINDOW") or CPU_WINDOW_S)
+    others = others_busy_cpus(window, cpus)
+    basis = others if others is not None else load1
+    busy = basis is not None and basis > fraction * cpus
     return {
         "load1": load1,
         "load5": load5,
+        "others_busy_cpus": others,
+        "cpu_window_s": window if others is not None else None,
         "node_cpus": cpus,
         "job_cpus": job_cpus,
         "load_fraction": fraction,
@@ -85,9 +138,16 @@ def other_jobs(node: str, job_id: Optional[str]) -> Optional[List[str]]:
     return [j for j in jobs if j != own and not j.startswith(own + "_")]
 
 
-def node_shared(cpu: Dict[str, Any], others: Optional[List[str]]) -> Optional[bool]:
+def node_shared(
+    cpu: Dict[str, Any], others: Optional[List[str]], local: bool = False
+) -> Optional[bool]:
+    """Other jobs on the node, else whether the job holds fewer CPUs than it has; ``None``
+    when neither can be told, and on the local executor (this machine is no scheduler's node:
+    only the CPU window says whether something else runs on it)."""
     if others is not None:
         return bool(others)
+    if local:
+        return None
     if cpu.get("job_cpus") is not None:
         return cpu["job_cpus"] < cpu["node_cpus"]
     return None
@@ -126,7 +186,12 @@ def busy_reasons(report: Dict[str, Any]) -> List[str]:
     """Why the node is not quiet (empty when it is)."""
     reasons = []
     cpu = report["cpu"]
-    if cpu["cpu_busy"]:
+    if cpu["cpu_busy"] and cpu.get("others_busy_cpus") is not None:
+        reasons.append(
+            f"other processes kept {cpu['others_busy_cpus']:.2f} of {cpu['node_cpus']} CPUs "
+            f"busy over {cpu['cpu_window_s']:g} s (over {cpu['load_fraction']:.0%} of them)"
+        )
+    elif cpu["cpu_busy"]:
         reasons.append(
             f"CPU load {cpu['load1']:.2f} on {cpu['node_cpus']} CPUs "
             f"(over {cpu['load_fraction']:.0%} of them)"
@@ -151,7 +216,9 @@ def busy_reasons(report: Dict[str, Any]) -> List[str]:
 def check(policy: str, job_id: Optional[str] = None) -> Dict[str, Any]:
     node = node_name()
     cpu = cpu_state()
-    others = other_jobs(node, job_id if job_id is not None else os.environ.get("SLURM_JOB_ID"))
+    local = os.environ.get("DDLBENCH_LOCAL_EXECUTOR") == "1"
+    job = job_id if job_id is not None else os.environ.get("SLURM_JOB_ID")
+    others = None if local else other_jobs(node, job)
     report: Dict[str, Any] = {
         "format": FORMAT,
         "node": node,
@@ -159,7 +226,7 @@ def check(policy: str, job_id: Optional[str] = None) -> Dict[str, Any]:
         "policy": policy,
         "cpu": cpu,
         "other_jobs": others,
-        "node_shared": node_shared(cpu, others),
+        "node_shared": node_shared(cpu, others, local),
         "gpu": gpu_state(),
         "health": node_health(node),  # docs/bad-nodes.md#health
     }

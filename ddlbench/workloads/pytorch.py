@@ -183,6 +183,18 @@ def evaluate(
     return eval_result(allreduce_sum(totals).cpu())
 
 
+def rank_sum(
+    allreduce_sum: Callable[[torch.Tensor], torch.Tensor], device: torch.device
+) -> Callable[[List[float]], List[float]]:
+    """``sum_ranks`` for ``steps.measure_seconds``: a list of floats summed over the ranks by
+    ``allreduce_sum`` of a float64 tensor on ``device``."""
+
+    def sum_ranks(values: List[float]) -> List[float]:
+        return allreduce_sum(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
+
+    return sum_ranks
+
+
 def make_evaluate(
     model: nn.Module,
     device: torch.device,
@@ -516,7 +528,8 @@ def _train(
         return t
 
     evaluate_on = make_evaluate(model, device, allreduce_sum)
-    ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model))
+    sums = rank_sum(allreduce_sum, device)
+    ctx.train(step_fn, data, evaluate_on, lambda: model_checksum(model), sums)
     return train_model
 
 

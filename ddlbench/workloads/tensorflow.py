@@ -354,6 +354,16 @@ def strategy_sum(tf: Any, strategy: Any) -> Callable[[Any], Any]:
     return global_sum
 
 
+def strategy_float_sum(tf: Any, strategy: Any) -> Callable[[List[float]], List[float]]:
+    """A list of floats summed over all workers (``steps.measure_seconds``'s agreement)."""
+    global_sum = strategy_sum(tf, strategy)
+
+    def sum_ranks(values: List[float]) -> List[float]:
+        return [float(v) for v in global_sum(tf.constant(values, dtype=tf.float64)).numpy()]
+
+    return sum_ranks
+
+
 def make_evaluate(
     tf: Any, strategy: Any, model: Any, val: Callable[[], Iterator[Any]]
 ) -> Callable[[int], Tuple[float, float, int]]:
@@ -541,6 +551,7 @@ def body(ctx: Context) -> None:
         data,
         lambda val: make_evaluate(tf, strategy, model, val),
         lambda: model_checksum(model),
+        strategy_float_sum(tf, strategy),
     )
 
 

@@ -19,7 +19,7 @@ model: lenet
 data: synthetic
 frameworks: [{name: pytorch, backend: gloo}]
 batch_size: 8
-steps: {warmup: 1, measure: 2}
+steps: {warmup: 1, measure: 2, measure_seconds: 0}
 scale: {points: [1x1]}
 slurm: {time: "00:10:00"}
 env: {DDLBENCH_TEST_BAD_NODE: n1, DDLBENCH_PREFLIGHT_LOAD_FRACTION: "1000"}  # load: other users

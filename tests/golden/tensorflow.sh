@@ -155,6 +155,7 @@ cat > run.json <<'DDLBENCH_RUN_JSON'
  "run_id": "tensorflow-resnet50-n2x4-b64-r0",
  "seed": 1234,
  "steps": {"measure": 50,
+ "measure_seconds": 10.0,
  "warmup": 10},
  "target_accuracy": null,
  "tasks_per_node": 4,
@@ -265,6 +266,8 @@ fi
 lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 
 # --- interference pre-flight, one task per node (docs/telemetry.md) -------------------------
+# other processes' CPU use over a short window (/proc/stat), after the port steps above have
+# imported any container image: neither that import nor the 1-minute load average counts
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
   python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----

@@ -157,7 +157,7 @@ def test_preflight_cpu_part_and_no_gpu(tmp_path):
     )
     assert proc.returncode == preflight.EXIT_BUSY and "refusing to measure" in proc.stderr
     fields = preflight_fields(tmp_path)
-    assert fields["preflight_busy"] is True and "CPU load" in fields["interference"]
+    assert fields["preflight_busy"] is True and "other processes kept" in fields["interference"]
 
 
 def test_busy_reasons_for_gpus_and_shared_nodes():

@@ -23,7 +23,7 @@ frameworks:
   - {{name: pytorch, label: sync, backend: gloo, threads: 1}}
   - {{name: pytorch, label: backup1, backend: gloo, threads: 1, backup_workers: 1}}
 batch_size: 32
-steps: {{warmup: 2, measure: 12}}
+steps: {{warmup: 2, measure: 12, measure_seconds: 0}}
 optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
 lr_scaling: {{rule: none}}
 scale: {{points: [{point}]}}

@@ -26,7 +26,7 @@ data: digits
 frameworks:
   - {{name: pytorch, backend: gloo}}
 batch_size: 16
-steps: {{warmup: 2, measure: 8}}
+steps: {{warmup: 2, measure: 8, measure_seconds: 0}}
 optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
 lr_scaling: {{rule: none}}
 scale: {{points: [1x2]}}

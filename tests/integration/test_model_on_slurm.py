@@ -31,7 +31,7 @@ data: digits
 frameworks:
   - {name: pytorch, backend: gloo}
 batch_size: 32
-steps: {warmup: 3, measure: 15}
+steps: {warmup: 3, measure: 15, measure_seconds: 0}
 optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.0}
 lr_scaling: {rule: none}
 scale: {points: [1x1, 2x1]}

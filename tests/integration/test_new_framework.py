@@ -31,7 +31,7 @@ model: lenet
 data: synthetic
 frameworks: [numpyref]
 batch_size: 64
-steps: {warmup: 2, measure: 20}
+steps: {warmup: 2, measure: 20, measure_seconds: 0}
 optimizer: {lr: 0.1}
 scale: {points: [1x1, 1x2]}
 repeats: 1

@@ -20,7 +20,7 @@ model: lenet
 data: synthetic
 frameworks: [{name: pytorch, backend: gloo}]
 batch_size: 8
-steps: {warmup: 1, measure: 3}
+steps: {warmup: 1, measure: 3, measure_seconds: 0}
 scale: {points: [1x1]}
 env: {DDLBENCH_PREFLIGHT_LOAD_FRACTION: "0"}   # any load at all counts as busy
 """
@@ -87,6 +87,7 @@ def test_busy_node_is_marked_under_warn(tmp_path):
     (md,) = (results / camp / "report").glob("*.md")
     text = md.read_text()
     assert "## Precision, MFU and energy" in text and "started on a busy node" in text
+    assert "Pre-flight: 1 of 1 measured run(s) started on a busy node" in text  # the summary
 
 
 @pytest.mark.slurm

@@ -14,7 +14,7 @@ data: digits
 frameworks:
 {frameworks}
 batch_size: 16
-steps: {{warmup: 3, measure: 12}}
+steps: {{warmup: 3, measure: 12, measure_seconds: 0}}
 optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
 lr_scaling: {{rule: none}}
 scale: {{points: [{point}]}}

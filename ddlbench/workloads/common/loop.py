@@ -18,6 +18,7 @@ from . import watchdog
 from .logger import RankLogger
 from .mllog import MLLog
 from .schedule import LRSchedule
+from .window import MeasureWindow, SumRanks
 
 StepReturn = Union[
     float,
@@ -64,6 +65,8 @@ class Measurement:
         self.best_accuracy: Optional[float] = None
         self.time_to_accuracy_s: Optional[float] = None
         self.eval_time_s = 0.0
+        #: the throughput run's measured-window rule (set by run_training)
+        self.window: Optional[MeasureWindow] = None
 
     def record_step(
         self,
@@ -159,12 +162,15 @@ class Measurement:
             self.mllog.end("run_stop", metadata={"status": "success", "epoch_num": epoch + 1})
         return reached
 
+    def window_s(self) -> float:
+        """This rank's measured window so far: first measured step's start to last's end."""
+        if self.measure_t_start is not None and self.measure_t_end is not None:
+            return self.measure_t_end - self.measure_t_start
+        return 0.0
+
     def summary_fields(self) -> Dict[str, Any]:
         """The ``summary`` figures, without ``param_sum``/``param_sha256`` (the caller's)."""
-        if self.measure_t_start is not None and self.measure_t_end is not None:
-            window = self.measure_t_end - self.measure_t_start
-        else:
-            window = 0.0
+        window = self.window_s()
         status = "ok"
         if self.mode == "convergence" and self.target_accuracy is not None:
             status = "ok" if self.time_to_accuracy_s is not None else "target_not_reached"
@@ -185,6 +191,7 @@ class Measurement:
             "first_step_s": self.first_step_s,
             "compile_s": self.compile_seconds(),
             **(self.extras.summary() if self.extras is not None else {}),
+            **(self.window.summary() if self.window is not None else {}),
         }
 
     def compile_seconds(self) -> Optional[float]:
@@ -207,6 +214,7 @@ def run_training(
     schedule: LRSchedule,
     batches: Optional[Callable[[int], Iterable[Any]]] = None,
     evaluate: Optional[Callable[[int], Tuple[float, Optional[float], Optional[int]]]] = None,
+    sum_ranks: Optional[SumRanks] = None,
 ) -> Measurement:
     """Drive the steps of a run config's mode and return ``measurement``.
 
@@ -218,9 +226,13 @@ def run_training(
       (synthetic data: ``step_fn`` gets ``None``).
     - ``evaluate(epoch)``: ``(accuracy, loss, samples)`` on the validation
       split, global over all ranks (convergence mode).
+    - ``sum_ranks(values)``: a list of floats summed over all ranks (a small allreduce);
+      the ranks agree with it on how long to measure (``steps.measure_seconds``; needed
+      when world_size > 1).
 
     Throughput mode: ``steps.warmup`` warmup steps then ``steps.measure``
-    measured ones, epochs counted by ``schedule.steps_per_epoch``; real data
+    measured ones (more until the window lasts ``steps.measure_seconds``), epochs counted by
+    ``schedule.steps_per_epoch``; real data
     cycles through epochs. Convergence mode: ``epochs`` epochs of
     ``schedule.steps_per_epoch`` steps, every step measured, evaluation after
     each epoch (it runs to the last epoch even when the target is reached; the MLLOG
@@ -231,7 +243,7 @@ def run_training(
     mllog.end("init_stop")
     mllog.start("run_start")
     if cfg["mode"] == "throughput":
-        _run_throughput(cfg, measurement, step_fn, schedule, batches)
+        _run_throughput(cfg, measurement, step_fn, schedule, batches, sum_ranks)
         mllog.end("run_stop", metadata={"status": "success"})
         return measurement
     if cfg["mode"] != "convergence":
@@ -250,19 +262,28 @@ def _run_throughput(
     step_fn: Callable[[Any, float], StepReturn],
     schedule: LRSchedule,
     batches: Optional[Callable[[int], Iterable[Any]]],
+    sum_ranks: Optional[SumRanks] = None,
 ) -> None:
-    """Warmup then measured steps; real data restarts its iterator at each epoch boundary."""
+    """Warmup then measured steps, at least ``steps.measure`` of them and, with
+    ``steps.measure_seconds``, until the window is that long (:class:`MeasureWindow`); real
+    data restarts its iterator at each epoch boundary."""
     samples = int(cfg["batch_size"])
-    warmup, measure = int(cfg["steps"]["warmup"]), int(cfg["steps"]["measure"])
+    warmup = int(cfg["steps"]["warmup"])
+    window = MeasureWindow(cfg["steps"], int(cfg.get("world_size") or 1))
+    measurement.window = window
     epoch = -1
     it: Optional[Iterator[Any]] = None
-    for step in range(warmup + measure):
+    step, end = 0, warmup + window.planned
+    while step < end:
         step_epoch = schedule.epoch_of(step)
         if batches is not None and (it is None or step_epoch != epoch):
             it = iter(batches(step_epoch))
         epoch = step_epoch
         phase = "warmup" if step < warmup else "measure"
         measurement.step(step_fn, step, epoch, phase, samples, schedule(step), it)
+        step += 1
+        if step == end:
+            end += window.more(measurement.steps_measured, measurement.window_s(), sum_ranks)
 
 
 def _run_convergence(

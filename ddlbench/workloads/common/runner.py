@@ -32,6 +32,7 @@ from .loop import Measurement, StepReturn, run_training
 from .mllog import MLLog
 from .provenance import write_node_facts, write_packages
 from .schedule import LRSchedule
+from .window import SumRanks
 
 Evaluate = Callable[[int], Tuple[float, Optional[float], Optional[int]]]
 
@@ -89,10 +90,12 @@ class Context:
         data: TrainData,
         make_evaluate: Callable[[Callable[[], Iterator[Any]]], Evaluate],
         checksum: Callable[[], Tuple[float, str]],
+        sum_ranks: Optional[SumRanks] = None,
     ) -> None:
         """Train with ``step_fn`` on ``data`` (:func:`run_training`, the learning-rate
         schedule from ``data.steps_per_epoch``; in convergence mode ``make_evaluate(data.val)``
-        evaluates after each epoch), then write the summary with the parameter ``checksum()``."""
+        evaluates after each epoch; ``sum_ranks`` sums a list of floats over the ranks, for
+        ``steps.measure_seconds``), then write the summary with the parameter ``checksum()``."""
         schedule = LRSchedule.from_config(self.cfg, data.steps_per_epoch)
         evaluate = None
         if self.cfg["mode"] == "convergence":
@@ -100,7 +103,7 @@ class Context:
                 raise ValueError("convergence mode needs a validation split")
             evaluate = make_evaluate(data.val)
         measurement = run_training(
-            self.cfg, self.measurement(), step_fn, schedule, data.batches, evaluate
+            self.cfg, self.measurement(), step_fn, schedule, data.batches, evaluate, sum_ranks
         )
         param_sum, param_sha256 = checksum()
         self.finish(measurement.summary_fields(), param_sum, param_sha256)

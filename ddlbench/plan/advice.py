@@ -1,0 +1,59 @@
+"""Warnings before the node-hours are spent: a spec whose measurements would be too few or too
+short to mean much (docs/spec.md#how-much-to-measure). ``validate`` and ``plan`` print them;
+they never stop a spec from running."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ddlbench.spec.experiment import ExperimentSpec
+from ddlbench.spec.yamlsource import Loc, YamlSource, format_loc
+
+#: fewer repeats give no interval of the median and tests too weak to call a change
+MIN_REPEATS = 3
+#: a throughput run's measured window shorter than this is mostly the moment it ran in
+MIN_MEASURE_SECONDS = 5.0
+
+
+def _warning(source: Optional[YamlSource], loc: Loc, message: str) -> str:
+    where = format_loc(loc)
+    prefix = ""
+    if source is not None:
+        line, _col = source.position(loc)
+        prefix = f"{source.file}:{line}: " if line is not None else f"{source.file}: "
+    return f"{prefix}warning: {where + ': ' if where else ''}{message}"
+
+
+def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[str]:
+    """One ``file:line: warning: where: what`` line per weakness of the spec's measurement."""
+    out = []
+    if spec.repeats < MIN_REPEATS:
+        out.append(
+            _warning(
+                source,
+                ("repeats",),
+                f"{spec.repeats} repeat(s) per configuration: below {MIN_REPEATS} the report "
+                "has no interval of the median and its tests can hardly call a change "
+                f"(docs/metrics.md); use repeats: {MIN_REPEATS} or more",
+            )
+        )
+    steps = spec.steps
+    if spec.mode == "throughput" and steps.measure_seconds < MIN_MEASURE_SECONDS:
+        if steps.measure_seconds:
+            asked = f"{steps.measure_seconds:g} s is below the {MIN_MEASURE_SECONDS:g} s minimum"
+        else:
+            asked = (
+                f"no time asked: the measured window is {steps.measure} steps, which may last "
+                f"less than {MIN_MEASURE_SECONDS:g} s (40 CPU steps of the quickstart lasted "
+                "0.24-0.61 s)"
+            )
+        out.append(
+            _warning(
+                source,
+                ("steps", "measure_seconds"),
+                f"{asked}; so short a window mostly shows the moment a run ran in; set "
+                f"steps.measure_seconds: {MIN_MEASURE_SECONDS:g} or more "
+                "(docs/spec.md#how-much-to-measure)",
+            )
+        )
+    return out

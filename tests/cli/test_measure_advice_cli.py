@@ -1,0 +1,119 @@
+"""Warnings before the node-hours are spent (validate, plan), -q on every command that prints
+progress, a missing profile named by the spec or by DDLBENCH_CLUSTERS, and the shipped specs'
+descriptions against what plan shows."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.support.cli import invoke
+from tests.support.repo import ROOT
+
+SPEC = """\
+name: advice
+model: lenet
+data: digits
+frameworks: [pytorch]
+steps: {warmup: 1, measure: 5, measure_seconds: 0}
+scale: {points: [1x1, 1x2]}
+repeats: 2
+"""
+
+
+def test_validate_and_plan_warn_about_too_little_measurement(tmp_path):
+    spec = tmp_path / "advice.yaml"
+    spec.write_text(SPEC)
+    for args in (["validate", spec], ["plan", spec, "--json"]):
+        res = invoke([*args, "--cluster", "local"])
+        assert res.exit_code == 0, res.output  # warnings never stop a spec
+        lines = res.stderr.splitlines()
+        assert len(lines) == 2, lines
+        assert lines[0].startswith(f"{spec}:7: warning: repeats: 2 repeat(s) per configuration")
+        assert "use repeats: 3 or more" in lines[0]
+        assert lines[1].startswith(f"{spec}:5: warning: steps.measure_seconds: no time asked")
+        assert "set steps.measure_seconds: 5 or more" in lines[1]
+    assert json.loads(res.stdout)["runs"]  # --json stays clean: the warnings are on stderr
+    spec.write_text(SPEC.replace("measure_seconds: 0", "measure_seconds: 2"))
+    res = invoke(["validate", spec, "--cluster", "local"])
+    assert "2 s is below the 5 s minimum" in res.stderr
+    quiet = invoke(["validate", ROOT / "configs" / "quickstart.yaml"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # 3 repeats, 10 s: nothing to say
+
+
+#: the commands that print progress while they work
+PROGRESS_COMMANDS = ("submit", "retry", "wait", "collect", "report", "compare")
+
+
+@pytest.mark.parametrize("name", PROGRESS_COMMANDS)
+def test_every_command_that_prints_progress_takes_q(name):
+    res = invoke([name, "--help"])
+    assert res.exit_code == 0 and re.search(r"-q, --quiet", res.stdout), res.stdout
+
+
+def test_submit_q_prints_only_the_result(tmp_path):
+    res = invoke(
+        ["submit", ROOT / "configs" / "quickstart.yaml", "--dry-run", "-q",
+         "--results", tmp_path]
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == str(tmp_path / "quickstart") and res.stderr == ""
+    loud = invoke(
+        ["submit", ROOT / "configs" / "quickstart.yaml", "--dry-run", "--campaign", "loud",
+         "--results", tmp_path]
+    )  # fmt: skip
+    assert "rendered 6 runs" in loud.stderr
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("./no/such/site.yaml", "no such cluster profile file: ./no/such/site.yaml"),
+        ("iriss", "no cluster profile named 'iriss' (did you mean 'iris'?)"),
+    ],
+)
+def test_a_spec_naming_a_missing_profile_gets_file_and_line(tmp_path, value, message):
+    text = (ROOT / "configs" / "quickstart.yaml").read_text()
+    spec = tmp_path / "qs.yaml"
+    spec.write_text(text.replace("cluster: local", f"cluster: {value}"))
+    line = text.splitlines().index("cluster: local") + 1
+    for cmd in ("validate", "plan", "submit"):
+        res = invoke([cmd, spec, "--results", tmp_path] if cmd == "submit" else [cmd, spec])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith(f"{spec}:{line}:1: cluster: {message}"), res.stderr
+        assert "Traceback" not in res.output
+
+
+def test_a_missing_folder_in_ddlbench_clusters_is_warned_about(tmp_path, monkeypatch):
+    gone = tmp_path / "site-profiles"
+    monkeypatch.setenv("DDLBENCH_CLUSTERS", f"{gone}:{tmp_path}")
+    res = invoke(["validate", ROOT / "configs" / "quickstart.yaml"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("warning: DDLBENCH_CLUSTERS names") == 1
+    assert f"{gone}, which does not exist" in res.stderr
+
+
+def _gpu_range(description: str):
+    m = re.search(r"(\d+) to (\d+) GPUs", description)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_descriptions_match_the_plan(path):
+    """A description that states GPUs, runs or node-hours states what `plan` shows."""
+    description = yaml.safe_load(path.read_text()).get("description", "")
+    res = invoke(["plan", path, "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    gpus = sorted({r["world_size"] for r in plan["runs"]})
+    if _gpu_range(description):
+        assert _gpu_range(description) == (gpus[0], gpus[-1]), description
+    m = re.search(r"(\d+) runs", description)
+    if m:
+        assert int(m.group(1)) == len(plan["runs"]), description
+    m = re.search(r"([\d,]+) node-hours", description)
+    if m:
+        assert float(m.group(1).replace(",", "")) == pytest.approx(plan["node_hours"])
