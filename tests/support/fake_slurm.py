@@ -143,6 +143,11 @@ class FakeSlurmClient:
         found = [j for j in found if (j.array_job_id or j.job_id) in wanted]
         return self._ok(args, "".join(j.sacct_line() + "\n" for j in found))
 
+    def _sinfo(self, args: List[str]) -> Result:
+        """Every node the fake cluster knows is up again (a node that failed came back before
+        the poll, as with ``ReturnToService=2``)."""
+        return self._ok(args, "")
+
     def _scontrol(self, args: List[str]) -> Result:
         if args[1:] == ["show", "config"]:
             storage = (
