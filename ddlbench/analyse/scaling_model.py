@@ -9,10 +9,10 @@ From measured inputs only:
    of the largest one-node and several-node fits (:func:`links_from_fits`);
 2. the gradient bytes, ``param_count`` (rank ``meta`` record) x 4 bytes (fp32 gradients,
    which DDP also keeps under amp);
-3. the compute time per step ``C`` of the series' smallest scale: its median step time when
-   that scale is 1 device (nothing to communicate), else the median of the logged
-   ``compute_s`` (else the step time); weak scaling keeps ``C`` at every ``N``, strong
-   scaling scales it by the per-device batch;
+3. the compute time per step ``C`` of the series' smallest scale: its step time when
+   that scale is 1 device (nothing to communicate), else the logged ``compute_s`` (else the
+   step time), each a run's median over ranks and the geometric mean over repeats; weak
+   scaling keeps ``C`` at every ``N``, strong scaling scales it by the per-device batch;
 4. the overlapped fraction ``f`` of the gradient allreduce: ``f = 1 - comm_s / t_ar(N)``
    (median over the measured ``N > 1`` that log the exposed ``comm_s``); without a logged
    ``comm_s`` the exposed time is estimated by wait-free backprop over the model's layer
@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from . import hierarchy, overlap
+from .stats import repeat_centre
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -170,7 +171,7 @@ def predict(
     if not len(pts) or not fits or not len(inputs):
         return ScalingModel(fits, pd.DataFrame(), assumptions, max_devices)
     for _, s in series[series["mode"] == "throughput"].iterrows():
-        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p):
             continue
         rows.extend(_series_rows(s, p, inputs, fits, max_devices, gpus_per_node, assumptions))
@@ -180,8 +181,13 @@ def predict(
 
 
 def _group_inputs(inputs: pd.DataFrame, group: str) -> pd.Series:
+    """A configuration's inputs over its repeats: each column's repeat centre (the geometric
+    mean of :func:`~ddlbench.analyse.stats.repeat_centre`)."""
     g = inputs[inputs["group"] == group]
-    return g.median(numeric_only=True) if len(g) else pd.Series(dtype=float)
+    if not len(g):
+        return pd.Series(dtype=float)
+    num = g.select_dtypes("number")
+    return pd.Series({c: repeat_centre(num[c].to_numpy(dtype=float)) for c in num.columns})
 
 
 @dataclass
@@ -266,7 +272,7 @@ def _row(s, p, n, b0, c_base, t_base, strong, comm: _Comm) -> dict:
     meas = p[p["devices"] == n]
     samples = float(s["global_batch_size"]) if strong else float(s["batch_size"]) * n
     thr = samples / t
-    m = float(meas["throughput_median"].iloc[0]) if len(meas) else math.nan
+    m = float(meas["throughput_gmean"].iloc[0]) if len(meas) else math.nan
     return {
         "series": s["series"],
         "label": s["label"],
@@ -278,7 +284,7 @@ def _row(s, p, n, b0, c_base, t_base, strong, comm: _Comm) -> dict:
         "predicted_exposed_s": exposed,
         "predicted_throughput": thr,
         "predicted_efficiency": (t_base * b0) / (t * n) if strong else t_base / t,
-        "throughput_median": m,
+        "throughput_gmean": m,
         "efficiency": float(meas["efficiency"].iloc[0]) if len(meas) else math.nan,
         "throughput_error": (thr - m) / m if _ok(m) and m else math.nan,
     }
@@ -378,7 +384,7 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
         return None
     weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
     for _, s in weak.iterrows():
-        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p):
             continue
         base = p.sort_values("devices").iloc[0]
@@ -393,7 +399,7 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
         return CampaignInputs(
             str(s["label"]), str(s["model"]), str(s.get("precision", "")),
             str(s.get("framework", "")), int(s["batch_size"]),
-            float(base["throughput_median"]) / int(base["devices"]), int(base["devices"]),
+            float(base["throughput_gmean"]) / int(base["devices"]), int(base["devices"]),
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
         )  # fmt: skip
     return None

@@ -123,7 +123,7 @@ def test_compare_needs_significance_and_size(results):
     assert rows["pytorch-resnet50-n1x2-b32"]["verdict"] == "regressed"
     assert rows["pytorch-resnet50-n1x2-b32"]["p_value"] < 0.01
     one = rows["pytorch-resnet50-n1x1-b32"]
-    assert one["verdict"] != "regressed" and one["change_mean"] == pytest.approx(-0.04, abs=1e-6)
+    assert one["verdict"] != "regressed" and one["change"] == pytest.approx(-0.04, abs=1e-6)
 
 
 def test_scaling_model_recovers_the_sweep_and_predicts(results):
@@ -193,7 +193,7 @@ def test_large_batch_pipeline_reports_cis_and_the_margin_sentence(results):
     assert (table["baseline_batch"] == a.convergence["global_batch_size"].min()).all()
     md = build_report(d.campaign_dir, formats=["md"], data=d).files["md"].read_text()
     assert "within 1 point of the small-batch baseline" in md
-    assert "95 % CI (mean)" in md
+    assert "final accuracy: mean of complete repeats" in md
 
 
 def test_large_batch_mini_spec_plans_the_study():
