@@ -29,6 +29,7 @@ from ..diskfull import atomic_path
 from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
+from .missing import NothingToReport, nothing_to_report
 from .model import model_figure, model_notes, model_tables, scaling_model
 from .sections import report_tables, stderr_tails
 from .suspects import suspect_tables
@@ -207,7 +208,9 @@ def build_report(
 
     ``out_dir`` defaults to ``<campaign>/report``. ``formats``: any of :data:`FORMATS`.
     ``calibration``: another campaign whose allreduce sweep feeds the scaling model
-    (default: this campaign's own allreduce runs, if any).
+    (default: this campaign's own allreduce runs, if any). Raises
+    :class:`~ddlbench.report.missing.NothingToReport` and writes nothing when the campaign
+    has no complete run.
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
@@ -224,6 +227,9 @@ def build_report(
                 force=force_collect,
                 defer_write=True,
             )
+        why = nothing_to_report(data)
+        if why:
+            raise NothingToReport(why)
         out = Path(out_dir) if out_dir else CampaignPaths.of(campaign_dir).report
         out.mkdir(parents=True, exist_ok=True)
         say("analysing")
