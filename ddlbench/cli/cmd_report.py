@@ -38,7 +38,9 @@ Examples:
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
 self-contained (figures embedded, no external fetches); the SVG figures and a copy of the
-data files sit next to it. Definitions: `ddlbench docs metrics`; layout: `ddlbench docs reports`.
+data files sit next to it. Exit 3, and no report, when no run is complete yet (a dry run,
+queued jobs, all failed): the message says what is missing and what to run.
+Definitions: `ddlbench docs metrics`; layout: `ddlbench docs reports`.
 """,
 )
 @click.argument("campaign", required=False)

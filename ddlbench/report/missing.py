@@ -90,3 +90,10 @@ def nothing_to_report(data) -> Optional[str]:
         lines += ["Runs that ended without data:", *failed]
     lines += ["To get data:", *_commands(Path(data.campaign_dir), runs, dry)]
     return "\n".join(lines)
+
+
+def require_a_complete_run(data) -> None:
+    """Raise :class:`NothingToReport` when ``data`` has no complete run."""
+    why = nothing_to_report(data)
+    if why:
+        raise NothingToReport(why)

@@ -29,7 +29,7 @@ from ..diskfull import atomic_path
 from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
-from .missing import NothingToReport, nothing_to_report
+from .missing import require_a_complete_run
 from .model import model_figure, model_notes, model_tables, scaling_model
 from .sections import report_tables, stderr_tails
 from .suspects import suspect_tables
@@ -227,9 +227,7 @@ def build_report(
                 force=force_collect,
                 defer_write=True,
             )
-        why = nothing_to_report(data)
-        if why:
-            raise NothingToReport(why)
+        require_a_complete_run(data)
         out = Path(out_dir) if out_dir else CampaignPaths.of(campaign_dir).report
         out.mkdir(parents=True, exist_ok=True)
         say("analysing")
