@@ -37,11 +37,14 @@ PHASE_ORDER = {
 }
 
 
-def _records(path: Path) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
-    """The ``meta`` and ``hang`` records of one rank log (None when absent)."""
+def _records(
+    path: Path, data: Optional[bytes] = None
+) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    """The ``meta`` and ``hang`` records of one rank log (None when absent); ``data``: the
+    file's bytes when already read."""
     meta = hang = None
     try:
-        text = path.read_text(errors="replace")
+        text = (path.read_bytes() if data is None else data).decode(errors="replace")
     except OSError:
         return None, None
     for line in text.splitlines():
@@ -59,17 +62,32 @@ def _records(path: Path) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, A
 
 
 def hang_records(run_dir: Path) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """``(hang records, ranks without one)`` of the newest attempt's rank logs."""
+    """``(hang records, ranks without one)`` of the newest attempt's rank logs; both empty
+    when no rank logged a hang (the silent ranks are looked up only then)."""
     log_dir = RunPaths(Path(run_dir)).log_dir()
     hangs: List[Dict[str, Any]] = []
-    silent: List[Dict[str, Any]] = []
+    quiet: List[Path] = []
     for path in sorted(log_dir.glob(RANK_LOG_GLOB)):
-        meta, hang = _records(path)
-        if hang is not None:
-            if hang.get("stacks"):
-                hang = dict(hang, stacks=str(log_dir / str(hang["stacks"])))
-            hangs.append(hang)
-        elif meta is not None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b'"hang"' not in data:  # most logs: found at memory speed, no line is parsed
+            quiet.append(path)
+            continue
+        _, hang = _records(path, data)
+        if hang is None:
+            quiet.append(path)
+            continue
+        if hang.get("stacks"):
+            hang = dict(hang, stacks=str(log_dir / str(hang["stacks"])))
+        hangs.append(hang)
+    if not hangs:  # the ranks without a hang record matter only beside one that has it
+        return [], []
+    silent = []
+    for path in quiet:
+        meta, _ = _records(path)
+        if meta is not None:
             silent.append({"rank": meta.get("rank"), "host": meta.get("host")})
     return hangs, silent
 
