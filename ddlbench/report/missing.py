@@ -1,11 +1,12 @@
 """A campaign with nothing to report: what is missing and what to run (``docs/reports.md``).
 
-``ddlbench report`` writes no report for a campaign without a complete run (a dry run, a
-campaign whose jobs are still queued or running, or one whose every run failed): such a
-report would have no figure, no scaling series and no base to state. It raises
-:class:`NothingToReport` instead (exit code :data:`NO_COMPLETE_RUN`), whose message says how
-many runs are in which state, names the failed ones with their error, and gives the commands
-that would produce data.
+A campaign without a complete run has no figure, no scaling series and no base to state.
+``ddlbench report`` then says how many runs are in which state, names the runs that ended
+without data with their error, gives the commands that would produce data, and exits with
+:data:`NO_COMPLETE_RUN`. When some runs ended without data (failed, hung, incomplete) the
+report is still written, with only what they left (the failed runs, their stderr, the
+suspected nodes); when none did (a dry run, jobs still queued or running) nothing is written:
+:class:`NothingToReport` is raised before any file is.
 """
 
 from __future__ import annotations
@@ -74,14 +75,23 @@ def _commands(campaign_dir: Path, runs: pd.DataFrame, dry: bool) -> List[str]:
     return out
 
 
+def _ended_without_data(runs: pd.DataFrame) -> bool:
+    return bool(len(runs)) and bool(runs["status"].isin(["failed", "incomplete"]).any())
+
+
 def nothing_to_report(data) -> Optional[str]:
-    """Why ``data`` (a collected campaign) has nothing to report, with what to run; None
-    when at least one run is complete."""
+    """Why ``data`` (a collected campaign) has no measurement to report, with what to run;
+    None when at least one run is complete."""
     runs = data.runs
     if len(runs) and bool(runs["complete"].fillna(False).astype(bool).any()):
         return None
     dry = is_dry_run(data.campaign_dir)
     head = f"campaign {data.name!r} has no complete run, so there is no report to write"
+    if _ended_without_data(runs):
+        head = (
+            f"campaign {data.name!r} has no complete run: the report shows only what the runs "
+            "that ended without data left (errors, stderr, suspected nodes)"
+        )
     if dry:
         head += " (a dry run: rendered by `submit --dry-run`, nothing submitted)"
     lines = [head + ".", _counts(runs) + "."]
@@ -92,8 +102,10 @@ def nothing_to_report(data) -> Optional[str]:
     return "\n".join(lines)
 
 
-def require_a_complete_run(data) -> None:
-    """Raise :class:`NothingToReport` when ``data`` has no complete run."""
+def check_data(data) -> Optional[str]:
+    """What is missing (None: a run is complete). Raises :class:`NothingToReport` when no run
+    is complete and none ended without data either: there is nothing to write."""
     why = nothing_to_report(data)
-    if why:
+    if why and not _ended_without_data(data.runs):
         raise NothingToReport(why)
+    return why

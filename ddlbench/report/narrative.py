@@ -252,11 +252,12 @@ def base_note(a: Analysis) -> str:
     """Which device count each series' efficiency is relative to."""
     if not len(a.series):
         return ""
-    parts = [
-        f"{r['label']}: N={fint(r['base_devices'])}"
-        for _, r in a.series.sort_values("label").iterrows()
-        if not missing(r["base_devices"])
-    ]
+    s = a.series.sort_values("label")
+    has = s["base_devices"].notna()
+    parts = [f"{r['label']}: N={fint(r['base_devices'])}" for _, r in s[has].iterrows()]
     if not parts:
         return ""
-    return "Efficiency base per series (smallest scale with a complete run): " + "; ".join(parts)
+    text = "Efficiency base per series (smallest scale with a complete run): " + "; ".join(parts)
+    if (~has).any():
+        text += "; no complete run at any scale, not shown: " + ", ".join(s.loc[~has, "label"])
+    return text

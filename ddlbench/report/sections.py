@@ -64,6 +64,14 @@ def _ci(header: str, low: str, high: str) -> Column:
 
 # ------------------------------------------------------------------ scaling
 
+
+def _with_base(df: pd.DataFrame, order: List[str]):
+    """The rows of the series that have a base (a complete run at some scale), sorted; None
+    when no series has one (the base note names those without)."""
+    rows = df[df["base_devices"].notna()] if "base_devices" in df else df.iloc[0:0]
+    return rows.sort_values(order) if len(rows) else None
+
+
 SERIES = TableSpec(
     section="scaling",
     title="Scaling series",
@@ -80,7 +88,7 @@ SERIES = TableSpec(
         col("peak N", "peak_devices", fint),
         Column("more devices help? (last step)", help_cell, numeric=False),
     ],
-    select=lambda s: s.sort_values("label"),
+    select=lambda s: _with_base(s, ["label"]),
     note=captions.series_note,
 )
 
@@ -101,7 +109,7 @@ SCALES = TableSpec(
         Column("efficiency 95 % CI", efficiency_ci_cell),
         Column("more than previous N?", step_cell, numeric=False),
     ],
-    select=lambda p: p.sort_values(["label", "devices"]),
+    select=lambda p: _with_base(p, ["label", "devices"]),
     note=captions.SCALES_NOTE,
     flag=lambda r: bool(r["noisy"]),
 )

@@ -1,5 +1,6 @@
-"""``report`` on a campaign without a complete run says what is missing and what to run,
-exits 3 and writes nothing; a report with some complete runs never has empty base lines."""
+"""``report`` on a campaign without a complete run says what is missing and what to run and
+exits 3; it writes nothing unless some runs ended without data (then it shows what they
+left). A report with some complete runs never has empty base lines."""
 
 from __future__ import annotations
 
@@ -31,11 +32,25 @@ def test_no_complete_run_says_what_is_missing(results):
     msg = _refused(pending)
     assert "2 run(s) planned: 2 not run" in msg
     assert "ddlbench submit --resume pending --results" in msg and "ddlbench report" in msg
+
+
+def test_runs_that_failed_get_a_report_of_what_they_left(results):
+    # every run failed: the report shows the failures (and would show suspected nodes), no
+    # scaling, no empty base line; it says what is missing, and the command exits 3
     runs = [exact_run(nodes=1, tasks_per_node=2, repeat=r, failed_ranks=(0,)) for r in (0, 1)]
     failed = write_campaign(results, "failed", runs)
-    msg = _refused(failed)
+    res = build_report(failed)
+    msg = res.missing
+    assert "no complete run: the report shows only what the runs" in msg
     assert "2 failed" in msg and "NCCL error" in msg and runs[0].run_id in msg
     assert "ddlbench retry failed --results" in msg and "--failed" in msg
+    html = res.files["html"].read_text()
+    assert "Failed and incomplete runs" in html and "NCCL error" in html
+    assert "Efficiency base" not in html and "Throughput and scaling" not in html
+    assert set(res.figures) <= {"ranks"}  # the per-rank step times of a failed run, if any
+    r = invoke(["report", "--results", results, "failed", "--format", "md"])
+    assert r.exit_code == NO_COMPLETE_RUN, r.output
+    assert "report: " in r.stdout and "NCCL error" in r.stderr and "Traceback" not in r.output
 
 
 def test_dry_run_and_the_cli_exit_code(results):
