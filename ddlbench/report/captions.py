@@ -36,7 +36,7 @@ TFLOPS = (
 MFU = "MFU = that / the device's peak for the precision that ran"
 
 #: the formulas the templates restate
-FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER}
+FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER, "gmean": GMEAN}
 
 FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "throughput": (
@@ -95,9 +95,8 @@ def series_note(settings) -> str:
 
 
 STATS_NOTE = (
-    f"Samples/s: the {GMEAN}; none with fewer than 2 repeats. Min - max and CV describe "
-    "the spread. Step time and jitter: medians over the complete repeats of each run's "
-    "figure (itself the median over ranks)."
+    "Min - max and CV describe the spread. Step time and jitter: medians over the complete "
+    "repeats of each run's figure (itself the median over ranks)."
 )
 SCALES_NOTE = (
     f"Samples/s: the {GMEAN}. Speedup and efficiency: ratios of geometric means; the "
