@@ -210,10 +210,8 @@ def build_report(
 
     ``out_dir`` defaults to ``<campaign>/report``. ``formats``: any of :data:`FORMATS`.
     ``calibration``: another campaign whose allreduce sweep feeds the scaling model
-    (default: this campaign's own allreduce runs, if any). Raises
-    :class:`~ddlbench.report.missing.NothingToReport` and writes nothing when no run is
-    complete and none ended without data; ``missing`` says what is missing when no run is
-    complete but some failed (the report then shows what they left).
+    (default: this campaign's own allreduce runs, if any). Without a complete run:
+    :func:`~ddlbench.report.missing.check_data` (``missing``, or nothing written).
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
