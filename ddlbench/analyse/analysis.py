@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..values import missing
 from .series import series_tables
-from .stats import summarize
+from .stats import summarize, t_ci_mean
 from .verdicts import VerdictSettings
 
 
@@ -308,12 +308,14 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
 def _accuracy_stats(acc: pd.Series) -> Dict[str, float]:
     """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies (the interval
     clipped to [0, 1], where accuracies live)."""
-    st = summarize(acc.to_numpy(dtype=float))
+    x = acc.to_numpy(dtype=float)
+    st = summarize(x)
+    lo, hi = t_ci_mean(x[~np.isnan(x)])  # accuracies are not ratios: the mean's t interval
     return {
         "final_accuracy_mean": st["mean"],
         "final_accuracy_std": st["std"],
-        "final_accuracy_ci95_low": max(st["ci95_low"], 0.0) if st["n"] >= 2 else math.nan,
-        "final_accuracy_ci95_high": min(st["ci95_high"], 1.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_low": max(lo, 0.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_high": min(hi, 1.0) if st["n"] >= 2 else math.nan,
     }
 
 

@@ -187,6 +187,13 @@ def test_large_batch_pipeline_reports_cis_and_the_margin_sentence(results):
     d = collect_campaign(write_campaign(results, "lb", runs))
     a = analyse(d)
     assert {"final_accuracy_ci95_low", "final_accuracy_ci95_high"} <= set(a.convergence)
+    # accuracies are not ratios: the point is the mean, its bars the mean's t interval,
+    # symmetric where [0, 1] does not clip it
+    c = a.convergence[a.convergence["repeats"] >= 2]
+    lo, m, hi = (c[f"final_accuracy_{k}"] for k in ("ci95_low", "mean", "ci95_high"))
+    assert len(c) and ((lo <= m) & (m <= hi)).all()
+    inside = (lo > 0) & (hi < 1)
+    assert ((hi - m)[inside] - (m - lo)[inside]).abs().max() < 1e-12
     table = margin_table(a.convergence, 0.01, 0.05)
     assert len(table) == 7  # 8 configurations less the baseline
     assert set(table["verdict"]) <= {"within", "outside", "undetermined"}
