@@ -190,11 +190,10 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
         fontsize=10,
     )
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, loc="upper left", frameon=True)
-    if handles and ideal_drawn:
+    if handles and ideal_drawn:  # a legend entry only for what is drawn
         handles.append(Line2D([], [], color="grey", linestyle=(0, (1, 2))))
         labels.append("ideal (linear from base)")
+    if handles:
         ax.legend(handles, labels, loc="upper left", frameon=True)
     return fig
 
