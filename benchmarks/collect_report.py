@@ -12,9 +12,14 @@ process so that imports count and memory is the process's own:
   the step schema, as the collector does; and naive per-file calls with inferred schemas).
 
 Files are read from the page cache (they were just written). Wall and CPU (user+sys) times
-are printed: on a shared machine CPU time is the steadier figure.
+are printed: on a shared machine CPU time is the steadier figure. The measurements take turns
+(one of each per round), so that a machine whose speed drifts affects them alike; the
+closing line gives ``report`` from scratch over the one-call floor, medians of the same run
+(target: 1.5x). ``--baseline DIR`` also measures ``ddlbench report`` of another checkout
+(e.g. ``git archive <commit> | tar -x -C DIR``) in the same rounds, for a before/after ratio.
 
     python benchmarks/collect_report.py [--dir DIR] [--ranks 512] [--steps 1954] [--repeat 3]
+                                        [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 5.0
 TARGET_MIB = 1024.0
+TARGET_RATIO = 1.5  # report from scratch / the pyarrow one-call floor
 
 FLOOR_BULK = r"""
 import glob, sys, pyarrow as pa, pyarrow.json as pj
@@ -73,7 +79,7 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def measure(cmd, env=None):
+def measure(cmd, env=None, cwd=None):
     """Run ``cmd`` in a child; returns (wall s, cpu s incl. its children, peak MiB).
 
     Peak memory: the largest sum of resident memory over the child's process tree, sampled
@@ -82,7 +88,7 @@ def measure(cmd, env=None):
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
     peak = [0]
 
     def sample() -> None:
@@ -108,6 +114,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=1954, help="steps per rank (incl. 10 warmup)")
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each figure")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--baseline", help="another ddlbench checkout to measure in the same rounds")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))  # the checkout's ddlbench
@@ -129,37 +136,41 @@ def main() -> int:
             f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}"
         )
         py = sys.executable
-        env = dict(os.environ, DDLBENCH_RESULTS=str(root))
+        # the subprocesses run in the work folder: the checkout on PYTHONPATH is the one used
+        env = dict(os.environ, DDLBENCH_RESULTS=str(root), PYTHONPATH=str(ROOT))
+        base_env = (
+            dict(env, PYTHONPATH=str(Path(args.baseline).resolve())) if args.baseline else None
+        )
         report_cmd = [py, "-m", "ddlbench", "report", "bench", "-q"]
         collect_cmd = [py, "-m", "ddlbench", "collect", "bench", "-q"]
         figures = {}
 
-        def fresh_report():
+        def fresh_report(e=env):
             shutil.rmtree(camp / "data", ignore_errors=True)
             shutil.rmtree(camp / "report", ignore_errors=True)
-            return measure(report_cmd, env)
+            return measure(report_cmd, e, work)
 
         rows = [
             ("collect + report (ddlbench report, no data yet)", fresh_report),
-            ("collect alone (ddlbench collect)", lambda: measure(collect_cmd, env)),
-            ("report alone (data up to date)", lambda: measure(report_cmd, env)),
+            ("collect alone (ddlbench collect)", lambda: measure(collect_cmd, env, work)),
+            ("report alone (data up to date)", lambda: measure(report_cmd, env, work)),
             (
                 "floor: pyarrow, one call, step schema",
-                lambda: measure([py, "-c", FLOOR_BULK, str(camp)]),
+                lambda: measure([py, "-c", FLOOR_BULK, str(camp)], env, work),
             ),
             (
                 "floor: pyarrow, per file, inferred",
-                lambda: measure([py, "-c", FLOOR_NAIVE, str(camp)]),
+                lambda: measure([py, "-c", FLOOR_NAIVE, str(camp)], env, work),
             ),
         ]
-        for name, fn in rows:
-            walls, cpus, peaks = [], [], []
-            for _ in range(args.repeat):
-                w, c, m = fn()
-                walls.append(w)
-                cpus.append(c)
-                peaks.append(m)
-            figures[name] = (walls, cpus, peaks)
+        if base_env is not None:
+            rows.insert(1, ("baseline: collect + report", lambda: fresh_report(base_env)))
+        for name, _ in rows:
+            figures[name] = ([], [], [])
+        for _ in range(args.repeat):  # rounds: one of each, in turn
+            for name, fn in rows:
+                for store, value in zip(figures[name], fn()):
+                    store.append(value)
 
         print(f"{'':50s} {'wall min':>9s} {'wall med':>9s} {'cpu min':>9s} {'peak MiB':>9s}")
         for name, (walls, cpus, peaks) in figures.items():
@@ -170,6 +181,13 @@ def main() -> int:
         peak = max(figures[rows[0][0]][2])
         main_wall = statistics.median(figures[rows[0][0]][0])  # medians are quoted
         print(f"load average after: {os.getloadavg()[0]:.2f}")
+        floor = statistics.median(figures["floor: pyarrow, one call, step schema"][0])
+        ratio = main_wall / floor
+        line = f"report from scratch / floor (medians): {ratio:.2f}x (target {TARGET_RATIO}x)"
+        if base_env is not None:
+            base = statistics.median(figures["baseline: collect + report"][0])
+            line += f"; baseline {base / floor:.2f}x; new / baseline {main_wall / base:.2f}"
+        print(line)
         ok_t = main_wall <= TARGET_S
         ok_m = peak <= TARGET_MIB
         print(

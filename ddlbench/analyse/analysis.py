@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..values import missing
 from .series import series_tables
-from .stats import summarize
+from .stats import summarize, t_ci_mean
 from .verdicts import VerdictSettings
 
 
@@ -89,6 +89,24 @@ def _identity_run(g: pd.DataFrame) -> pd.Series:
     return (ran if len(ran) else g).iloc[0]
 
 
+#: the throughput statistics of a configuration (``throughput_<name>`` columns): the headline
+#: geometric mean with its interval and log-scale moments (the one rule of
+#: :mod:`ddlbench.analyse.stats`), then the spread described
+THROUGHPUT_STATS = (
+    "gmean",
+    "ci95_low",
+    "ci95_high",
+    "log_mean",
+    "log_sd",
+    "median",
+    "mean",
+    "std",
+    "cv",
+    "min",
+    "max",
+)
+
+
 def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Statistics over the repeats of every configuration (``group``).
 
@@ -110,13 +128,11 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         tp = done["throughput"].to_numpy(dtype=float)
         st = summarize(tp, settings.noise_threshold)
         row["repeats"] = st["n"]
-        for k in ("median", "mean", "std", "cv", "min", "max", "ci95_low", "ci95_high"):
+        for k in THROUGHPUT_STATS:
             row[f"throughput_{k}"] = st[k]
-        row["throughput_median_ci95_low"] = st["median_ci95_low"]
-        row["throughput_median_ci95_high"] = st["median_ci95_high"]
         row["noisy"] = st["noisy"]
         ws = row["world_size"]
-        row["per_device_median"] = st["median"] / ws if not missing(ws) and ws else math.nan
+        row["per_device"] = st["gmean"] / ws if not missing(ws) and ws else math.nan
         row["step_time_median_s"] = (
             float(np.nanmedian(done["step_time_median_s"]))
             if len(done) and done["step_time_median_s"].notna().any()
@@ -309,12 +325,14 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
 def _accuracy_stats(acc: pd.Series) -> Dict[str, float]:
     """Mean, sd and 95 % t CI of the mean of the repeats' final accuracies (the interval
     clipped to [0, 1], where accuracies live)."""
-    st = summarize(acc.to_numpy(dtype=float))
+    x = acc.to_numpy(dtype=float)
+    st = summarize(x)
+    lo, hi = t_ci_mean(x[~np.isnan(x)])  # accuracies are not ratios: the mean's t interval
     return {
         "final_accuracy_mean": st["mean"],
         "final_accuracy_std": st["std"],
-        "final_accuracy_ci95_low": max(st["ci95_low"], 0.0) if st["n"] >= 2 else math.nan,
-        "final_accuracy_ci95_high": min(st["ci95_high"], 1.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_low": max(lo, 0.0) if st["n"] >= 2 else math.nan,
+        "final_accuracy_ci95_high": min(hi, 1.0) if st["n"] >= 2 else math.nan,
     }
 
 
@@ -384,7 +402,17 @@ def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return bad[cols].reset_index(drop=True)
 
 
+def _job_key(job_id: str):
+    """Job ids in numeric order (``9`` before ``10``; array ids ``12_3`` by job, then task);
+    ids that are not numbers after the numeric ones."""
+    parts = job_id.replace("+", "_").split("_")
+    if all(p.isdigit() for p in parts):
+        return (0, tuple(int(p) for p in parts), "")
+    return (1, (), job_id)
+
+
 def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, object]:
+    from ddlbench.campaign.manifest import scheduler_of
     from ddlbench.campaign.node_facts import node_summary
 
     m = data.manifest
@@ -427,7 +455,8 @@ def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, objec
             {str(int(v)) for v in runs["tasks_per_node"].dropna()} if len(runs) else set(),
             key=int,
         ),
-        "job_ids": uniq(runs, "job_id"),
+        "scheduler": scheduler_of(m.get("cluster") or {}),
+        "job_ids": sorted(uniq(runs, "job_id"), key=_job_key),
         "runs": int(len(runs)),
         "runs_ok": int((runs["status"] == "ok").sum()) if len(runs) else 0,
         "nodes": node_summary(data.campaign_dir),

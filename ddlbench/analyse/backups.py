@@ -12,7 +12,8 @@ variant, with the same number of ranks or with as many ranks as it keeps gradien
 (``N = ranks - b``). Over the complete repeats, with ddlbench's one-sided Welch tests
 (:func:`~ddlbench.analyse.verdicts.change_verdicts`, ``alpha``, ``min_gain``):
 
-- step time: the runs' median step times, tested as steps per second (faster = improved);
+- step time: the runs' median step times (their geometric mean over repeats), tested as steps
+  per second (faster = improved);
 - time to accuracy: the runs' ``time_to_accuracy_s`` (convergence mode, runs that reached
   the target), tested as its inverse;
 - accuracy: final accuracy, ``within`` / ``outside`` a margin (``accuracy_margin``, default
@@ -27,6 +28,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pandas as pd
 
+from .stats import log_stats
 from .verdicts import VerdictSettings, change_verdicts, welch_margin
 
 PLAIN = -1  # the backup count of a plain (DDP) configuration
@@ -122,22 +124,20 @@ def _stats(x: np.ndarray) -> tuple:
 
 
 def _faster(base: np.ndarray, new: np.ndarray, vs: VerdictSettings) -> Dict[str, Any]:
-    """Verdict on a time (lower is better) through its inverse; change of the medians."""
-    a, b = base[~np.isnan(base)], new[~np.isnan(new)]
-    out = {"base": _median(a), "new": _median(b), "change": math.nan, "verdict": None}
-    out.update(p=math.nan, reason="no complete repeat with a value on one side")
-    if not len(a) or not len(b):
+    """Verdict on a time (lower is better) through its inverse (the rate), and the change of
+    the geometric means of the times: the one rule of :mod:`ddlbench.analyse.stats`, where
+    the log of a rate is minus the log of its time."""
+    la, sa, na = log_stats(base)
+    lb, sb, nb = log_stats(new)
+    out = {"base": math.exp(la) if na else math.nan, "new": math.exp(lb) if nb else math.nan}
+    out.update(change=math.nan, verdict=None, p=math.nan)
+    out["reason"] = "no complete repeat with a value on one side"
+    if not na or not nb:
         return out
     out["change"] = out["new"] / out["base"] - 1.0
-    ma, sa, na = _stats(1.0 / a)
-    mb, sb, nb = _stats(1.0 / b)
-    v = change_verdicts(ma, sa, na, mb, sb, nb, vs)[0]
+    v = change_verdicts(-la, sa, na, -lb, sb, nb, vs)[0]
     out.update(verdict=v.verdict, p=v.p_value, reason=v.reason)
     return out
-
-
-def _median(x: np.ndarray) -> float:
-    return float(np.median(x)) if len(x) else math.nan
 
 
 def _accuracy(base: np.ndarray, new: np.ndarray, margin: float, alpha: float) -> Dict[str, Any]:
@@ -200,7 +200,7 @@ def sentences(table: pd.DataFrame, vs: VerdictSettings, margin: float) -> List[s
     """The report's answers, one sentence per compared pair."""
     out = []
     for r in table.itertuples(index=False) if len(table) else []:
-        parts = [_time_text("median step time", r.step_change, r.step_verdict, r.step_reason)]
+        parts = [_time_text("step time", r.step_change, r.step_verdict, r.step_reason)]
         if r.tta_verdict is not None or not _nan(r.tta_base) or not _nan(r.tta_new):
             parts.append(_time_text("time to accuracy", r.tta_change, r.tta_verdict, r.tta_reason))
         if not _nan(r.accuracy_difference):

@@ -1,12 +1,12 @@
 """``ddlbench compare``: throughput of the configurations two campaigns have in common.
 
 A configuration (``group``: the run id without its ``-r<repeat>`` suffix) regressed when its
-mean throughput over complete repeats dropped significantly (one-sided Welch test at
+throughput over complete repeats dropped significantly (one-sided Welch test on the logs at
 ``alpha``) AND by at least the threshold; ``unchanged`` needs the change to lie within
 +/- threshold with confidence (two one-sided tests); anything else is ``inconclusive``, with
 the repeats a power calculation asks for (:mod:`ddlbench.analyse.verdicts`,
-``docs/metrics.md``). ``change`` is the change of the medians (the headline figure);
-``change_mean`` the change of the means that the tests are about.
+``docs/metrics.md``). ``change`` is the change of the geometric means, the figure the tests
+are about, with its 95 % interval (``change_ci95_low``/``high``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Optional
 import pandas as pd
 
 from .analysis import Settings, config_stats
-from .stats import intervals_overlap
+from .stats import intervals_overlap, ratio_interval
 from .verdicts import VerdictSettings, change_verdicts
 
 
@@ -39,12 +39,13 @@ COLUMNS = [
     "world_size",
     "verdict",
     "change",
-    "change_mean",
+    "change_ci95_low",
+    "change_ci95_high",
     "p_value",
     "reason",
     "repeats_needed",
-    "base_median",
-    "new_median",
+    "base_gmean",
+    "new_gmean",
     "base_ci95_low",
     "base_ci95_high",
     "new_ci95_low",
@@ -66,28 +67,27 @@ def _throughput_by_group(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame
 
 
 def _set_change(row: dict, vs: VerdictSettings) -> None:
-    """The change, interval overlap and verdict of a configuration both campaigns ran."""
-    row["change"] = (row["new_median"] - row["base_median"]) / row["base_median"]
+    """The change, its interval, interval overlap and verdict of a configuration both
+    campaigns ran."""
+    b = (row["base_log_mean"], row["base_log_sd"], row["base_repeats"])
+    n = (row["new_log_mean"], row["new_log_sd"], row["new_repeats"])
+    _, lo, hi = ratio_interval(*n, *b, 1.0, vs.confidence)
+    row["change_ci95_low"], row["change_ci95_high"] = float(lo[0]) - 1, float(hi[0]) - 1
     row["ci_overlap"] = intervals_overlap(
         (row["base_ci95_low"], row["base_ci95_high"]),
         (row["new_ci95_low"], row["new_ci95_high"]),
     )
-    v = change_verdicts(
-        row["base_mean"],
-        row["base_std"],
-        row["base_repeats"],
-        row["new_mean"],
-        row["new_std"],
-        row["new_repeats"],
-        vs,
-    )[0]
+    v = change_verdicts(*b, *n, vs)[0]
     row.update(
         verdict=v.verdict,
-        change_mean=v.change,
+        change=v.change,
         p_value=v.p_value,
         repeats_needed=v.repeats_needed,
         reason=v.reason,
     )
+
+
+_STATS = ("gmean", "log_mean", "log_sd", "ci95_low", "ci95_high", "cv")
 
 
 def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series], vs) -> dict:
@@ -95,17 +95,17 @@ def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series]
     row = {"group": group}
     for tag, r in (("base", rb), ("new", rn)):
         row[f"{tag}_repeats"] = int(r["repeats"]) if r is not None else 0
-        for k in ("median", "mean", "std", "ci95_low", "ci95_high", "cv"):
+        for k in _STATS:
             row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
     row["world_size"] = (rb if rb is not None else rn)["world_size"]
-    row["change"] = math.nan
+    row["change"] = row["change_ci95_low"] = row["change_ci95_high"] = math.nan
     row["ci_overlap"] = None
-    row.update(change_mean=math.nan, p_value=math.nan, repeats_needed=math.nan, reason="")
+    row.update(p_value=math.nan, repeats_needed=math.nan, reason="")
     if rb is None:
         row["verdict"] = "only in new"
     elif rn is None:
         row["verdict"] = "only in base"
-    elif math.isnan(row["base_median"]) or math.isnan(row["new_median"]):
+    elif math.isnan(row["base_gmean"]) or math.isnan(row["new_gmean"]):
         row["verdict"] = "no data"
     else:
         _set_change(row, vs)

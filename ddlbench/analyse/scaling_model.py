@@ -9,10 +9,10 @@ From measured inputs only:
    of the largest one-node and several-node fits (:func:`links_from_fits`);
 2. the gradient bytes, ``param_count`` (rank ``meta`` record) x 4 bytes (fp32 gradients,
    which DDP also keeps under amp);
-3. the compute time per step ``C`` of the series' smallest scale: its median step time when
-   that scale is 1 device (nothing to communicate), else the median of the logged
-   ``compute_s`` (else the step time); weak scaling keeps ``C`` at every ``N``, strong
-   scaling scales it by the per-device batch;
+3. the compute time per step ``C`` of the series' smallest scale: its step time when
+   that scale is 1 device (nothing to communicate), else the logged ``compute_s`` (else the
+   step time), each a run's median over ranks and the geometric mean over repeats; weak
+   scaling keeps ``C`` at every ``N``, strong scaling scales it by the per-device batch;
 4. the overlapped fraction ``f`` of the gradient allreduce: ``f = 1 - comm_s / t_ar(N)``
    (median over the measured ``N > 1`` that log the exposed ``comm_s``); without a logged
    ``comm_s`` the exposed time is estimated by wait-free backprop over the model's layer
@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from . import costs, hierarchy, overlap
+from .stats import repeat_centre
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -178,7 +179,7 @@ def predict(
     if not len(pts) or not fits or not len(inputs):
         return ScalingModel(fits, pd.DataFrame(), assumptions, max_devices)
     for _, s in series[series["mode"] == "throughput"].iterrows():
-        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p):
             continue
         rows.extend(
@@ -192,8 +193,13 @@ def predict(
 
 
 def _group_inputs(inputs: pd.DataFrame, group: str) -> pd.Series:
+    """A configuration's inputs over its repeats: each column's repeat centre (the geometric
+    mean of :func:`~ddlbench.analyse.stats.repeat_centre`)."""
     g = inputs[inputs["group"] == group]
-    return g.median(numeric_only=True) if len(g) else pd.Series(dtype=float)
+    if not len(g):
+        return pd.Series(dtype=float)
+    num = g.select_dtypes("number")
+    return pd.Series({c: repeat_centre(num[c].to_numpy(dtype=float)) for c in num.columns})
 
 
 @dataclass
@@ -318,7 +324,7 @@ def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
             mid = (t, exposed, sync, comm)
     t, exposed, sync, comm = mid
     meas = p[p["devices"] == n]
-    m = float(meas["throughput_median"].iloc[0]) if len(meas) else math.nan
+    m = float(meas["throughput_gmean"].iloc[0]) if len(meas) else math.nan
     e_lo, e_hi = costs.widen(min(eff.values()), max(eff.values()), u)
     measured_eff = float(meas["efficiency"].iloc[0]) if len(meas) else math.nan
     return {
@@ -337,7 +343,7 @@ def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
         "predicted_efficiency": eff["mid"],
         "predicted_efficiency_low": e_lo,
         "predicted_efficiency_high": e_hi,
-        "throughput_median": m,
+        "throughput_gmean": m,
         "efficiency": measured_eff,
         "throughput_error": (thr["mid"] - m) / m if _ok(m) and m else math.nan,
         "inside": bool(e_lo <= measured_eff <= e_hi) if _ok(measured_eff) else None,
@@ -441,7 +447,7 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
         return None
     weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
     for _, s in weak.iterrows():
-        p = pts[(pts["series"] == s["series"]) & pts["throughput_median"].notna()]
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p):
             continue
         base = p.sort_values("devices").iloc[0]
@@ -456,7 +462,7 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
         return CampaignInputs(
             str(s["label"]), str(s["model"]), str(s.get("precision", "")),
             str(s.get("framework", "")), int(s["batch_size"]),
-            float(base["throughput_median"]) / int(base["devices"]), int(base["devices"]),
+            float(base["throughput_gmean"]) / int(base["devices"]), int(base["devices"]),
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
             jitter_samples(analysis.runs, data, str(base["group"])),
             _half_width(base), _measured(p),
@@ -492,7 +498,7 @@ def jitter_samples(runs: pd.DataFrame, data, group: str) -> Tuple[float, ...]:
 
 
 def _half_width(base) -> Optional[float]:
-    lo, hi, m = base.get("ci95_low"), base.get("ci95_high"), base.get("throughput_median")
+    lo, hi, m = base.get("ci95_low"), base.get("ci95_high"), base.get("throughput_gmean")
     if not (_ok(lo) and _ok(hi) and _ok(m)) or not float(m):
         return None
     return (float(hi) - float(lo)) / 2 / float(m)
@@ -500,7 +506,7 @@ def _half_width(base) -> Optional[float]:
 
 def _measured(p: pd.DataFrame) -> Tuple[Tuple[int, float, float], ...]:
     return tuple(
-        (int(r["devices"]), float(r["efficiency"]), float(r["throughput_median"]))
+        (int(r["devices"]), float(r["efficiency"]), float(r["throughput_gmean"]))
         for _, r in p.sort_values("devices").iterrows()
         if _ok(r["efficiency"])
     )

@@ -1,5 +1,6 @@
 """Scaling series: configurations that differ only in scale, with speedup, efficiency,
-base, knee, peak and the verdicts (``docs/metrics.md``, Scaling and Verdicts).
+base, knee, peak and the verdicts (``docs/metrics.md``, Scaling and Verdicts). Every figure
+is a ratio of geometric means (the rule of :mod:`ddlbench.analyse.stats`).
 
 A series fixes every field of :data:`SERIES_FIELDS` and the batch that scaling keeps
 constant: the per-device batch for weak scaling, the global batch for strong scaling.
@@ -90,7 +91,7 @@ def _scaling_point(
 ) -> dict:
     """One configuration of a series, with speedup and efficiency relative to the base."""
     n = int(r["world_size"])
-    t = math.nan if missing(r["throughput_median"]) else float(r["throughput_median"])
+    t = math.nan if missing(r["throughput_gmean"]) else float(r["throughput_gmean"])
     p = {
         "series": sid,
         "label": label,
@@ -100,9 +101,9 @@ def _scaling_point(
         "nodes": r["nodes"],
         "tasks_per_node": r["tasks_per_node"],
         "repeats": r["repeats"],
-        "throughput_median": t,
-        "throughput_mean": r.get("throughput_mean", math.nan),
-        "throughput_std": r.get("throughput_std", math.nan),
+        "throughput_gmean": t,
+        "throughput_log_mean": r.get("throughput_log_mean", math.nan),
+        "throughput_log_sd": r.get("throughput_log_sd", math.nan),
         "ci95_low": r["throughput_ci95_low"],
         "ci95_high": r["throughput_ci95_high"],
         "per_device": t / n if n else math.nan,
@@ -131,9 +132,9 @@ def _set_base_knee_peak(
     srow["efficiency_at_max"] = pts[-1]["efficiency"]
     srow["speedup_at_max"] = pts[-1]["speedup"]
     srow["knee_devices"] = _point_knee(pts, threshold)
-    peak = max(pts, key=lambda p: (p["throughput_median"], -p["devices"]))
+    peak = max(pts, key=lambda p: (p["throughput_gmean"], -p["devices"]))
     srow["peak_devices"] = peak["devices"]
-    srow["peak_throughput"] = peak["throughput_median"]
+    srow["peak_throughput"] = peak["throughput_gmean"]
     srow["saturates"] = bool(peak["devices"] < pts[-1]["devices"])
 
 
@@ -154,12 +155,12 @@ def series_tables(
     points, series = [], []
     for sid, g in c.groupby("series", sort=True):
         g = g.sort_values("world_size")
-        valid = g[g["throughput_median"].notna() & (g["throughput_median"] > 0)]
+        valid = g[g["throughput_gmean"].notna() & (g["throughput_gmean"] > 0)]
         srow = _series_row(sid, labels[sid], g.iloc[0], len(valid), threshold)
         base_n = base_t = None
         if len(valid):
             base_n = int(valid["world_size"].iloc[0])
-            base_t = float(valid["throughput_median"].iloc[0])
+            base_t = float(valid["throughput_gmean"].iloc[0])
         own = [_scaling_point(sid, labels[sid], r, base_n, base_t) for _, r in g.iterrows()]
         if base_n is not None:
             _set_base_knee_peak(srow, own, base_n, base_t, threshold)
@@ -170,7 +171,7 @@ def series_tables(
 
 
 def _point_knee(pts, threshold: float) -> Optional[int]:
-    """Largest N up to which every point's median efficiency is >= threshold (None when
+    """Largest N up to which every point's efficiency is >= threshold (None when
     not even the first step after the base is); the uncertainty is in knee_low/high."""
     knee = None
     for p in pts:

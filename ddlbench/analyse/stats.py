@@ -1,18 +1,22 @@
-"""Statistics over repeats: median, confidence intervals, coefficient of variation, jitter.
+"""Statistics over repeats: the one rule for every positive figure, its interval and ratios.
 
-Definitions (also in ``docs/metrics.md``):
+This module owns the rule (``docs/metrics.md``, Over repeats). Throughput, speedup and
+efficiency are positive ratios, so they are summarised on the logarithmic scale:
 
-- headline value: the **median** over repeats;
-- ``ci95_low``/``ci95_high``: 95 % **Student-t confidence interval of the mean**,
-  ``mean +/- t(0.975, n-1) * s / sqrt(n)`` with ``s`` the sample standard deviation
-  (``ddof=1``); undefined for ``n < 2``;
-- ``median_ci95_low``/``median_ci95_high``: distribution-free **order-statistic confidence
-  interval of the median** ``[x_(j), x_(n-j+1)]`` with the largest ``j`` whose binomial
-  coverage ``1 - 2 P(Bin(n, 1/2) <= j-1)`` is at least 95 %; it exists only for ``n >= 6``;
-- ``cv``: coefficient of variation ``s / mean``; a configuration is *noisy* when ``cv`` is
-  above a threshold (default 5 %);
+- headline value: the **geometric mean** ``g = exp(l)`` with ``l`` the mean of ``ln x`` over
+  the repeats and ``s`` the sample standard deviation of ``ln x`` (``ddof=1``);
+- ``ci95_low``/``ci95_high``: the 95 % Student-t interval of ``l`` mapped back,
+  ``exp(l +/- t(0.975, n-1) * s / sqrt(n))``: positive by construction, exact coverage for
+  log-normal repeats, undefined for ``n < 2``;
+- a ratio of two configurations (speedup, efficiency, a change between campaigns) is the ratio
+  of their geometric means, ``exp(l_a - l_b)``, with the Welch t interval of ``l_a - l_b``
+  (:func:`ratio_interval`); the verdicts test the same difference of logs;
+- ``cv``: coefficient of variation ``std / mean`` (a description of the spread; a
+  configuration is *noisy* when it is above a threshold, default 5 %);
 - jitter: ``1.4826 * MAD`` (median absolute deviation scaled to estimate a normal sigma,
   as in tf_cnn_benchmarks).
+
+Accuracies are not ratios (they live in [0, 1]); :func:`t_ci_mean` serves them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import math
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
+
+from .distributions import norm_ppf, t_ppf
 
 # t(0.975, df) for df = 1..30 (scipy.stats.t.ppf); beyond, the Cornish-Fisher expansion
 _T975 = [
@@ -74,8 +80,83 @@ def t975(df: int) -> float:
     )
 
 
+def log_stats(values: Sequence[float]) -> Tuple[float, float, int]:
+    """``(l, s, n)``: mean and sample standard deviation (``ddof=1``) of ``ln x`` over the
+    positive finite values; ``s`` is NaN for ``n < 2``, ``l`` for ``n == 0``."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    n = len(x)
+    if not n:
+        return (math.nan, math.nan, 0)
+    lx = np.log(x)
+    return (float(lx.mean()), float(lx.std(ddof=1)) if n >= 2 else math.nan, n)
+
+
+def _arr(v) -> np.ndarray:
+    return np.atleast_1d(np.asarray(v, dtype=float))
+
+
+def _t_quantile(confidence: float, df: np.ndarray) -> np.ndarray:
+    """The two-sided ``confidence`` quantile of t with ``df`` (inf: the normal one)."""
+    q = np.full(df.shape, np.nan)
+    fin = np.isfinite(df) & (df > 0)
+    if fin.any():
+        q[fin] = t_ppf((1 + confidence) / 2, df[fin])
+    q[np.isinf(df)] = norm_ppf((1 + confidence) / 2)
+    return q
+
+
+def gmean_interval(lm, s, n, confidence: float = 0.95):
+    """``(g, low, high)`` arrays: the geometric mean ``exp(lm)`` and its interval
+    ``exp(lm +/- t((1+conf)/2, n-1) s / sqrt(n))`` (``lm``, ``s``: mean and standard deviation
+    of the logs); low/high NaN where ``n < 2``."""
+    lm, s, n = _arr(lm), _arr(s), _arr(n)
+    ok = (n >= 2) & np.isfinite(lm) & np.isfinite(s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = _t_quantile(confidence, np.where(ok, n - 1, np.nan)) * s / np.sqrt(n)
+        g = np.exp(lm)
+    return g, np.where(ok, g * np.exp(-half), np.nan), np.where(ok, g * np.exp(half), np.nan)
+
+
+def ratio_interval(l_num, s_num, n_num, l_den, s_den, n_den, scale=1.0, confidence=0.95):
+    """``(r, low, high)`` arrays: ``r = scale * exp(l_num - l_den)``, the ratio of two
+    geometric means, with the Welch t interval of the difference of the mean logs:
+    ``se = sqrt(s_num^2 / n_num + s_den^2 / n_den)``, degrees of freedom by
+    Welch-Satterthwaite, ``r exp(+/- t((1+conf)/2, v) se)``. A side without spread adds
+    nothing (a ratio against itself is exact); low/high NaN where either ``n < 2``."""
+    l_num, s_num, n_num, l_den, s_den, n_den = map(_arr, (l_num, s_num, n_num, l_den, s_den, n_den))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = _arr(scale) * np.exp(l_num - l_den)
+        v1 = s_num * s_num / n_num
+        v2 = s_den * s_den / n_den
+        var = v1 + v2
+        den = np.where(v1 > 0, v1 * v1 / (n_num - 1), 0.0) + np.where(
+            v2 > 0, v2 * v2 / (n_den - 1), 0.0
+        )
+        df = np.where(den > 0, var * var / den, np.inf)
+    ok = (n_num >= 2) & (n_den >= 2) & np.isfinite(r) & np.isfinite(var)
+    half = _t_quantile(confidence, np.where(ok, df, np.nan)) * np.sqrt(var)
+    lo = np.where(ok, r * np.exp(-half), np.nan)
+    hi = np.where(ok, r * np.exp(half), np.nan)
+    return r, lo, hi
+
+
+def repeat_centre(values: Sequence[float]) -> float:
+    """The centre over repeats of a non-negative quantity (a time, a throughput): the
+    geometric mean of the finite values; the arithmetic mean where one of them is 0 (a
+    geometric mean would be 0); NaN when there is none."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return math.nan
+    if (x > 0).all():
+        return float(np.exp(np.log(x).mean()))
+    return float(x.mean())
+
+
 def t_ci_mean(values: Sequence[float]) -> Tuple[float, float]:
-    """95 % Student-t confidence interval of the mean (NaNs when fewer than 2 values)."""
+    """95 % Student-t confidence interval of the mean (NaNs when fewer than 2 values); for
+    quantities that are not ratios (accuracies), never for throughput."""
     x = np.asarray(values, dtype=float)
     n = len(x)
     if n < 2:
@@ -83,31 +164,6 @@ def t_ci_mean(values: Sequence[float]) -> Tuple[float, float]:
     mean = float(x.mean())
     half = t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
     return (mean - half, mean + half)
-
-
-def median_ci_rank(n: int, confidence: float = 0.95) -> Optional[int]:
-    """The 1-based ``j`` of the order-statistic interval [x_(j), x_(n-j+1)] for the median.
-
-    The largest ``j`` with coverage ``1 - 2 P(B <= j-1) >= confidence``, ``B ~ Bin(n, 1/2)``;
-    None when even [min, max] does not reach the confidence (n < 6 for 95 %).
-    """
-    best = None
-    cdf = 0.0
-    for j in range(1, n // 2 + 1):
-        cdf += math.comb(n, j - 1) / 2.0**n  # P(B <= j-1)
-        if 1.0 - 2.0 * cdf >= confidence:
-            best = j
-        else:
-            break
-    return best
-
-
-def median_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float]:
-    x = np.sort(np.asarray(values, dtype=float))
-    j = median_ci_rank(len(x), confidence)
-    if j is None:
-        return (math.nan, math.nan)
-    return (float(x[j - 1]), float(x[len(x) - j]))
 
 
 def jitter(values: Sequence[float]) -> float:
@@ -119,35 +175,29 @@ def jitter(values: Sequence[float]) -> float:
 
 
 def summarize(values: Sequence[float], noise_threshold: float = 0.05) -> Dict[str, float]:
-    """Repeat statistics of one configuration's values (NaNs are ignored)."""
+    """Repeat statistics of one configuration's positive values (NaNs are ignored): the
+    geometric mean with its interval (the rule above) and, as a description of the spread,
+    median, mean, standard deviation, CV, min and max."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     n = len(x)
-    out: Dict[str, float] = {
-        "n": n,
-        "median": math.nan,
-        "mean": math.nan,
-        "std": math.nan,
-        "cv": math.nan,
-        "min": math.nan,
-        "max": math.nan,
-        "ci95_low": math.nan,
-        "ci95_high": math.nan,
-        "median_ci95_low": math.nan,
-        "median_ci95_high": math.nan,
-        "noisy": False,
-    }
+    nan = math.nan
+    out: Dict[str, float] = dict(n=n, gmean=nan, log_mean=nan, log_sd=nan, ci95_low=nan)
+    out.update(ci95_high=nan, median=nan, mean=nan, std=nan, cv=nan, min=nan, max=nan)
+    out["noisy"] = False
     if n == 0:
         return out
     out["median"] = float(np.median(x))
     out["mean"] = float(x.mean())
     out["min"] = float(x.min())
     out["max"] = float(x.max())
+    lm, s, k = log_stats(x)
+    out["log_mean"], out["log_sd"] = lm, s
+    g, lo, hi = gmean_interval(lm, s, k)
+    out["gmean"], out["ci95_low"], out["ci95_high"] = float(g[0]), float(lo[0]), float(hi[0])
     if n >= 2:
         out["std"] = float(x.std(ddof=1))
         out["cv"] = out["std"] / out["mean"] if out["mean"] else math.nan
-        out["ci95_low"], out["ci95_high"] = t_ci_mean(x)
         out["noisy"] = bool(out["cv"] > noise_threshold)
-    out["median_ci95_low"], out["median_ci95_high"] = median_ci(x)
     return out
 
 

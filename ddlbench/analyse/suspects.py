@@ -217,21 +217,31 @@ def _true(value: Any) -> bool:
 
 
 def campaign_suspects(
-    campaign_dir: Path, run_ids: Sequence[str], stragglers: Any = None
+    campaign_dir: Path, run_ids: Sequence[str], stragglers: Any = None, complete: Any = ()
 ) -> Dict[str, Any]:
     """Every suspected node of the campaign's runs with its evidence (hang, straggler,
-    pairwise, health), and the pairwise results per run: ``{"suspects", "pairwise"}``."""
+    pairwise, health), and the pairwise results per run: ``{"suspects", "pairwise"}``.
+
+    Rank logs and pre-flight folders are read only where evidence can be (as in
+    :func:`annotate_status`): hang records in runs not in ``complete`` (a fired watchdog ends
+    its rank before the summary), pairwise records in the pairwise allreduce runs, pre-flight
+    reports when the profile's pre-flight is on."""
     paths = CampaignPaths.of(campaign_dir)
+    pairwise_runs, health = _evidence_sources(campaign_dir)
+    done = set(map(str, complete))
     suspects: Dict[str, Dict[str, Any]] = {}
     pairwise: Dict[str, Dict[str, Any]] = {}
     for run_id in run_ids:
         row: Dict[str, Any] = {"run_id": run_id}
         run_dir = paths.run_dir(run_id)
-        _hang_evidence(row, run_dir, suspects)
-        _pairwise_evidence(row, run_dir, suspects)
+        if run_id not in done:
+            _hang_evidence(row, run_dir, suspects)
+        if run_id in pairwise_runs:
+            _pairwise_evidence(row, run_dir, suspects)
         if "pairwise" in row:
             pairwise[run_id] = row["pairwise"]
-        _health_evidence(row, run_dir, suspects)
+        if health:
+            _health_evidence(row, run_dir, suspects)
     for host, items in straggler_evidence(stragglers).items():
         for item in items:
             _add(suspects, host, "straggler", item)

@@ -1,15 +1,18 @@
 """Significance-tested verdicts over repeats (definitions and defaults: ``docs/metrics.md``).
 
-Inputs are per-configuration repeat statistics (mean ``m``, sample standard deviation ``s``
-with ``ddof = 1``, number of complete repeats ``n``) as numpy arrays, one element per
-comparison, so that a whole campaign is decided in a few array operations.
+Throughput is summarised by the rule of :mod:`ddlbench.analyse.stats`: on the log scale. The
+verdicts' inputs are per-configuration statistics of the logs of the repeats (mean ``l``,
+sample standard deviation ``s`` with ``ddof = 1``, number of complete repeats ``n``) as numpy
+arrays, one element per comparison, so that a whole campaign is decided in a few array
+operations. A relative change is then a difference of logs: ``exp(l_b - l_a) - 1`` is the
+change of the geometric means, the same figure the report prints.
 
-- :func:`welch_margin`: one-sided Welch test of ``H0: m_b <= c * m_a`` (``c = 1 + margin``);
+- :func:`welch_margin`: one-sided Welch test of ``H0: m_b <= c * m_a`` (``c = 1 + margin``)
+  on arithmetic means (accuracies; the log-scale tests below shift a mean instead);
 - :func:`gain_verdicts`: "does B beat A by at least ``min_gain``?" -> ``yes`` / ``no`` /
   ``inconclusive`` with the repeats a power calculation asks for;
 - :func:`repeats_needed`: repeats per configuration for a one-sided Welch test at ``alpha``
-  to detect a relative difference ``delta`` with probability ``power`` at the observed CVs;
-- :func:`ratio_ci`: confidence interval of a ratio of two means (delta method on the log);
+  to detect a relative difference ``delta`` with probability ``power`` at the observed spread;
 - :func:`knee_range`: the knee of a scaling series with its uncertainty.
 """
 
@@ -24,6 +27,7 @@ import numpy as np
 
 from ..values import missing
 from .distributions import norm_ppf, t_ppf, t_sf
+from .stats import ratio_interval
 
 YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
 MAX_REPEATS = 1000  # a power calculation asking for more says "more than 1000"
@@ -74,9 +78,11 @@ def welch_margin(m_a, s_a, n_a, m_b, s_b, n_b, margin=0.0):
 
 def repeats_needed(cv_a, cv_b, delta: float, alpha: float, power: float) -> np.ndarray:
     """Repeats per configuration for a one-sided Welch test at level ``alpha`` to detect a
-    relative difference ``delta`` with probability ``power``.
+    difference ``delta`` with probability ``power``.
 
-    Standard deviations in units of the first mean: ``sigma^2 = cv_a^2 + cv_b^2``; then
+    The verdicts pass the standard deviations of the logs as ``cv_a``, ``cv_b`` and
+    ``delta = ln(1 + min_gain)`` (a log's standard deviation is about the CV when it is small).
+    With ``sigma^2 = cv_a^2 + cv_b^2``:
     ``n = (t_{1-alpha, v} + t_{power, v})^2 sigma^2 / delta^2`` iterated from the normal
     quantiles with ``v = 2 (n - 1)`` (equal ``n``, near-equal variances), rounded up, at
     least 2. A missing CV takes the other's value; NaN when both are missing.
@@ -104,7 +110,7 @@ def _t_q(p: float, df: float) -> float:
 @dataclass
 class GainVerdict:
     verdict: Optional[str]  # yes / no / inconclusive / None (no test possible)
-    gain: float  # m_b / m_a - 1
+    gain: float  # exp(l_b - l_a) - 1: the change of the geometric means
     p_value: float  # H0: no gain (mu_b <= mu_a)
     p_below: float  # H0: gain >= min_gain (rejected -> "no")
     repeats_needed: float  # per configuration, power calculation
@@ -112,28 +118,32 @@ class GainVerdict:
     reason: str
 
 
-def gain_verdicts(
-    m_a, s_a, n_a, m_b, s_b, n_b, settings: VerdictSettings = VerdictSettings()
-) -> List[GainVerdict]:
-    """Does B beat A by at least ``min_gain``, one verdict per element.
+def _shift(l_a: np.ndarray, change: float) -> np.ndarray:
+    """``l_a + ln(1 + change)``: the log of ``(1 + change)`` times A's geometric mean."""
+    return l_a + (math.log1p(change) if change > -1 else -math.inf)
 
-    ``yes``: the gain is significant (``p < alpha`` for ``H0: mu_b <= mu_a``) and the
-    observed gain ``m_b / m_a - 1`` is at least ``min_gain``; ``no``: the data rule out a
-    gain of ``min_gain`` (``p < alpha`` for ``H0: mu_b >= (1 + min_gain) mu_a``);
-    ``inconclusive`` otherwise, with the repeats a power calculation asks for.
+
+def gain_verdicts(
+    l_a, s_a, n_a, l_b, s_b, n_b, settings: VerdictSettings = VerdictSettings()
+) -> List[GainVerdict]:
+    """Does B beat A by at least ``min_gain``, one verdict per element (log-scale inputs).
+
+    ``yes``: the gain is significant (``p < alpha`` for ``H0: l_b <= l_a``) and the observed
+    gain ``exp(l_b - l_a) - 1`` is at least ``min_gain``; ``no``: the data rule out a gain of
+    ``min_gain`` (``p < alpha`` for ``H0: l_b >= l_a + ln(1 + min_gain)``); ``inconclusive``
+    otherwise, with the repeats a power calculation asks for.
     """
-    m_a, s_a, n_a, m_b, s_b, n_b = map(_arr, (m_a, s_a, n_a, m_b, s_b, n_b))
+    l_a, s_a, n_a, l_b, s_b, n_b = map(_arr, (l_a, s_a, n_a, l_b, s_b, n_b))
     g, a = settings.min_gain, settings.alpha
-    p_up, _, _ = welch_margin(m_a, s_a, n_a, m_b, s_b, n_b, 0.0)
-    # "no": reject mu_b >= (1+g) mu_a, i.e. test (1+g) mu_a > mu_b (roles swapped)
-    p_dn, _, _ = welch_margin(m_b, s_b, n_b, (1 + g) * m_a, (1 + g) * s_a, n_a, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = m_b / m_a - 1.0
-        cv_a, cv_b = s_a / m_a, s_b / m_a
-    need = repeats_needed(cv_a, cv_b, g, a, settings.power)
+    p_up, _, _ = welch_margin(l_a, s_a, n_a, l_b, s_b, n_b, 0.0)
+    # "no": reject l_b >= l_a + ln(1+g), i.e. test l_a + ln(1+g) > l_b (roles swapped)
+    p_dn, _, _ = welch_margin(l_b, s_b, n_b, _shift(l_a, g), s_a, n_a, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gain = np.exp(l_b - l_a) - 1.0
+    need = repeats_needed(s_a, s_b, math.log1p(g), a, settings.power)
     have = np.minimum(n_a, n_b)
     out = []
-    for i in range(len(m_a)):
+    for i in range(len(l_a)):
         vals = (float(v[i]) for v in (gain, p_up, p_dn, need, have))
         out.append(_one_gain(*vals, settings))
     return out
@@ -156,12 +166,12 @@ def _one_gain(gain, p_up, p_dn, need, have, st: VerdictSettings) -> GainVerdict:
     if more >= 1:
         why = (
             f"{_count(more)} more repeats would resolve a {_pct(st.min_gain)} difference at "
-            f"the observed CV (alpha {st.alpha:g}, power {st.power:g})"
+            f"the observed spread (alpha {st.alpha:g}, power {st.power:g})"
         )
     else:
         why = (
             f"the gain is close to the {_pct(st.min_gain)} minimum; {int(have)} repeats "
-            "already resolve that difference at the observed CV"
+            "already resolve that difference at the observed spread"
         )
     return GainVerdict(INCONCLUSIVE, gain, p_up, p_dn, need, more, why)
 
@@ -176,36 +186,6 @@ def _p(p: float) -> str:
 
 def _count(n: float) -> str:
     return f"more than {MAX_REPEATS}" if n > MAX_REPEATS else f"{int(n)}"
-
-
-def ratio_ci(m_num, s_num, n_num, m_den, s_den, n_den, scale=1.0, confidence: float = 0.95):
-    """Confidence interval of ``scale * m_num / m_den`` (delta method on the log).
-
-    ``se(log R) = sqrt(cv_num^2 / n_num + cv_den^2 / n_den)`` with ``cv = s / m``;
-    ``R exp(+/- t_{(1+conf)/2, v} se)``, ``v`` by Welch-Satterthwaite on the two terms.
-    Returns ``(ratio, low, high)`` arrays; low/high NaN where either ``n < 2``. A term
-    with no spread contributes nothing (a ratio against itself is exact).
-    """
-    m_num, s_num, n_num, m_den, s_den, n_den = map(_arr, (m_num, s_num, n_num, m_den, s_den, n_den))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = _arr(scale) * m_num / m_den
-        v1 = (s_num / m_num) ** 2 / n_num
-        v2 = (s_den / m_den) ** 2 / n_den
-        var = v1 + v2
-        den = np.where(v1 > 0, v1 * v1 / (n_num - 1), 0.0) + np.where(
-            v2 > 0, v2 * v2 / (n_den - 1), 0.0
-        )
-        df = np.where(den > 0, var * var / den, np.inf)
-    ok = (n_num >= 2) & (n_den >= 2) & (m_num > 0) & (m_den > 0)
-    q = np.full(r.shape, np.nan)
-    fin = ok & np.isfinite(df)
-    if fin.any():
-        q[fin] = t_ppf((1 + confidence) / 2, df[fin])
-    q[ok & ~np.isfinite(df)] = norm_ppf((1 + confidence) / 2)
-    half = q * np.sqrt(var)
-    lo = np.where(ok, r * np.exp(-half), np.nan)
-    hi = np.where(ok, r * np.exp(half), np.nan)
-    return r, lo, hi
 
 
 ABOVE, BELOW, UNSURE = "above", "below", "undetermined"
@@ -256,18 +236,26 @@ def _clear_verdicts(points: List[dict], srow: dict, usable: int) -> None:
             step_verdict=None,
             step_reason="",
             step_repeats_needed=math.nan,
-            efficiency_mean=math.nan,
             efficiency_ci95_low=math.nan,
             efficiency_ci95_high=math.nan,
             efficiency_class=None,
         )
     srow.update(
         more_devices_help=None,
-        more_devices_reason="one device count only" if usable < 2 else "",
+        more_devices_reason=_no_step_reason(len(points), usable) if usable < 2 else "",
         helps_up_to=None,
         knee_low=None,
         knee_high=None,
     )
+
+
+def _no_step_reason(points: int, usable: int) -> str:
+    """Why a series has no "more devices help?" verdict."""
+    if points < 2:
+        return "one device count only"
+    if usable == 0:
+        return "no complete run at any scale"
+    return f"complete runs at one of its {points} device counts only"
 
 
 def _annotate_steps(
@@ -305,28 +293,27 @@ def annotate_series(
     points: List[dict], srow: dict, threshold: float, settings: VerdictSettings
 ) -> None:
     """Add the verdict columns to one scaling series' points (ascending device count, as
-    dicts with ``devices``, ``throughput_mean``, ``throughput_std``, ``repeats``) and to
-    its series row ``srow``. Points without a complete repeat take no part."""
-    pts = [p for p in points if _num(p.get("throughput_mean")) and p["throughput_mean"] > 0]
+    dicts with ``devices``, ``throughput_log_mean``, ``throughput_log_sd``, ``repeats``) and
+    to its series row ``srow``. Points without a complete repeat take no part."""
+    pts = [p for p in points if _num(p.get("throughput_log_mean"))]
     _clear_verdicts(points, srow, len(pts))
     if not pts:
         return
-    m = np.array([p["throughput_mean"] for p in pts], dtype=float)
-    s = np.array([_nan(p.get("throughput_std")) for p in pts], dtype=float)
+    lm = np.array([p["throughput_log_mean"] for p in pts], dtype=float)
+    s = np.array([_nan(p.get("throughput_log_sd")) for p in pts], dtype=float)
     n = np.array([p["repeats"] or 0 for p in pts], dtype=float)
     d = np.array([p["devices"] for p in pts], dtype=float)
     base = pts[0]
-    r, lo, hi = ratio_ci(m, s, n, m[0], s[0], n[0], d[0] / d, settings.confidence)
-    lo[0] = hi[0] = r[0] = 1.0  # the base is 1 by definition
+    _, lo, hi = ratio_interval(lm, s, n, lm[0], s[0], n[0], d[0] / d, settings.confidence)
+    lo[0] = hi[0] = 1.0  # the base is 1 by definition
     classes = threshold_class(lo, hi, threshold)
     classes[0] = ABOVE if threshold <= 1.0 else BELOW
-    for p, ri, li, hi_, c in zip(pts, r, lo, hi, classes):
-        p.update(efficiency_mean=ri, efficiency_ci95_low=li, efficiency_ci95_high=hi_)
-        p["efficiency_class"] = c
+    for p, li, hi_, c in zip(pts, lo, hi, classes):
+        p.update(efficiency_ci95_low=li, efficiency_ci95_high=hi_, efficiency_class=c)
     srow["knee_low"], srow["knee_high"] = knee_range([p["devices"] for p in pts], classes)
     srow["helps_up_to"] = base["devices"]
     if len(pts) >= 2:
-        _annotate_steps(pts, srow, m, s, n, settings)
+        _annotate_steps(pts, srow, lm, s, n, settings)
 
 
 def _num(v) -> bool:
@@ -349,53 +336,57 @@ REGRESSED, IMPROVED, UNCHANGED = "regressed", "improved", "unchanged"
 @dataclass
 class ChangeVerdict:
     verdict: str  # regressed / improved / unchanged / inconclusive
-    change: float  # m_new / m_base - 1
+    change: float  # exp(l_new - l_base) - 1: the change of the geometric means
     p_value: float  # of the test behind the verdict (the smaller one-sided p otherwise)
     repeats_needed: float
     reason: str
 
 
 def change_verdicts(
-    m_a, s_a, n_a, m_b, s_b, n_b, settings: VerdictSettings = VerdictSettings()
+    l_a, s_a, n_a, l_b, s_b, n_b, settings: VerdictSettings = VerdictSettings()
 ) -> List[ChangeVerdict]:
-    """Base A vs new B, with ``min_gain`` as the threshold ``d``:
+    """Base A vs new B (log-scale inputs), with ``min_gain`` as the threshold ``d`` and
+    ``change = exp(l_b - l_a) - 1`` (the change of the geometric means):
 
-    ``regressed``: ``p < alpha`` for ``H0: mu_b >= mu_a`` and ``m_b / m_a - 1 <= -d``;
-    ``improved``: ``p < alpha`` for ``H0: mu_b <= mu_a`` and ``m_b / m_a - 1 >= d``;
-    ``unchanged``: both ``H0: mu_b >= (1 + d) mu_a`` and ``H0: mu_b <= (1 - d) mu_a`` are
+    ``regressed``: ``p < alpha`` for ``H0: l_b >= l_a`` and ``change <= -d``;
+    ``improved``: ``p < alpha`` for ``H0: l_b <= l_a`` and ``change >= d``;
+    ``unchanged``: both ``H0: l_b >= l_a + ln(1 + d)`` and ``H0: l_b <= l_a + ln(1 - d)`` are
     rejected at ``alpha`` (two one-sided tests: the change lies within +/- d);
     ``inconclusive`` otherwise (with the repeats a power calculation asks for).
     """
-    m_a, s_a, n_a, m_b, s_b, n_b = map(_arr, (m_a, s_a, n_a, m_b, s_b, n_b))
+    l_a, s_a, n_a, l_b, s_b, n_b = map(_arr, (l_a, s_a, n_a, l_b, s_b, n_b))
     d, a = settings.min_gain, settings.alpha
-    p_up, _, _ = welch_margin(m_a, s_a, n_a, m_b, s_b, n_b, 0.0)
-    p_down, _, _ = welch_margin(m_b, s_b, n_b, m_a, s_a, n_a, 0.0)
-    p_lt_hi, _, _ = welch_margin(m_b, s_b, n_b, (1 + d) * m_a, (1 + d) * s_a, n_a, 0.0)
-    p_gt_lo, _, _ = welch_margin((1 - d) * m_a, (1 - d) * s_a, n_a, m_b, s_b, n_b, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = m_b / m_a - 1.0
-        need = repeats_needed(s_a / m_a, s_b / m_a, d, a, settings.power)
+    p_up, _, _ = welch_margin(l_a, s_a, n_a, l_b, s_b, n_b, 0.0)
+    p_down, _, _ = welch_margin(l_b, s_b, n_b, l_a, s_a, n_a, 0.0)
+    p_lt_hi, _, _ = welch_margin(l_b, s_b, n_b, _shift(l_a, d), s_a, n_a, 0.0)
+    p_gt_lo, _, _ = welch_margin(_shift(l_a, -d), s_a, n_a, l_b, s_b, n_b, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        change = np.exp(l_b - l_a) - 1.0
+    need = repeats_needed(s_a, s_b, math.log1p(d), a, settings.power)
     have = np.minimum(n_a, n_b)
     out = []
-    for i in range(len(m_a)):
+    for i in range(len(l_a)):
         c, pu, pd_, ph, pl = (float(v[i]) for v in (change, p_up, p_down, p_lt_hi, p_gt_lo))
-        nd, hv = float(need[i]), float(have[i])
-        if math.isnan(pu):
-            why = f"fewer than 2 complete repeats in one campaign (have {int(hv)})"
-            out.append(ChangeVerdict(INCONCLUSIVE, c, math.nan, nd, why))
-        elif pd_ < a and c <= -d:
-            out.append(ChangeVerdict(REGRESSED, c, pd_, nd, _p(pd_)))
-        elif pu < a and c >= d:
-            out.append(ChangeVerdict(IMPROVED, c, pu, nd, _p(pu)))
-        elif max(ph, pl) < a:
-            out.append(ChangeVerdict(UNCHANGED, c, max(ph, pl), nd, f"within +/- {_pct(d)}"))
-        else:
-            more = nd - hv
-            why = (
-                f"{_count(more)} more repeats would resolve a {_pct(d)} difference at the "
-                f"observed CV (alpha {a:g}, power {settings.power:g})"
-                if more >= 1
-                else f"the change is close to {_pct(d)}; {int(hv)} repeats already resolve that"
-            )
-            out.append(ChangeVerdict(INCONCLUSIVE, c, min(pu, pd_), nd, why))
+        out.append(_one_change(c, pu, pd_, ph, pl, float(need[i]), float(have[i]), settings))
     return out
+
+
+def _one_change(c, pu, pd_, ph, pl, nd, hv, settings: VerdictSettings) -> ChangeVerdict:
+    d, a = settings.min_gain, settings.alpha
+    if math.isnan(pu):
+        why = f"fewer than 2 complete repeats in one campaign (have {int(hv)})"
+        return ChangeVerdict(INCONCLUSIVE, c, math.nan, nd, why)
+    if pd_ < a and c <= -d:
+        return ChangeVerdict(REGRESSED, c, pd_, nd, _p(pd_))
+    if pu < a and c >= d:
+        return ChangeVerdict(IMPROVED, c, pu, nd, _p(pu))
+    if max(ph, pl) < a:
+        return ChangeVerdict(UNCHANGED, c, max(ph, pl), nd, f"within +/- {_pct(d)}")
+    more = nd - hv
+    why = (
+        f"{_count(more)} more repeats would resolve a {_pct(d)} difference at the "
+        f"observed spread (alpha {a:g}, power {settings.power:g})"
+        if more >= 1
+        else f"the change is close to {_pct(d)}; {int(hv)} repeats already resolve that"
+    )
+    return ChangeVerdict(INCONCLUSIVE, c, min(pu, pd_), nd, why)

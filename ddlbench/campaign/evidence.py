@@ -46,10 +46,12 @@ def node_comm_records(run_dir: Path) -> List[Dict[str, Any]]:
     out: List[Dict[str, Any]] = []
     for path in sorted(RunPaths(Path(run_dir)).log_dir().glob(RANK_LOG_GLOB)):
         try:
-            lines = path.read_text(errors="replace").splitlines()
+            data = path.read_bytes()
         except OSError:
             continue
-        for line in lines:
+        if b'"node_comm"' not in data:  # most logs: found at memory speed, nothing parsed
+            continue
+        for line in data.decode(errors="replace").splitlines():
             if '"node_comm"' in line:
                 try:
                     rec = json.loads(line)

@@ -59,12 +59,12 @@ LATE_SLACK_S = 0.5
 _WANTED = ('"meta"', '"hang"', '"summary"', '"step"')
 
 
-def _records(path: Path) -> Dict[str, Any]:
+def _records(path: Path, data: Optional[bytes] = None) -> Dict[str, Any]:
     """The ``meta``, ``hang`` and ``summary`` records of one rank log (absent: None), and the
-    last step it logged (``last_step``)."""
+    last step it logged (``last_step``); ``data``: the file's bytes when already read."""
     out: Dict[str, Any] = {"meta": None, "hang": None, "summary": None, "last_step": None}
     try:
-        text = path.read_text(errors="replace")
+        text = (path.read_bytes() if data is None else data).decode(errors="replace")
     except OSError:
         return out
     for line in text.splitlines():
@@ -95,18 +95,34 @@ def slurm_node(meta: Dict[str, Any]) -> Optional[str]:
 
 
 def hang_records(run_dir: Path) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """``(hang records, ranks that wrote neither one nor a summary)`` of the newest attempt."""
+    """``(hang records, ranks that wrote neither one nor a summary)`` of the newest attempt;
+    both empty when no rank logged a hang (the silent ranks are looked up only then)."""
     log_dir = RunPaths(Path(run_dir)).log_dir()
     hangs: List[Dict[str, Any]] = []
-    silent: List[Dict[str, Any]] = []
+    quiet: List[Path] = []
     for path in sorted(log_dir.glob(RANK_LOG_GLOB)):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b'"hang"' not in data:  # most logs: found at memory speed, no line is parsed
+            quiet.append(path)
+            continue
+        got = _records(path, data)
+        if got["hang"] is None:
+            quiet.append(path)
+            continue
+        hang = got["hang"]
+        if hang.get("stacks"):
+            hang = dict(hang, stacks=str(log_dir / str(hang["stacks"])))
+        hangs.append(hang)
+    if not hangs:  # the ranks without a hang record matter only beside one that has it
+        return [], []
+    silent: List[Dict[str, Any]] = []
+    for path in quiet:  # read again: a campaign's logs are not all held in memory at once
         got = _records(path)
-        hang, meta = got["hang"], got["meta"]
-        if hang is not None:
-            if hang.get("stacks"):
-                hang = dict(hang, stacks=str(log_dir / str(hang["stacks"])))
-            hangs.append(hang)
-        elif meta is not None and got["summary"] is None:
+        meta = got["meta"]
+        if meta is not None and got["summary"] is None:
             silent.append(
                 {"rank": meta.get("rank"), "host": slurm_node(meta), "last_step": got["last_step"]}
             )

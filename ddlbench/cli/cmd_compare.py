@@ -120,20 +120,20 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
         header_style="bold",
         pad_edge=False,
     )
-    right = ("N", "BASE", "NEW", "CHANGE", "P")
-    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "CIs OVERLAP", "P", "VERDICT"):
+    right = ("N", "BASE", "NEW", "CHANGE", "95 % CI", "P")
+    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "95 % CI", "P", "VERDICT"):
         t.add_column(col, justify="right" if col in right else "left")
     for _, r in df.iterrows():
         ch = r["change"]
-        ov = r["ci_overlap"]
+        lo, hi = r["change_ci95_low"], r["change_ci95_high"]
         st = style.get(r["verdict"], "dim")
         t.add_row(
             r["group"],
             "" if _num(r["world_size"]) is None else str(int(r["world_size"])),
-            "-" if math.isnan(r["base_median"]) else f"{r['base_median']:,.1f}",
-            "-" if math.isnan(r["new_median"]) else f"{r['new_median']:,.1f}",
+            "-" if math.isnan(r["base_gmean"]) else f"{r['base_gmean']:,.1f}",
+            "-" if math.isnan(r["new_gmean"]) else f"{r['new_gmean']:,.1f}",
             "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
-            "-" if ov is None else ("yes" if ov else "no"),
+            "-" if math.isnan(lo) else f"{100 * lo:+.1f} .. {100 * hi:+.1f} %",
             _p(r["p_value"]),
             (f"[{st}]{r['verdict']}[/]" if st else r["verdict"])
             + (f" ({r['reason']})" if r["verdict"] == "inconclusive" and r["reason"] else ""),
@@ -142,6 +142,7 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
     console.print(t)
     console.print(
         f"{compared} configuration(s) compared, {regressed} regressed significantly by "
-        f"{100 * thr:g} % or more",
+        f"{100 * thr:g} % or more. BASE, NEW: geometric means over complete repeats (samples/s); "
+        "CHANGE: their ratio - 1, with its 95 % interval",
         highlight=False,
     )

@@ -38,7 +38,10 @@ Examples:
 
 Collects first when results/CAMPAIGN/data/ is missing or older than the logs. The HTML is
 self-contained (figures embedded, no external fetches); the SVG figures and a copy of the
-data files sit next to it. Definitions: `ddlbench docs metrics`; layout: `ddlbench docs reports`.
+data files sit next to it. Exit 3 when no run is complete yet (a dry run, queued jobs, all
+failed): the message says what is missing and what to run; a report is written only when
+some runs ended without data, and shows what they left.
+Definitions: `ddlbench docs metrics`; layout: `ddlbench docs reports`.
 """,
 )
 @click.argument("campaign", required=False)
@@ -138,3 +141,7 @@ def command(
         )
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")
+    if res.missing:
+        from ddlbench.report.missing import NothingToReport
+
+        raise NothingToReport(res.missing)  # the report of failures is written; exit 3

@@ -19,6 +19,11 @@ RING_TIME = "time = alpha + 2(n-1)/n x bytes / busbw"
 EFFICIENCY = "eff(N) = (throughput(N)/N) / (throughput(base)/base)"
 #: coefficient of variation over repeats
 CV = "CV = sample standard deviation / mean"
+#: the one statistic over repeats and its interval (docs/metrics.md, Over repeats)
+GMEAN = (
+    "geometric mean over the complete repeats, exp(mean of ln x); 95 % interval "
+    "exp(mean ln x +/- t(0.975, n-1) sd(ln x) / sqrt(n)), never below zero"
+)
 #: a rank's step-time jitter
 JITTER = "median over ranks of 1.4826 x MAD of the step times"
 #: the straggler index of a run
@@ -40,19 +45,20 @@ TFLOPS = (
 MFU = "MFU = that / the device's peak for the precision that ran"
 
 #: the formulas the templates restate
-FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER, "straggler": STRAGGLER_TEXT}
+FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER, "straggler": STRAGGLER_TEXT, "gmean": GMEAN}
 
 FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "throughput": (
         "Throughput vs devices",
-        "Median global throughput over repeats (sum of all ranks' measured samples divided by "
-        "the measured wall-clock window), 95 % confidence interval of the mean as error bars; "
-        "dotted: ideal linear scaling from each series' base.",
+        "Global throughput (sum of all ranks' measured samples divided by the measured "
+        f"wall-clock window): points, the {GMEAN} as error bars; dotted: ideal linear "
+        "scaling from each series' base.",
     ),
     "efficiency": (
         "Scaling efficiency vs devices",
-        f"{EFFICIENCY} from the medians; vertical "
-        "lines: its 95 % confidence interval (ratio of means, delta method); the star marks "
+        f"{EFFICIENCY} from the geometric means over repeats; vertical "
+        "lines: its 95 % confidence interval (Welch t interval of the difference of the mean "
+        "logs, docs/metrics.md); the star marks "
         "the knee where the data place it, a thick bar on the threshold line the range of N "
         "the knee lies in when they do not (docs/metrics.md, Verdicts).",
     ),
@@ -66,8 +72,8 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     ),
     "accuracy": (
         "Accuracy vs global batch size",
-        "Final validation accuracy (median of repeats; bars: 95 % t confidence interval of the "
-        "mean) with and without gradual warmup (Goyal et al. 2017).",
+        "Final validation accuracy (points: mean of repeats; bars: its 95 % t confidence "
+        "interval, clipped to [0, 1]) with and without gradual warmup (Goyal et al. 2017).",
     ),
     "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
     "model": (
@@ -76,7 +82,8 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
         "bytes, the compute time per step at the smallest scale, the overlap (measured "
         "where the ranks logged it and estimated from the layer sizes otherwise) and the "
         "synchronisation of the measured per-rank step times (the notes below say which; "
-        "docs/scaling-model.md); band: the prediction's interval; markers: measured medians.",
+        "docs/scaling-model.md); band: the prediction's interval; markers: measured geometric "
+        "means over repeats.",
     ),
     "busbw": (
         "Allreduce bus bandwidth vs message size",
@@ -92,7 +99,8 @@ def series_note(settings) -> str:
         "which efficiency is at or above "
         f"{fpct(settings.efficiency_threshold, 0)} with "
         f"{fpct(settings.confidence, 0)} confidence; a range when the data "
-        "cannot tell. Peak: the device count with the highest median throughput. "
+        "cannot tell. Peak: the device count with the highest throughput. Every figure is "
+        "a geometric mean over repeats, or a ratio of two. "
         "More devices help: the gain from the previous N is significant (one-sided "
         f"Welch test, alpha {settings.alpha:g}) and at least "
         f"{fpct(settings.min_gain, 0)} (docs/metrics.md)."
@@ -100,8 +108,13 @@ def series_note(settings) -> str:
 
 
 STATS_NOTE = (
-    "Step time and jitter: medians over the complete repeats of each run's "
-    "figure (itself the median over ranks). The CI of the median needs 6 repeats."
+    "Min - max and CV describe the spread. Step time and jitter: medians over the complete "
+    "repeats of each run's figure (itself the median over ranks)."
+)
+SCALES_NOTE = (
+    f"Samples/s: the {GMEAN}. Speedup and efficiency: ratios of geometric means; the "
+    "efficiency interval is the Welch t interval of the difference of the mean logs "
+    "(docs/metrics.md). The step verdicts test the same difference."
 )
 STRAGGLER_NOTE = (
     f"The index is {STRAGGLER_INDEX} "

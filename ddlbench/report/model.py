@@ -54,7 +54,7 @@ PREDICTIONS: List[Column] = [
     col("predicted step ms", "predicted_step_s", fms),
     col("allreduce ms", "predicted_allreduce_s", fms),
     col("predicted samples/s", "predicted_throughput", fnum),
-    col("measured samples/s", "throughput_median", fnum),
+    col("measured samples/s (geometric mean)", "throughput_gmean", fnum),
     col("error", "throughput_error", fpct),
     col("sync ms", "predicted_sync_s", fms),
     col("predicted efficiency", "predicted_efficiency", fpct),

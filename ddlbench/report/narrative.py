@@ -42,9 +42,10 @@ def _scaling_sentences(a: Analysis) -> List[str]:
         pt = a.points[
             (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
         ]
-        tp = pt["throughput_median"].iloc[0] if len(pt) else math.nan
+        tp = pt["throughput_gmean"].iloc[0] if len(pt) else math.nan
         out.append(
-            f"{r['label']}: {fnum(tp)} samples/s on {fdevices(r['max_devices'])} "
+            f"{r['label']} (geometric means over repeats): {fnum(tp)} samples/s on "
+            f"{fdevices(r['max_devices'])} "
             f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
             f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
             f"{help_sentence(r)}."
@@ -231,7 +232,7 @@ def provenance(a: Analysis) -> List[Tuple[str, str]]:
         ("largest complete run", fdevices(p.get("largest_run_devices"))),
         ("devices per node", ", ".join(p.get("devices_per_node", [])) or "-"),
         ("nodes", f"{len(p.get('hosts', []))}: {short_list(p.get('hosts', []))}"),
-        ("Slurm job ids", short_list(p.get("job_ids", []))),
+        (_job_ids_label(p.get("scheduler")), short_list(p.get("job_ids", []))),
         ("python", ", ".join(p.get("python_versions", []))),
         *((f"nodes: {k.replace('_', ' ')}", v) for k, v in (p.get("nodes") or {}).items()),
         (
@@ -244,16 +245,23 @@ def provenance(a: Analysis) -> List[Tuple[str, str]]:
     return [(k, "-" if v in (None, "") else str(v)) for k, v in rows]
 
 
+def _job_ids_label(scheduler) -> str:
+    return "Slurm job ids" if scheduler in (None, "slurm") else f"{scheduler} job ids"
+
+
 def base_note(a: Analysis) -> str:
     """Which device count each series' efficiency is relative to."""
     if not len(a.series):
         return ""
-    parts = [
-        f"{r['label']}: N={fint(r['base_devices'])}"
-        for _, r in a.series.sort_values("label").iterrows()
-        if not missing(r["base_devices"])
-    ]
-    return "Efficiency base per series (smallest scale in the sweep): " + "; ".join(parts)
+    s = a.series.sort_values("label")
+    has = s["base_devices"].notna()
+    parts = [f"{r['label']}: N={fint(r['base_devices'])}" for _, r in s[has].iterrows()]
+    if not parts:
+        return ""
+    text = "Efficiency base per series (smallest scale with a complete run): " + "; ".join(parts)
+    if (~has).any():
+        text += "; no complete run at any scale, not shown: " + ", ".join(s.loc[~has, "label"])
+    return text
 
 
 def preflight_sentences(runs: pd.DataFrame) -> List[str]:

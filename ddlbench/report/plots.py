@@ -142,20 +142,22 @@ def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
 
 @styled
 def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
-    """Median global throughput vs devices, 95 % CI bars, ideal (linear) scaling dashed."""
+    """Global throughput vs devices: geometric means over repeats with their 95 % intervals
+    (the one rule of ``analyse/stats.py``), ideal (linear) scaling dotted."""
     points, series = _plot_series(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
+    ideal_drawn = False
     for _, s in series.sort_values(["framework", "label"]).iterrows():
-        p = points[(points["series"] == s["series"]) & points["throughput_median"].notna()]
+        p = points[(points["series"] == s["series"]) & points["throughput_gmean"].notna()]
         if not len(p):
             continue
         st = styles[s["series"]]
-        lo = (p["throughput_median"] - p["ci95_low"]).clip(lower=0).fillna(0)
-        hi = (p["ci95_high"] - p["throughput_median"]).clip(lower=0).fillna(0)
+        lo = (p["throughput_gmean"] - p["ci95_low"]).fillna(0)
+        hi = (p["ci95_high"] - p["throughput_gmean"]).fillna(0)
         ax.errorbar(
             p["devices"],
-            p["throughput_median"],
+            p["throughput_gmean"],
             yerr=[lo, hi],
             color=st["color"],
             marker=st["marker"],
@@ -165,7 +167,8 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
             label=s["label"],
         )
         ideal = p["ideal_throughput"]
-        if ideal.notna().any():
+        if ideal.notna().sum() >= 2:
+            ideal_drawn = True
             ax.plot(
                 p["devices"],
                 ideal,
@@ -182,18 +185,25 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("global throughput (samples/s)")
-    ax.set_title("Throughput vs devices (median of repeats, 95 % CI; dotted: ideal scaling)")
+    ax.set_title(
+        "Throughput vs devices (geometric mean of repeats, its 95 % CI; dotted: ideal scaling)",
+        fontsize=10,
+    )
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
+    if handles and ideal_drawn:  # a legend entry only for what is drawn
         handles.append(Line2D([], [], color="grey", linestyle=(0, (1, 2))))
         labels.append("ideal (linear from base)")
+    if handles:
         ax.legend(handles, labels, loc="upper left", frameon=True)
     return fig
 
 
 @styled
-def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float) -> None:
-    """One series' efficiency line, its 95 % intervals and its knee."""
+def _plot_efficiency_series(
+    ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float
+) -> Optional[str]:
+    """One series' efficiency line, its 95 % intervals and its knee; which knee mark it drew
+    (``star``, ``range`` or None)."""
     ax.plot(
         p["devices"],
         100 * p["efficiency"],
@@ -213,19 +223,20 @@ def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, thresho
             linewidth=1.2,
             alpha=0.7,
         )
-    _mark_knee(ax, s, p, threshold, st["color"])
+    return _mark_knee(ax, s, p, threshold, st["color"])
 
 
-def _efficiency_legend(ax, series: pd.DataFrame) -> None:
-    """The series' legend, with the knee marker (and the knee range bar where there is one)."""
+def _efficiency_legend(ax, marks: set) -> None:
+    """The series' legend, with the knee marker and the knee range bar where one is drawn."""
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
-    handles.append(
-        Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
-    )
-    labels.append("knee")
-    if "knee_low" in series and (series["knee_low"] != series["knee_high"]).any():
+    if "star" in marks:
+        handles.append(
+            Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
+        )
+        labels.append("knee")
+    if "range" in marks:
         handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
         labels.append("knee range (the data cannot tell)")
     ax.legend(handles, labels, loc="lower left", frameon=True)
@@ -236,10 +247,11 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     points, series = _plot_series(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
+    marks = set()
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
         if len(p):
-            _plot_efficiency_series(ax, s, p, styles[s["series"]], threshold)
+            marks.add(_plot_efficiency_series(ax, s, p, styles[s["series"]], threshold))
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -252,44 +264,42 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     )
     if len(points):
         _log2_devices(ax, points["devices"].tolist())
-    ymin = 0
-    if len(points) and points["efficiency"].notna().any():
-        ymax = max(110, 100 * float(points["efficiency"].max()) + 5)
-    else:
-        ymax = 110
-    ax.set_ylim(ymin, ymax)
+    top = [points[c].max() for c in ("efficiency", "efficiency_ci95_high") if c in points]
+    top = [float(v) for v in top if not missing(v)]
+    ax.set_ylim(0, max([110.0] + [100 * v + 5 for v in top]))
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("scaling efficiency (%)")
     ax.set_title(
         "Scaling efficiency vs devices (95 % CI; star: knee; bar on the threshold: knee range)",
         fontsize=10,
     )
-    _efficiency_legend(ax, series)
+    _efficiency_legend(ax, marks)
     return fig
 
 
-def _mark_knee(ax, s, p, threshold: float, color) -> None:
+def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
     """A star at the knee when the data place it; a bar along the threshold from the
     confident lower end to the upper end when they only bound it."""
     lo, hi = s.get("knee_low"), s.get("knee_high")
     if missing(lo):
         lo = hi = s.get("knee_devices")
     if missing(lo):
-        return
+        return None
     if lo == hi:
         kp = p[p["devices"] == lo]
-        if len(kp):
-            ax.plot(
-                kp["devices"],
-                100 * kp["efficiency"],
-                marker="*",
-                markersize=16,
-                color=color,
-                markeredgecolor="black",
-                linestyle="none",
-                zorder=5,
-            )
-        return
+        if not len(kp):
+            return None
+        ax.plot(
+            kp["devices"],
+            100 * kp["efficiency"],
+            marker="*",
+            markersize=16,
+            color=color,
+            markeredgecolor="black",
+            linestyle="none",
+            zorder=5,
+        )
+        return "star"
     ax.plot(
         [lo, hi],
         [100 * threshold] * 2,
@@ -299,6 +309,7 @@ def _mark_knee(ax, s, p, threshold: float, color) -> None:
         solid_capstyle="butt",
         zorder=4,
     )
+    return "range"
 
 
 def _rank_ranges(ax, r: pd.DataFrame, x, colors, ms: float) -> None:
@@ -355,6 +366,7 @@ def rank_distribution_figure(
         )
     what = "compute time" if compute else "step time"
     ax.set_xlabel("rank")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"{what} (ms)")
     marks = "dot: median" if compute else "dot: median; bar: 25-75 %; line: 5-95 %"
     ax.set_title(
@@ -377,19 +389,17 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     for _i, ((fw, model, warm), g) in enumerate(
         conv.sort_values("global_batch_size").groupby(["framework", "model", "warmup"])
     ):
-        g = g[g["final_accuracy"].notna()]
+        g = g[g["final_accuracy_mean"].notna()]
         if not len(g):
             continue
         warmup = warm != "no warmup"
-        yerr = None
-        if "final_accuracy_ci95_low" in g:
-            lo = (g["final_accuracy"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
-            hi = (g["final_accuracy_ci95_high"] - g["final_accuracy"]).clip(lower=0).fillna(0)
-            yerr = [100 * lo, 100 * hi]
+        # points and bars: the mean of the repeats and its interval (one statistic)
+        lo = (g["final_accuracy_mean"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
+        hi = (g["final_accuracy_ci95_high"] - g["final_accuracy_mean"]).clip(lower=0).fillna(0)
         ax.errorbar(
             g["global_batch_size"] * (1.03 if warmup else 1 / 1.03),  # bars side by side
-            100 * g["final_accuracy"],
-            yerr=yerr,
+            100 * g["final_accuracy_mean"],
+            yerr=[100 * lo, 100 * hi],
             capsize=3,
             color=colors[fw],
             marker="o" if warmup else "s",
@@ -414,7 +424,7 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("global batch size (samples)")
     ax.set_ylabel("final validation accuracy (%)")
-    ax.set_title("Accuracy vs global batch (linear LR scaling, warmup vs none, 95 % CI)")
+    ax.set_title("Accuracy vs global batch (mean of repeats, its 95 % CI; warmup vs none)")
     ax.legend(loc="lower left")
     return fig
 
@@ -511,7 +521,7 @@ def model_figure(pred: pd.DataFrame):
         ax.plot(g["devices"], g["predicted_throughput"], color=color, linestyle="--")
         ax.plot(
             m["devices"],
-            m["throughput_median"],
+            m["throughput_gmean"],
             color=color,
             marker="o",
             linestyle="none",
@@ -557,7 +567,7 @@ def make_figures(
     def put(key: str, fig, name: str) -> None:
         out[key] = save(fig, directory, name, formats)
 
-    if len(a.points) and a.points["throughput_median"].notna().any():
+    if len(a.points) and a.points["throughput_gmean"].notna().any():
         put("throughput", throughput_figure(a.points, a.series), "throughput")
         put(
             "efficiency",

@@ -29,6 +29,7 @@ from ..diskfull import atomic_path
 from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
+from .missing import check_data
 from .model import model_figure, model_notes, model_tables, scaling_model
 from .sections import report_tables, stderr_tails
 from .suspects import suspect_tables
@@ -45,6 +46,8 @@ class ReportResult:
     files: Dict[str, Path] = field(default_factory=dict)  # "html", "md" -> path
     figures: Dict[str, Dict[str, Path]] = field(default_factory=dict)
     analysis: Optional[Analysis] = None
+    #: no run is complete: what is missing and what to run (the report shows failures only)
+    missing: Optional[str] = None
 
 
 # ------------------------------------------------------------------ output
@@ -207,7 +210,8 @@ def build_report(
 
     ``out_dir`` defaults to ``<campaign>/report``. ``formats``: any of :data:`FORMATS`.
     ``calibration``: another campaign whose allreduce sweep feeds the scaling model
-    (default: this campaign's own allreduce runs, if any).
+    (default: this campaign's own allreduce runs, if any). Without a complete run:
+    :func:`~ddlbench.report.missing.check_data` (``missing``, or nothing written).
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
@@ -224,6 +228,7 @@ def build_report(
                 force=force_collect,
                 defer_write=True,
             )
+        missing = check_data(data)
         out = Path(out_dir) if out_dir else CampaignPaths.of(campaign_dir).report
         out.mkdir(parents=True, exist_ok=True)
         say("analysing")
@@ -247,4 +252,4 @@ def build_report(
             worker.close()
         if data is not None:
             finish_write(data)  # also when the report failed: keep what was collected
-    return ReportResult(out_dir=out, files=files, figures=figures, analysis=a)
+    return ReportResult(out, files, figures, a, missing)

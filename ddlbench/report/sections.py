@@ -23,9 +23,10 @@ from .table import Column, Row, Table, TableSpec, col, tables_by_section, text
 def help_cell(r: Row) -> str:
     """The last step's "more devices help?" verdict and why."""
     v = r.get("more_devices_help")
+    why = ftext(r.get("more_devices_reason"))
     if missing(v) or not v:
-        return "- (one N)" if ftext(r.get("more_devices_reason")).startswith("one") else "-"
-    return f"{v}: {ftext(r.get('more_devices_reason'))}"
+        return f"- ({why})" if why else "-"
+    return f"{v}: {why}"
 
 
 def knee_cell(r: Row) -> str:
@@ -63,6 +64,14 @@ def _ci(header: str, low: str, high: str) -> Column:
 
 # ------------------------------------------------------------------ scaling
 
+
+def _with_base(df: pd.DataFrame, order: List[str]):
+    """The rows of the series that have a base (a complete run at some scale), sorted; None
+    when no series has one (the base note names those without)."""
+    rows = df[df["base_devices"].notna()] if "base_devices" in df else df.iloc[0:0]
+    return rows.sort_values(order) if len(rows) else None
+
+
 SERIES = TableSpec(
     section="scaling",
     title="Scaling series",
@@ -79,7 +88,7 @@ SERIES = TableSpec(
         col("peak N", "peak_devices", fint),
         Column("more devices help? (last step)", help_cell, numeric=False),
     ],
-    select=lambda s: s.sort_values("label"),
+    select=lambda s: _with_base(s, ["label"]),
     note=captions.series_note,
 )
 
@@ -92,15 +101,16 @@ SCALES = TableSpec(
         col("N", "devices", fint),
         Column("nodes x tasks", lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}"),
         col("repeats", "repeats", fint),
-        col("median samples/s", "throughput_median", fnum),
-        _ci("95 % CI (mean)", "ci95_low", "ci95_high"),
+        col("samples/s (geo. mean)", "throughput_gmean", fnum),
+        _ci("95 % CI", "ci95_low", "ci95_high"),
         col("per device", "per_device", fnum),
         col("speedup", "speedup", fsig),
         col("efficiency", "efficiency", fpct),
         Column("efficiency 95 % CI", efficiency_ci_cell),
         Column("more than previous N?", step_cell, numeric=False),
     ],
-    select=lambda p: p.sort_values(["label", "devices"]),
+    select=lambda p: _with_base(p, ["label", "devices"]),
+    note=captions.SCALES_NOTE,
     flag=lambda r: bool(r["noisy"]),
 )
 
@@ -114,10 +124,9 @@ STATS = TableSpec(
         text("configuration", "group"),
         col("N", "world_size", fint),
         Column("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}"),
-        col("median samples/s", "throughput_median", fnum),
-        col("mean", "throughput_mean", fnum),
-        _ci("95 % CI of mean", "throughput_ci95_low", "throughput_ci95_high"),
-        _ci("95 % CI of median", "throughput_median_ci95_low", "throughput_median_ci95_high"),
+        col("samples/s (geo. mean)", "throughput_gmean", fnum),
+        _ci("95 % CI", "throughput_ci95_low", "throughput_ci95_high"),
+        _ci("min - max", "throughput_min", "throughput_max"),
         col("CV", "throughput_cv", lambda v: fpct(v, 2)),
         text("noisy", "noisy", lambda v: "NOISY" if v else ""),
         col("step time ms", "step_time_median_s", fms),
@@ -168,7 +177,7 @@ def _time_to_target(v: Any) -> str:
 
 CONVERGENCE = TableSpec(
     section="convergence",
-    title="Large-batch study (median over complete repeats)",
+    title="Large-batch study (final accuracy: mean of complete repeats; others: medians)",
     source="convergence",
     columns=[
         text("configuration", "group"),
@@ -176,8 +185,8 @@ CONVERGENCE = TableSpec(
         col("peak LR", "lr", fsig),
         text("warmup", "warmup"),
         col("repeats", "repeats", fint),
-        col("final accuracy", "final_accuracy", lambda v: fpct(v, 2)),
-        Column("95 % CI (mean)", accuracy_ci_cell),
+        col("final accuracy", "final_accuracy_mean", lambda v: fpct(v, 2)),
+        Column("95 % CI", accuracy_ci_cell),
         col("best accuracy", "best_accuracy", lambda v: fpct(v, 2)),
         col("time to target s", "time_to_accuracy_s", _time_to_target),
         col("target", "target_accuracy", lambda v: fpct(v, 1)),

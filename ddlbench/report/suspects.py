@@ -57,8 +57,10 @@ def _pairwise_tables(run_id: str, found: Dict[str, Any]) -> List[Table]:
 
 def suspect_tables(a: Any, data: CampaignData) -> List[Table]:
     """The section's tables (none when nothing is suspected and no pairwise test ran)."""
-    run_ids = [str(r) for r in data.runs["run_id"]] if "run_id" in data.runs else []
-    found = campaign_suspects(data.campaign_dir, run_ids, getattr(a, "stragglers", None))
+    runs = data.runs
+    run_ids = [str(r) for r in runs["run_id"]] if "run_id" in runs else []
+    done = [str(r) for r in runs.loc[runs["complete"], "run_id"]] if "complete" in runs else []
+    found = campaign_suspects(data.campaign_dir, run_ids, getattr(a, "stragglers", None), done)
     tables = [_suspects_table(found["suspects"])] if found["suspects"] else []
     for run_id, result in sorted(found["pairwise"].items()):
         tables += _pairwise_tables(run_id, result)

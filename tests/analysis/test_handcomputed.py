@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ddlbench.analyse.analysis import Settings, analyse, scaling_tables
-from ddlbench.analyse.stats import jitter, median_ci, median_ci_rank, summarize, t975
+from ddlbench.analyse.stats import jitter, summarize, t975
 from ddlbench.collect.collector import collect_campaign
 from tests.support.sweeps import S, exact_run
 from tests.support.synth import write_campaign
@@ -106,7 +106,9 @@ def _configs(medians):
                 "batch_size": 32,
                 "global_batch_size": 32 * n,
                 "repeats": 3,
-                "throughput_median": t,
+                "throughput_gmean": t,
+                "throughput_log_mean": math.log(t),
+                "throughput_log_sd": math.nan,
                 "throughput_ci95_low": math.nan,
                 "throughput_ci95_high": math.nan,
                 "noisy": False,
@@ -116,7 +118,7 @@ def _configs(medians):
 
 
 def test_efficiency_speedup_knee_and_saturation():
-    # medians: N=1: 100, 2: 190, 4: 320, 8: 560, 16: 600, 32: 580 samples/s
+    # geometric means: N=1: 100, 2: 190, 4: 320, 8: 560, 16: 600, 32: 580 samples/s
     # eff(N) = (T(N)/N) / (T(1)/1):  1.0, 95/100 = 0.95, 80/100 = 0.80, 70/100 = 0.70,
     #                                37.5/100 = 0.375, 18.125/100 = 0.18125
     # speedup = T(N)/T(1): 1, 1.9, 3.2, 5.6, 6.0, 5.8
@@ -143,30 +145,23 @@ def test_efficiency_speedup_knee_and_saturation():
 
 
 def test_repeat_statistics_by_hand():
-    # values 100, 110, 120: mean 110, sample sd s = 10, n = 3
-    # 95 % t CI of the mean: 110 +/- t(0.975, 2) * 10 / sqrt(3) = 110 +/- 4.302653 * 5.773503
-    #                       = 110 +/- 24.841377 -> [85.158623, 134.841377]
-    # CV = 10 / 110 = 0.0909 > 0.05 -> noisy
+    # values 100, 110, 120: ln x = 4.605170, 4.700480, 4.787492; mean l = 4.697714
+    # geometric mean exp(l) = (100 x 110 x 120)^(1/3) = 109.696131
+    # sd of the logs s = 0.0911923, n = 3; half width t(0.975, 2) s / sqrt(3)
+    #                  = 4.302653 x 0.0911923 / 1.732051 = 0.226534
+    # 95 % interval exp(4.697714 -/+ 0.226534) = [87.459862, 137.585869]
+    # CV = 10 / 110 = 0.0909 > 0.05 -> noisy (arithmetic, a description of the spread)
     st = summarize([120.0, 100.0, 110.0])
+    assert st["gmean"] == pytest.approx(109.696131, abs=1e-5)
+    assert st["log_sd"] == pytest.approx(0.0911923, abs=1e-6)
+    assert st["ci95_low"] == pytest.approx(87.459862, abs=1e-4)
+    assert st["ci95_high"] == pytest.approx(137.585869, abs=1e-4)
     assert st["median"] == 110 and st["mean"] == 110 and st["std"] == pytest.approx(10)
-    assert st["ci95_low"] == pytest.approx(85.158623, abs=1e-5)
-    assert st["ci95_high"] == pytest.approx(134.841377, abs=1e-5)
     assert st["cv"] == pytest.approx(1 / 11) and st["noisy"]
-    # n = 3 is too few for a distribution-free 95 % CI of the median (needs n >= 6)
-    assert math.isnan(st["median_ci95_low"])
-    # one value: a median but no CI, no CV, not noisy
+    # one value: a geometric mean but no interval, no CV, not noisy
     one = summarize([5.0])
-    assert one["median"] == 5.0 and math.isnan(one["ci95_low"]) and not one["noisy"]
-
-
-def test_order_statistic_median_ci():
-    # n = 6: P(Bin(6, 1/2) <= 0) = 1/64 -> coverage 1 - 2/64 = 0.96875 >= 0.95 -> j = 1
-    #        j = 2 would give 1 - 2 * 7/64 = 0.78 -> [x(1), x(6)] = [min, max]
-    assert median_ci_rank(5) is None
-    assert median_ci_rank(6) == 1
-    # n = 10: P(B <= 1) = 11/1024 -> coverage 0.9785 (j = 2); P(B <= 2) = 56/1024 -> 0.89
-    assert median_ci_rank(10) == 2
-    assert median_ci(list(range(1, 11))) == (2.0, 9.0)
+    assert one["gmean"] == pytest.approx(5.0) and math.isnan(one["ci95_low"])
+    assert not one["noisy"]
 
 
 def test_t_quantiles_and_jitter():
@@ -182,7 +177,9 @@ def test_t_quantiles_and_jitter():
 
 def test_throughput_statistics_over_repeats_end_to_end(results):
     # 1 device, batch 8, 4 measured steps of 0.5 s / 0.25 s / 0.125 s in three repeats:
-    # throughput = 32 samples / (4 x dt) = 16, 32, 64 samples/s -> median 32, mean 37.333
+    # throughput = 32 samples / (4 x dt) = 16, 32, 64 samples/s -> geometric mean 32,
+    # sd of the logs ln 2; interval 32 exp(-/+ 4.302653 x 0.693147 / sqrt(3)) = 32 exp(-/+ 1.721873)
+    # = [5.719393, 179.039967]: wide (CV 50 %, 3 repeats), positive
     runs = [
         exact_run(batch_size=8, warmup_steps=0, measure_steps=4, repeat=i, step_times={0: [dt] * 4})
         for i, dt in enumerate((0.5, 0.25, 0.125))
@@ -191,8 +188,10 @@ def test_throughput_statistics_over_repeats_end_to_end(results):
     a = analyse(d)
     c = a.configs.iloc[0]
     assert list(d.runs["throughput"]) == [16.0, 32.0, 64.0]
-    assert c["repeats"] == 3 and c["throughput_median"] == 32.0
-    assert c["throughput_mean"] == pytest.approx(112 / 3)
+    assert c["repeats"] == 3 and c["throughput_gmean"] == pytest.approx(32.0)
+    assert c["throughput_ci95_low"] == pytest.approx(5.719393, abs=1e-4)
+    assert c["throughput_ci95_high"] == pytest.approx(179.039967, abs=1e-3)
+    assert c["throughput_median"] == 32.0 and c["throughput_mean"] == pytest.approx(112 / 3)
     assert bool(c["noisy"])
 
 

@@ -221,22 +221,6 @@ def test_cli_compare_exit_codes_and_json(results):
     assert r.exit_code == 0, r.output
 
 
-def test_report_of_campaigns_without_usable_data(results):
-    # nothing ran at all
-    write_campaign(results, "empty", [])
-    pending = [exact_run(repeat=r, not_run=True) for r in range(2)]
-    write_campaign(results, "pending", pending)
-    failed = [exact_run(nodes=1, tasks_per_node=2, repeat=r, failed_ranks=(0,)) for r in range(2)]
-    write_campaign(results, "failed", failed)
-    for name in ("empty", "pending", "failed"):
-        res = build_report(results / name)
-        html = res.files["html"].read_text()
-        assert "Failed and incomplete runs" in html
-        assert res.figures == {} or name == "failed"
-    html = (results / "failed" / "report" / "report.html").read_text()
-    assert "NCCL error" in html
-
-
 def test_markdown_marks_only_flagged_rows(demo_report):
     _, res = demo_report
     md = res.files["md"].read_text()

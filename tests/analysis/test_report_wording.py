@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -55,7 +56,7 @@ def test_one_rank_allreduce_has_no_bandwidth(results):
     assert not re.search(r"pytorch 1x1 \|[^\n]*\d GB", md)
 
 
-def test_median_ci_is_reported_with_six_repeats(results):
+def test_one_statistic_with_six_repeats(results):
     rates = [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]
     runs = [
         SynthRun(repeat=r, step_time=32 / rate, noise=0.0, repeat_noise=0.0, measure_steps=4)
@@ -64,9 +65,12 @@ def test_median_ci_is_reported_with_six_repeats(results):
     camp = write_campaign(results, "six", runs)
     a = analyse(collect_campaign(camp))
     c = a.configs.iloc[0]
-    # n = 6: the distribution-free interval of the median is [min, max]
-    assert c["throughput_median_ci95_low"] == pytest.approx(100.0, rel=1e-6)
-    assert c["throughput_median_ci95_high"] == pytest.approx(105.0, rel=1e-6)
+    # the headline is the geometric mean, its interval the t interval of the mean log
+    gmean = math.exp(sum(math.log(r) for r in rates) / 6)
+    assert c["throughput_gmean"] == pytest.approx(gmean, rel=1e-6)
+    assert 100.0 < c["throughput_ci95_low"] < gmean < c["throughput_ci95_high"] < 105.0
     md = build_report(camp, formats=("md",)).files["md"].read_text()
-    assert "95 % CI of median" in md
-    assert "medians over the complete repeats" in md
+    assert "samples/s (geo. mean)" in md and "geometric mean over the complete repeats" in md
+    # no second statistic with an interval of its own
+    assert "CI of median" not in md and "CI (mean)" not in md and "CI of mean" not in md
+    assert "medians over the complete repeats" in md  # step time and jitter, described

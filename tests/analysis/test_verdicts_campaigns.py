@@ -123,7 +123,7 @@ def test_compare_needs_significance_and_size(results):
     assert rows["pytorch-resnet50-n1x2-b32"]["verdict"] == "regressed"
     assert rows["pytorch-resnet50-n1x2-b32"]["p_value"] < 0.01
     one = rows["pytorch-resnet50-n1x1-b32"]
-    assert one["verdict"] != "regressed" and one["change_mean"] == pytest.approx(-0.04, abs=1e-6)
+    assert one["verdict"] != "regressed" and one["change"] == pytest.approx(-0.04, abs=1e-6)
 
 
 def test_scaling_model_recovers_the_sweep_and_predicts(results):
@@ -187,13 +187,20 @@ def test_large_batch_pipeline_reports_cis_and_the_margin_sentence(results):
     d = collect_campaign(write_campaign(results, "lb", runs))
     a = analyse(d)
     assert {"final_accuracy_ci95_low", "final_accuracy_ci95_high"} <= set(a.convergence)
+    # accuracies are not ratios: the point is the mean, its bars the mean's t interval,
+    # symmetric where [0, 1] does not clip it
+    c = a.convergence[a.convergence["repeats"] >= 2]
+    lo, m, hi = (c[f"final_accuracy_{k}"] for k in ("ci95_low", "mean", "ci95_high"))
+    assert len(c) and ((lo <= m) & (m <= hi)).all()
+    inside = (lo > 0) & (hi < 1)
+    assert ((hi - m)[inside] - (m - lo)[inside]).abs().max() < 1e-12
     table = margin_table(a.convergence, 0.01, 0.05)
     assert len(table) == 7  # 8 configurations less the baseline
     assert set(table["verdict"]) <= {"within", "outside", "undetermined"}
     assert (table["baseline_batch"] == a.convergence["global_batch_size"].min()).all()
     md = build_report(d.campaign_dir, formats=["md"], data=d).files["md"].read_text()
     assert "within 1 point of the small-batch baseline" in md
-    assert "95 % CI (mean)" in md
+    assert "final accuracy: mean of complete repeats" in md
 
 
 def test_large_batch_mini_spec_plans_the_study():

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from ddlbench.analyse.distributions import betainc, t_cdf, t_ppf, t_sf
-from ddlbench.analyse.stats import _T975
+from ddlbench.analyse.stats import _T975, ratio_interval
 from ddlbench.analyse.verdicts import (
     ABOVE,
     BELOW,
@@ -34,7 +34,6 @@ from ddlbench.analyse.verdicts import (
     change_verdicts,
     gain_verdicts,
     knee_range,
-    ratio_ci,
     repeats_needed,
     threshold_class,
     welch_margin,
@@ -98,39 +97,42 @@ def test_repeats_needed_matches_power_tables():
     assert math.isnan(repeats_needed(math.nan, math.nan, 0.05, 0.05, 0.8)[0])
 
 
+def _logs(m, s):
+    """Log-scale statistics of repeats with mean ``m`` and sd ``s``: ``ln m`` and the CV
+    (the sd of the logs to first order): the verdicts' inputs."""
+    m, s = np.asarray(m, dtype=float), np.asarray(s, dtype=float)
+    return np.log(m), s / m
+
+
 def test_gain_verdicts_yes_no_inconclusive():
     st = VerdictSettings()
     # 1: quickstart-like, +0.4 % inside 3.5 % noise -> inconclusive with repeat advice
     # 2: +20 % with 1 % noise -> yes; 3: +1 % with 1 % noise -> no (below the minimum)
     # 4: -10 % -> no (a loss); 5: one repeat at one scale -> inconclusive
-    v = gain_verdicts(
-        [8589, 100, 100, 100, 100],
-        [300, 1, 1, 1, 1],
-        [3, 3, 3, 3, 1],
-        [8624, 120, 101, 90, 130],
-        [300, 1, 1, 1, 1],
-        [3, 3, 3, 3, 3],
-        st,
-    )
+    la, sa = _logs([8589, 100, 100, 100, 100], [300, 1, 1, 1, 1])
+    lb, sb = _logs([8624, 120, 101, 90, 130], [300, 1, 1, 1, 1])
+    v = gain_verdicts(la, sa, [3, 3, 3, 3, 1], lb, sb, [3, 3, 3, 3, 3], st)
     assert [x.verdict for x in v] == [INCONCLUSIVE, YES, NO, NO, INCONCLUSIVE]
-    assert v[0].gain == pytest.approx(35 / 8589)
+    assert v[0].gain == pytest.approx(35 / 8589)  # exp(l_b - l_a) - 1: the ratio - 1
     assert v[0].p_value == pytest.approx(0.447, abs=0.01)  # the issue's Welch p ~ 0.46
     assert v[0].more_repeats >= 1 and "more repeats would resolve a 5 % difference" in v[0].reason
     assert "a loss" in v[3].reason and "below the 5 % minimum" in v[2].reason
     # significant but smaller than the practical minimum is never "yes"
-    small = gain_verdicts([100], [0.1], [5], [103], [0.1], [5], st)[0]
+    a, b = (*_logs([100], [0.1]), [5]), (*_logs([103], [0.1]), [5])
+    small = gain_verdicts(*a, *b, st)[0]
     assert small.p_value < 1e-6 and small.verdict == NO
     # the minimum is a setting
-    loose = gain_verdicts([100], [0.1], [5], [103], [0.1], [5], VerdictSettings(min_gain=0.02))
+    loose = gain_verdicts(*a, *b, VerdictSettings(min_gain=0.02))
     assert loose[0].verdict == YES
 
 
-def test_ratio_ci_by_hand():
-    # efficiency of N=4 against a 1-device base: (1/4) * 320/100 = 0.8
-    # cv_num = 8/320 = 0.025, cv_den = 2/100 = 0.02, n = 3 each
+def test_ratio_interval_by_hand():
+    # efficiency of N=4 against a 1-device base: (1/4) * exp(ln 320 - ln 100) = 0.8
+    # sd of the logs 0.025 (N=4) and 0.02 (base), n = 3 each
     # v1 = 0.025^2/3 = 2.0833e-4, v2 = 0.02^2/3 = 1.3333e-4, se = sqrt(3.41667e-4) = 0.018484
     # df = (3.41667e-4)^2 / ((2.0833e-4)^2/2 + (1.3333e-4)^2/2) = 3.7977
-    r, lo, hi = ratio_ci([320], [8], [3], 100, 2, 3, scale=0.25)
+    ln320, ln100 = math.log(320), math.log(100)
+    r, lo, hi = ratio_interval([ln320], [0.025], [3], ln100, 0.02, 3, scale=0.25)
     v1, v2 = 0.025**2 / 3, 0.02**2 / 3
     df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 2)
     half = float(t_ppf(0.975, df)) * math.sqrt(v1 + v2)
@@ -138,7 +140,7 @@ def test_ratio_ci_by_hand():
     assert lo[0] == pytest.approx(0.8 * math.exp(-half), rel=1e-9)
     assert hi[0] == pytest.approx(0.8 * math.exp(half), rel=1e-9)
     assert 0.75 < lo[0] < 0.8 < hi[0] < 0.85
-    assert math.isnan(ratio_ci([320], [8], [1], 100, 2, 3)[1][0])
+    assert math.isnan(ratio_interval([ln320], [0.025], [1], ln100, 0.02, 3)[1][0])
 
 
 def test_knee_range_and_classes():
@@ -152,14 +154,9 @@ def test_knee_range_and_classes():
 
 
 def test_change_verdicts_for_compare():
-    v = change_verdicts(
-        [100, 100, 100, 100, 100],
-        [1, 1, 1, 10, 1],
-        [5, 5, 5, 3, 5],
-        [80, 100.5, 110, 97, 96],
-        [1, 1, 1, 10, 1],
-        [5, 5, 5, 3, 5],
-    )
+    la, sa = _logs([100, 100, 100, 100, 100], [1, 1, 1, 10, 1])
+    lb, sb = _logs([80, 100.5, 110, 97, 96], [1, 1, 1, 10, 1])
+    v = change_verdicts(la, sa, [5, 5, 5, 3, 5], lb, sb, [5, 5, 5, 3, 5])
     assert [x.verdict for x in v] == [
         "regressed",
         "unchanged",

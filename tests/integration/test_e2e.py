@@ -8,6 +8,7 @@ cluster with two emulated nodes and one rank each. Then the quickstart runs thro
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,9 @@ def test_quickstart_end_to_end_report(tmp_path):
         "## Provenance",
     ):
         assert section in md, section
+    # job ids named after the executor that ran them; no interval bound below zero
+    assert "local job ids" in md and "Slurm job ids" not in md
+    assert not re.search(r"\| -\d", md)
     html = (report_dir / "report.html").read_text()
     assert html.count("<img") + html.count("<svg") >= 3
     assert "http://" not in html and "https://" not in html  # self-contained
@@ -207,3 +211,20 @@ def test_quickstart_on_local_slurm(tmp_path, slurm_cluster):
         for p in (RunPaths(d).rank_log(0) for d in (results / "qs-slurm" / "runs").iterdir())
     }
     assert len(job_ids) == 6 and all(j and j.isdigit() for j in job_ids)
+    assert "Slurm job ids" in md
+    # a dry run on the same profile: report says what to run, exit 3, writes nothing
+    dry = ddlbench(
+        "submit",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        "--dry-run",
+        "--cluster",
+        "localslurm",
+        "--campaign",
+        "qs-dry",
+        results=results,
+    )
+    assert dry.returncode == 0, dry.stderr
+    rep = ddlbench("report", "qs-dry", results=results)
+    assert rep.returncode == 3 and "a dry run" in rep.stderr, rep.stderr
+    assert "ddlbench submit --resume qs-dry" in rep.stderr
+    assert not (results / "qs-dry" / "report" / "report.md").exists()

@@ -1,0 +1,111 @@
+"""A campaign with nothing to report: what is missing and what to run (``docs/reports.md``).
+
+A campaign without a complete run has no figure, no scaling series and no base to state.
+``ddlbench report`` then says how many runs are in which state, names the runs that ended
+without data with their error, gives the commands that would produce data, and exits with
+:data:`NO_COMPLETE_RUN`. When some runs ended without data (failed, hung, incomplete) the
+report is still written, with only what they left (the failed runs, their stderr, the
+suspected nodes); when none did (a dry run, jobs still queued or running) nothing is written:
+:class:`NothingToReport` is raised before any file is.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import List, Optional
+
+import pandas as pd
+
+from ..campaign.resolve import is_dry_run, results_root
+from ..errors import DDLBenchError
+
+#: the exit code of ``ddlbench report`` when the campaign has no complete run (docs/cli.md)
+NO_COMPLETE_RUN = 3
+#: failed runs named in the message, at most
+NAMED = 5
+
+_WAITING = ("pending", "running")
+
+
+class NothingToReport(DDLBenchError):
+    """The campaign has no complete run; nothing was written."""
+
+    exit_code = NO_COMPLETE_RUN
+
+
+def _counts(runs: pd.DataFrame) -> str:
+    counts = runs["status"].value_counts().to_dict() if len(runs) else {}
+    parts = [f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())]
+    return f"{len(runs)} run(s) planned" + (f": {', '.join(parts)}" if parts else "")
+
+
+def _failed_lines(runs: pd.DataFrame) -> List[str]:
+    bad = runs[runs["status"].isin(["failed", "incomplete"])].sort_values("run_id")
+    out = []
+    for _, r in bad.head(NAMED).iterrows():
+        why = r.get("error_message") or r.get("problems") or r.get("slurm_state") or ""
+        why = " ".join(str(why).split())[:160]
+        out.append(f"  {r['run_id']}: {r['status']}" + (f" ({why})" if why else ""))
+    if len(bad) > NAMED:
+        out.append(f"  ... and {len(bad) - NAMED} more (`ddlbench status` lists them)")
+    return out
+
+
+def _campaign_words(campaign_dir: Path) -> str:
+    """The campaign as the commands name it: its folder name, with ``--results`` when it is
+    not under the default results folder (quoted for a shell)."""
+    q = shlex.quote(campaign_dir.name)
+    if campaign_dir.parent.resolve() == results_root().resolve():
+        return q
+    return f"{q} --results {shlex.quote(str(campaign_dir.parent))}"
+
+
+def _commands(campaign_dir: Path, runs: pd.DataFrame, dry: bool) -> List[str]:
+    q = _campaign_words(campaign_dir)
+    status = set(runs["status"]) if len(runs) else set()
+    out = []
+    if dry or "not_run" in status:
+        out.append(f"  ddlbench submit --resume {q}   # submit the runs never submitted")
+    if status & set(_WAITING):
+        out.append(f"  ddlbench wait {q}   # until the queued and running runs end")
+    if status & {"failed", "incomplete"}:
+        out.append(f"  ddlbench retry {q} --failed   # run the failed ones again")
+    out.append(f"  ddlbench report {q}   # then report")
+    return out
+
+
+def _ended_without_data(runs: pd.DataFrame) -> bool:
+    return bool(len(runs)) and bool(runs["status"].isin(["failed", "incomplete"]).any())
+
+
+def nothing_to_report(data) -> Optional[str]:
+    """Why ``data`` (a collected campaign) has no measurement to report, with what to run;
+    None when at least one run is complete."""
+    runs = data.runs
+    if len(runs) and bool(runs["complete"].fillna(False).astype(bool).any()):
+        return None
+    dry = is_dry_run(data.campaign_dir)
+    head = f"campaign {data.name!r} has no complete run, so there is no report to write"
+    if _ended_without_data(runs):
+        head = (
+            f"campaign {data.name!r} has no complete run: the report shows only what the runs "
+            "that ended without data left (errors, stderr, suspected nodes)"
+        )
+    if dry:
+        head += " (a dry run: rendered by `submit --dry-run`, nothing submitted)"
+    lines = [head + ".", _counts(runs) + "."]
+    failed = _failed_lines(runs) if len(runs) else []
+    if failed:
+        lines += ["Runs that ended without data:", *failed]
+    lines += ["To get data:", *_commands(Path(data.campaign_dir), runs, dry)]
+    return "\n".join(lines)
+
+
+def check_data(data) -> Optional[str]:
+    """What is missing (None: a run is complete). Raises :class:`NothingToReport` when no run
+    is complete and none ended without data either: there is nothing to write."""
+    why = nothing_to_report(data)
+    if why and not _ended_without_data(data.runs):
+        raise NothingToReport(why)
+    return why
