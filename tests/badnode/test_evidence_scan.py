@@ -27,8 +27,13 @@ def test_hang_records_and_the_silent_ranks(tmp_path):
     _log(run, 2, "c")
     hangs, silent = hang_records(run)
     assert [h["rank"] for h in hangs] == [1] and hangs[0]["phase"] == "collective"
-    assert silent == [{"rank": 0, "host": "a"}, {"rank": 2, "host": "c"}]
-    assert hang_summary(run)["hosts"] == ["b"]
+    assert silent == [
+        {"rank": 0, "host": "a", "last_step": 49},
+        {"rank": 2, "host": "c", "last_step": 49},
+    ]
+    # ranks 0 and 2 wrote neither a hang record nor a summary while rank 1's watchdog fired:
+    # they are the ones that never arrived (a frozen rank writes nothing)
+    assert hang_summary(run)["hosts"] == ["a", "c"]
 
 
 def test_no_hang_and_node_comm_records(tmp_path):
