@@ -11,22 +11,33 @@ run.json's ``inject.straggler`` (docs/stragglers.md) slows chosen ranks on purpo
   ``(seed, run seed, step, rank)`` only, so a run is reproducible and every rank can tell
   what every other rank drew.
 
-The delay is added to the rank's compute, inside the measured step, after the forward pass
-and before the backward pass: it is ``(factor - 1) x 3 x`` the step's forward time (the
-backward pass costs about twice the forward, the convention of ddlbench's FLOP count). It is
-a sleep: the rank's device idles, as a throttled or time-shared device would, and the
-machine's cores stay free for the other ranks. ``sleep`` may cut it short (backup workers:
-the step no longer needs this rank).
+``kind`` says what makes the rank slow (the torch side is in ``inject_torch.py``):
+
+- ``sleep``: after the forward pass the rank sleeps ``(factor - 1) x 3 x`` the step's
+  forward time (the backward pass costs about twice the forward, the convention of ddlbench's
+  FLOP count); :func:`sleep` may cut it short (backup workers: the step no longer needs it);
+- ``compute``: the model's forward runs ``round(factor)`` times (the backward too)
+  in the autograd graph: real work no check can cut short;
+- ``data``: before the step, an uninterruptible wait of ``(factor - 1) x`` the rank's last
+  compute time, as a slow input pipeline (storage, decoding) would hold it;
+- ``cpu-share``: :class:`CpuShare` runs ``round(factor) - 1`` busy processes on each of the
+  rank's cores, so the rank gets about ``1 / factor`` of its CPU time.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 #: the step-record fields these features add (docs/log-format.md)
 STEP_FIELDS = ("injected_s", "slowdown", "dropped")
+#: what makes an injected straggler slow (docs/stragglers.md)
+KINDS = ("sleep", "compute", "data", "cpu-share")
 
 
 class StragglerInjector:
@@ -42,6 +53,7 @@ class StragglerInjector:
         self.min_slowdown = float(spec.get("min_slowdown") or 1.5)
         self.max_slowdown = float(spec.get("max_slowdown") or 10.0)
         self.seed = int(spec.get("seed") or 0)
+        self.kind = str(spec.get("kind") or "sleep")
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any], rank: int) -> Optional[StragglerInjector]:
@@ -67,6 +79,70 @@ class StragglerInjector:
     def delay_s(self, step: int, forward_s: float) -> float:
         """Seconds to add at ``step`` given the step's forward time."""
         return max(0.0, (self.factor(step) - 1.0) * 3.0 * forward_s)
+
+    def most(self) -> float:
+        """The largest factor this rank can draw."""
+        if self.ranks is not None and self.rank not in self.ranks:
+            return 1.0
+        return self.max_slowdown if self.random_mode else self.slowdown
+
+
+#: a competing process of ``cpu-share``: spins until its parent ends
+_SPIN = (
+    "import os,sys\np=int(sys.argv[1])\nwhile os.getppid()==p:\n    for _ in range(200000): pass\n"
+)
+
+
+def _pin_and_tie(core: int) -> None:
+    """In a competitor before it starts: run on ``core`` only, and be killed with the rank
+    (``PR_SET_PDEATHSIG``: a stopped competitor cannot check its parent)."""
+    os.sched_setaffinity(0, {core})
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class CpuShare:
+    """``cpu-share``: busy processes pinned to this rank's cores, stopped (SIGSTOP) and
+    resumed (SIGCONT) per step so that ``round(factor) - 1`` of them run on every core. They
+    end with the rank (each checks its parent) and with :meth:`close`."""
+
+    def __init__(self, most: float) -> None:
+        self.cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.per_core = max(0, int(round(most)) - 1)
+        self.procs: List[List[subprocess.Popen]] = []
+        self.running = 0
+        for _ in range(self.per_core):
+            row = []
+            for core in self.cores:
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _SPIN, str(os.getpid())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    preexec_fn=lambda c=core: _pin_and_tie(c),  # noqa: PLW1509
+                )
+                os.kill(proc.pid, signal.SIGSTOP)
+                row.append(proc)
+            self.procs.append(row)
+
+    def set(self, factor: float) -> None:
+        """Let ``round(factor) - 1`` competitors per core run from now on."""
+        want = min(self.per_core, max(0, int(round(factor)) - 1))
+        for i, row in enumerate(self.procs):
+            if (i < want) != (i < self.running):
+                for proc in row:
+                    os.kill(proc.pid, signal.SIGCONT if i < want else signal.SIGSTOP)
+        self.running = want
+
+    def close(self) -> None:
+        for row in self.procs:
+            for proc in row:
+                proc.kill()
+                proc.wait()
+        self.procs, self.running = [], 0
 
 
 def sleep(
@@ -107,9 +183,9 @@ class StepExtras:
             return
         self.seen = True
         injected = extra.get("injected_s")
-        if injected:
+        if injected or float(extra.get("slowdown") or 1.0) > 1.0:
             self.injected_steps += 1
-            self.injected_s += float(injected)
+            self.injected_s += float(injected or 0.0)
         dropped: List[int] = extra.get("dropped") or []
         if self.rank in dropped:
             self.dropped_steps += 1
