@@ -238,7 +238,7 @@ def train_with_backups(
     sync.injection = make_injection(model, cfg, info.rank, device)
     if sync.injection is not None and backups > 0:
         sync.injection.stop = sync.abandoned
-    ctx.step_extras = StepExtras(info.rank, backups)
+    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]))
     fixed = data.fixed
 
     def step_fn(batch: Any, lr: float) -> Any:

@@ -168,14 +168,19 @@ class StepExtras:
     """What a rank adds to its summary from the extra step fields of its measured steps:
     ``injected_steps`` (steps slowed on purpose), ``injected_s`` (their total delay),
     ``dropped_steps`` (steps whose gradient of this rank was dropped) and, with backup
-    workers, ``backup_workers``."""
+    workers, ``backup_workers`` and ``applied_samples``/``dropped_samples`` (this rank's
+    measured samples whose gradient was applied or dropped)."""
 
-    def __init__(self, rank: int, backup_workers: Optional[int] = None) -> None:
+    def __init__(
+        self, rank: int, backup_workers: Optional[int] = None, batch_size: int = 0
+    ) -> None:
         self.rank = rank
         self.backup_workers = backup_workers
+        self.batch_size = batch_size
         self.injected_steps = 0
         self.injected_s = 0.0
         self.dropped_steps = 0
+        self.kept_steps = 0
         self.seen = False
 
     def add(self, phase: str, extra: Dict[str, Any]) -> None:
@@ -189,11 +194,18 @@ class StepExtras:
         dropped: List[int] = extra.get("dropped") or []
         if self.rank in dropped:
             self.dropped_steps += 1
+        else:
+            self.kept_steps += 1
 
     def summary(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         if self.seen:
             out.update(injected_steps=self.injected_steps, injected_s=self.injected_s)
         if self.backup_workers is not None:
-            out.update(backup_workers=self.backup_workers, dropped_steps=self.dropped_steps)
+            out.update(
+                backup_workers=self.backup_workers,
+                dropped_steps=self.dropped_steps,
+                applied_samples=self.kept_steps * self.batch_size,
+                dropped_samples=self.dropped_steps * self.batch_size,
+            )
         return out
