@@ -194,6 +194,21 @@ class BackupSync:
             self.injection.close()
 
 
+def make_sync(
+    ctx: Any, model: nn.Module, optimizer: Any, device: torch.device, backups: int
+) -> BackupSync:
+    """The run's :class:`BackupSync` with its straggler injection, and the step extras."""
+    from .common.inject import StepExtras
+
+    cfg, info = ctx.cfg, ctx.info
+    sync = BackupSync(model, optimizer, device, info.rank, info.world_size, backups)
+    sync.injection = make_injection(model, cfg, info.rank, device)
+    if sync.injection is not None and backups > 0:
+        sync.injection.stop = sync.abandoned
+    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]))
+    return sync
+
+
 def train_with_backups(
     ctx: Any, device: torch.device, device_name: str, knobs: Any, backend: str, w: Any
 ) -> nn.Module:
@@ -203,7 +218,6 @@ def train_with_backups(
     record exactly as for DDP (passed in, so that this module does not import it back)."""
     import torch.distributed as dist
 
-    from .common.inject import StepExtras
     from .data_torch import make_data
 
     build_rank_model, make_evaluate, make_optimizer = (
@@ -232,13 +246,7 @@ def train_with_backups(
         **meta_fields(cfg, knobs),
     )
     data = make_data(cfg, info, device)
-    sync = BackupSync(
-        model, make_optimizer(cfg, model), device, info.rank, info.world_size, backups
-    )
-    sync.injection = make_injection(model, cfg, info.rank, device)
-    if sync.injection is not None and backups > 0:
-        sync.injection.stop = sync.abandoned
-    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]))
+    sync = make_sync(ctx, model, make_optimizer(cfg, model), device, backups)
     fixed = data.fixed
 
     def step_fn(batch: Any, lr: float) -> Any:
