@@ -34,6 +34,8 @@ class StragglerSpec(BaseModel):
     min_slowdown: float = 1.5
     max_slowdown: float = 10.0
     seed: int = Field(default=0, ge=0)
+    #: random mode: a draw holds for this many consecutive steps (a slow node stays slow)
+    persist_steps: Optional[int] = Field(default=None, ge=1)
 
     @field_validator("ranks")
     @classmethod
@@ -71,6 +73,11 @@ class StragglerSpec(BaseModel):
             )
         if self.min_slowdown > self.max_slowdown:
             raise ValueError("min_slowdown is larger than max_slowdown")
+        if self.persist_steps is not None and self.probability is None:
+            raise ValueError(
+                "persist_steps is random mode's (give 'probability'); fixed mode slows its "
+                "ranks in every step"
+            )
         whole = self.slowdown is None or (self.slowdown == round(self.slowdown) >= 2)
         if self.kind in WHOLE_KINDS and not whole:
             raise ValueError(

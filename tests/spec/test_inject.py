@@ -111,6 +111,12 @@ _DEFAULTS = {
             "slowdown times, so its slowdown is a whole number, at least 2, not 1.5 (did you "
             "mean 2?)",
         ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
+            "{ranks: [1], slowdown: 1.5, persist_steps: 5}",
+            "bw.yaml:15:14: variants[0].inject.straggler: persist_steps is random mode's (give "
+            "'probability'); fixed mode slows its ranks in every step",
+        ),
     ],
 )
 def test_bad_input_is_file_line_exit_2(tmp_path, old, new, expected):

@@ -8,8 +8,9 @@ run.json's ``inject.straggler`` (docs/stragglers.md) slows chosen ranks on purpo
   max_slowdown: M, seed: s, ranks: [...]}``: every step, each listed rank (all ranks when
   none are listed) is slowed with probability ``p`` by a factor ``min(M, m * P)`` with
   ``P ~ Pareto(a)`` (``P >= 1``, heavy-tailed: ``P(P > x) = x**-a``). The draw depends on
-  ``(seed, run seed, step, rank)`` only, so a run is reproducible and every rank can tell
-  what every other rank drew.
+  ``(seed, run seed, step // persist_steps, rank)`` only, so a run is reproducible, every
+  rank can tell what every other rank drew, and with ``persist_steps: k`` a slowed rank
+  stays slowed for blocks of ``k`` steps, as a slow node does.
 
 ``kind`` says what makes the rank slow (the torch side is in ``inject_torch.py``):
 
@@ -54,6 +55,7 @@ class StragglerInjector:
         self.max_slowdown = float(spec.get("max_slowdown") or 10.0)
         self.seed = int(spec.get("seed") or 0)
         self.kind = str(spec.get("kind") or "sleep")
+        self.persist = int(spec.get("persist_steps") or 1)
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any], rank: int) -> Optional[StragglerInjector]:
@@ -71,7 +73,8 @@ class StragglerInjector:
             return 1.0
         if not self.random_mode:
             return self.slowdown
-        rng = random.Random(f"ddlbench-straggler:{self.seed}:{self.run_seed}:{step}:{rank}")
+        block = step // self.persist  # a draw holds for persist_steps consecutive steps
+        rng = random.Random(f"ddlbench-straggler:{self.seed}:{self.run_seed}:{block}:{rank}")
         if rng.random() >= float(self.probability):
             return 1.0
         return min(self.max_slowdown, self.min_slowdown * rng.paretovariate(self.shape))
