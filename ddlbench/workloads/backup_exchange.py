@@ -124,6 +124,8 @@ class Exchange:
     # -- the watcher thread -----------------------------------------------------------------
     def _run(self) -> None:
         step = 0
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # a new thread starts on device 0
         try:
             while True:
                 key = f"full/{step}"
