@@ -37,7 +37,7 @@ import torch
 #: seconds between two heartbeats of a rank
 BEAT_S = 1.0
 #: a rank whose heartbeat has not moved for this long has ended or lost its connection
-DEAD_AFTER_S = 10.0
+DEAD_AFTER_S = 20.0
 #: the value of ``full/k`` that ends the watcher (set by a rank after its last step)
 END = b"end"
 
