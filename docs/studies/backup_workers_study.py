@@ -123,19 +123,21 @@ def per_run(root: Path) -> pd.DataFrame:
 def summary(df: pd.DataFrame) -> None:
     print(
         "configuration  variant  runs  step ms  applied/s  samples/s  dropped  "
-        "reached  KM median TTA s  final acc"
+        "reached, KM median TTA s  final acc"
     )
     for (config, variant), g in sorted(df.groupby(["config", "variant"])):
-        km = None
+        tta, acc = "-", "-"  # throughput mode: no target, no accuracy
         if g["tta"].notna().any():
             km = km_median(g["tta"].to_numpy(float), g["reached"].to_numpy(bool))
+            tta = "not reached" if km is None else f"{km:.1f}"
+            tta = f"{int(g['reached'].sum())}/{len(g)} {tta}"
+        if g["accuracy"].notna().any():
+            acc = f"{100 * g['accuracy'].mean():.2f}%"
         dropped = float(g["dropped"].sum() / g["samples"].sum()) if g["samples"].sum() else 0
         print(
             f"{config:<14} {variant:<8} {len(g):>4}  {1e3 * g['step_s'].median():7.1f}  "
             f"{g['applied'].median():9.0f}  {g['throughput'].median():9.0f}  "
-            f"{100 * dropped:6.1f}%  {int(g['reached'].sum()):>3}/{len(g):<3}  "
-            f"{'not reached' if km is None else f'{km:.1f}':>15}  "
-            f"{100 * g['accuracy'].mean():6.2f}%"
+            f"{100 * dropped:6.1f}%  {tta:>22}  {acc:>8}"
         )
 
 
