@@ -192,7 +192,7 @@ class Exchange:
 
     def _explain(self, step: int, exc: BaseException) -> ExchangeError:
         """The collective of ``step`` failed: name the ranks that stopped beating."""
-        deadline = time.monotonic() + DEAD_AFTER_S + 2 * BEAT_S
+        deadline = time.monotonic() + DEAD_AFTER_S + 10 * BEAT_S  # a loaded node beats late
         while time.monotonic() < deadline and not self.beat.lost:
             time.sleep(0.2)
         lost = self.beat.lost

@@ -122,7 +122,7 @@ def test_a_killed_rank_fails_the_run_and_is_named(launch_ranks, run_config, tmp_
     assert "t" in killed, result.describe()
     assert result.returncodes[2] == -signal.SIGKILL
     assert result.returncodes[0] != 0 and result.returncodes[1] != 0, result.describe()
-    assert ended - killed["t"] < 60, result.describe()
+    assert ended - killed["t"] < 90, result.describe()
     for rank in (0, 1):
         (error,) = result.records(rank, "error")
-        assert "rank(s) [2]" in error["message"], error
+        assert "rank(s) [2] stopped answering" in error["message"], error
