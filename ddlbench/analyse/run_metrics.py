@@ -18,6 +18,8 @@ METRIC_COLUMNS = (
     "measure_time_s",
     "throughput",
     "throughput_per_device",
+    "applied_samples_per_s",
+    "dropped_samples",
     "throughput_rank0_x_n",
     "step_time_median_s",
     "step_time_jitter_s",
@@ -113,11 +115,25 @@ def _global_throughput(row: Dict[str, Any], g, ws: Optional[int], problems: List
     r0 = np.asarray(g["throughput"], dtype=float)[np.asarray(g["rank"]) == 0]
     if len(r0) and not np.isnan(r0[0]) and ws:
         row["throughput_rank0_x_n"] = float(r0[0]) * ws
+    _applied(row, g)
     logged = np.asarray(g["summary_samples_measured"], dtype=float)
     if not np.isnan(logged).any() and float(logged.sum()) != samples:
         problems.append(
             f"summaries report {int(logged.sum())} measured samples, step records {int(samples)}"
         )
+
+
+def _applied(row: Dict[str, Any], g) -> None:
+    """Samples applied per second and samples dropped: with backup workers from the ranks'
+    summaries (a dropped rank's samples train nothing), else every sample is applied."""
+    if row.get("throughput") is None:
+        return
+    applied = np.asarray(g["summary_applied_samples"], dtype=float)
+    if np.isnan(applied).all():
+        row["applied_samples_per_s"], row["dropped_samples"] = row["throughput"], 0.0
+        return
+    row["applied_samples_per_s"] = float(np.nansum(applied)) / row["measure_time_s"]
+    row["dropped_samples"] = float(np.nansum(np.asarray(g["summary_dropped_samples"], float)))
 
 
 def run_metrics(

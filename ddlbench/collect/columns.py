@@ -172,6 +172,19 @@ _RUN_METRICS = [
     ("throughput", "float", "run metric", "global throughput: samples_measured / measure_time_s"),
     ("throughput_per_device", "float", "run metric", "throughput / world_size"),
     (
+        "applied_samples_per_s",
+        "float",
+        "run metric",
+        "samples whose gradient was applied per second: the ranks' applied samples / "
+        "measure_time_s with backup workers, else throughput",
+    ),
+    (
+        "dropped_samples",
+        "float",
+        "run metric",
+        "measured samples whose gradient was dropped (backup workers; 0 otherwise)",
+    ),
+    (
         "throughput_rank0_x_n",
         "float",
         "run metric",
@@ -344,6 +357,8 @@ _SUMMARY = [
     ("injected_s", "float", "their total injected delay (s)"),
     ("backup_workers", "float", "backup workers of the run (null: plain DDP)"),
     ("dropped_steps", "float", "measured steps whose gradient of this rank was dropped"),
+    ("applied_samples", "float", "measured samples of this rank whose gradient was applied"),
+    ("dropped_samples", "float", "measured samples of this rank whose gradient was dropped"),
 ]
 _RANK_REST = [
     ("has_error", "bool", "log files", "the rank wrote an error record"),

@@ -7,9 +7,17 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+#: the kinds whose slowdown is rounded to a whole number, and why
+WHOLE_KINDS = {
+    "compute": "runs each layer slowdown times",
+    "cpu-share": "runs slowdown - 1 competing processes on each core of the rank",
+}
+
 
 class StragglerSpec(BaseModel):
-    """``inject.straggler``: a fixed slowdown of chosen ranks, or a random one.
+    """``inject.straggler``: a fixed slowdown of chosen ranks, or a random one, made by
+    ``kind``: ``sleep`` (an injected sleep), ``compute`` (layers run ``round(factor)`` times),
+    ``data`` (a slow input pipeline before the step), ``cpu-share`` (competing processes).
 
     Fixed: ``{ranks: [1], slowdown: 1.5}``. Random: ``{probability: 0.1}`` plus optionally
     ``distribution`` (``pareto``), ``shape``, ``min_slowdown``, ``max_slowdown``, ``seed``
@@ -17,6 +25,7 @@ class StragglerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    kind: Literal["sleep", "compute", "data", "cpu-share"] = "sleep"
     ranks: Optional[List[int]] = None
     slowdown: Optional[float] = None
     probability: Optional[float] = Field(default=None, gt=0, le=1)
@@ -25,6 +34,8 @@ class StragglerSpec(BaseModel):
     min_slowdown: float = 1.5
     max_slowdown: float = 10.0
     seed: int = Field(default=0, ge=0)
+    #: random mode: a draw holds for this many consecutive steps (a slow node stays slow)
+    persist_steps: Optional[int] = Field(default=None, ge=1)
 
     @field_validator("ranks")
     @classmethod
@@ -62,6 +73,18 @@ class StragglerSpec(BaseModel):
             )
         if self.min_slowdown > self.max_slowdown:
             raise ValueError("min_slowdown is larger than max_slowdown")
+        if self.persist_steps is not None and self.probability is None:
+            raise ValueError(
+                "persist_steps is random mode's (give 'probability'); fixed mode slows its "
+                "ranks in every step"
+            )
+        whole = self.slowdown is None or (self.slowdown == round(self.slowdown) >= 2)
+        if self.kind in WHOLE_KINDS and not whole:
+            raise ValueError(
+                f"kind {self.kind} {WHOLE_KINDS[self.kind]}, so its slowdown is a whole "
+                f"number, at least 2, not {self.slowdown:g} (did you mean "
+                f"{max(2, round(self.slowdown or 2))}?)"
+            )
         return self
 
 
@@ -76,7 +99,10 @@ class InjectSpec(BaseModel):
         """What run.json carries (None: nothing injected)."""
         if self.straggler is None:
             return None
-        return {"straggler": self.straggler.model_dump(exclude_none=True)}
+        value = self.straggler.model_dump(exclude_none=True)
+        if value.get("kind") == "sleep":  # the default: run.json as before kinds existed
+            del value["kind"]
+        return {"straggler": value}
 
 
 def run_problem(

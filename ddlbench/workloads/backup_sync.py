@@ -1,44 +1,35 @@
-"""Synchronous SGD with backup workers for PyTorch, and straggler injection into torch steps.
+"""Synchronous SGD with backup workers for PyTorch.
 
 Backup workers (Chen et al. 2016, "Revisiting Distributed Synchronous SGD"): ``N + b``
 ranks compute a gradient each step, the first ``N`` to finish are averaged and applied on
-every rank, the ``b`` last are dropped. The design and its cost against DDP's allreduce are
-in docs/backup-workers.md; in short, per step ``k``:
+every rank, the ``b`` last are dropped. The design, and the argument why it cannot deadlock
+or mix steps, are in docs/backup-workers.md; in short, per step ``k``:
 
-1. every rank runs forward and backward on its own batch (no DDP: nothing is communicated
-   during backward);
-2. when done, it takes a ticket from the process group's store, ``store.add("step/k", 1)``:
-   an atomic counter, so the tickets ``1..N+b`` give the arrival order and exactly ``N``
-   ranks get a ticket ``<= N``. A rank still computing reads the counter now and then (every
-   2 ms: during an injected delay and in the gradient hooks of backward) and stops early
-   once ``N`` tickets are out: its gradient would be dropped anyway;
-3. every rank, kept or dropped, calls one allreduce of ``[gradient x keep / N, one-hot of
-   its rank x keep]``: dropped ranks contribute zeros; the sum is the mean of the ``N`` kept
-   gradients, and its last ``N + b`` entries tell every rank which ranks were kept;
-4. every rank applies the same averaged gradient with its optimizer.
-
-Every rank calls the same collectives in the same order every step, whatever it computed,
-so there is no deadlock and no message is left in flight; the store key is tagged with the
-step and the allreduce is blocking, so nothing of step ``k`` reaches step ``k + 1``.
-The same code runs on gloo and NCCL.
+1. the training thread of every rank runs forward and backward on its own batch (no DDP:
+   nothing is communicated during backward), unless the step was already decided without
+   it (then it skips the step's input and compute);
+2. when done, it takes a ticket from the process group's store; the ``N``-th sets
+   ``full/k`` (``backup_exchange.Exchange.claim``);
+3. the watcher thread of every rank (``backup_exchange``) waits for ``full/k`` and joins the
+   step's one allreduce at once, with the gradient (kept) or zeros (dropped), while a slow
+   training thread may still be computing; checks between layers and in the gradient hooks
+   abandon that work (a local flag: no store round trip);
+4. the training thread applies the averaged gradient (and the buffers of the lowest kept
+   rank) before it starts step ``k + 1``: abandoned work never reaches the next step.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
-from .common.inject import StragglerInjector, sleep
-
-#: seconds between two reads of the arrival counter by a rank still computing
-POLL_S = 0.002
-
-
-class Abandoned(Exception):
-    """N other ranks have finished the step: this rank's gradient is not needed."""
+from .backup_exchange import Exchange, Result
+from .inject_torch import Abandoned, TorchInjection, make_injection
 
 
 def backup_count(cfg: Dict[str, Any]) -> Optional[int]:
@@ -47,78 +38,22 @@ def backup_count(cfg: Dict[str, Any]) -> Optional[int]:
     return None if value is None else int(value)
 
 
-class TorchInjection:
-    """Adds the injected delay after the model's forward pass of every training step
-    (a forward hook; evaluation passes are left alone)."""
+def own_store(prefix: str) -> Any:
+    """A new client of the process group's TCP store (one per thread: a client's ``wait``
+    holds its connection), under ``prefix``."""
+    import torch.distributed as dist
 
-    def __init__(self, model: nn.Module, injector: StragglerInjector, cuda: bool) -> None:
-        self.injector = injector
-        self.cuda = cuda
-        self.step = -1
-        self.t_forward = 0.0
-        self.injected_s = 0.0
-        self.factor = 1.0
-        #: with backup workers: whether the step still needs this rank
-        self.stop: Optional[Callable[[], bool]] = None
-        model.register_forward_pre_hook(self._pre)
-        model.register_forward_hook(self._post)
-
-    def begin(self, step: int) -> None:
-        self.step, self.injected_s = step, 0.0
-        self.factor = self.injector.factor(step)
-
-    def _pre(self, module: nn.Module, _inputs: Any) -> None:
-        if module.training:
-            self.t_forward = time.perf_counter()
-
-    def _post(self, module: nn.Module, _inputs: Any, _output: Any) -> None:
-        if not module.training or self.factor <= 1.0:
-            return
-        if self.cuda:
-            torch.cuda.synchronize()
-        forward_s = time.perf_counter() - self.t_forward
-        self.injected_s = sleep(self.injector.delay_s(self.step, forward_s), self.stop, POLL_S)
-        if self.stop is not None and self.stop():
-            raise Abandoned()
-
-    def fields(self) -> Dict[str, Any]:
-        return {"injected_s": self.injected_s, "slowdown": self.factor}
-
-    def wrap(self, step_fn: Callable[[Any, float], Any]) -> Callable[[Any, float], Any]:
-        """``step_fn`` (the DDP step) with the injection fields in its return value."""
-
-        def injected(batch: Any, lr: float) -> Any:
-            self.begin(self.step + 1)
-            out = step_fn(batch, lr)
-            loss, compute_s, comm_s = out if isinstance(out, tuple) else (out, None, None)
-            return loss, compute_s, comm_s, self.fields()
-
-        return injected
-
-
-def make_injection(
-    model: nn.Module, cfg: Dict[str, Any], rank: int, device: torch.device
-) -> Optional[TorchInjection]:
-    """The run's :class:`TorchInjection` on ``model`` (None when run.json injects nothing)."""
-    injector = StragglerInjector.from_config(cfg, rank)
-    if injector is None:
-        return None
-    return TorchInjection(model, injector, device.type == "cuda")
-
-
-def with_injection(ctx: Any, model: nn.Module, device: torch.device, step_fn: Any) -> Any:
-    """The DDP ``step_fn`` with run.json's straggler injection, if any."""
-    from .common.inject import StepExtras
-
-    injection = make_injection(model, ctx.cfg, ctx.info.rank, device)
-    if injection is None:
-        return step_fn
-    ctx.step_extras = StepExtras(ctx.info.rank)
-    return injection.wrap(step_fn)
+    base = dist.distributed_c10d._get_default_store()
+    while hasattr(base, "underlying_store"):
+        base = base.underlying_store
+    client = dist.TCPStore(
+        base.host, base.port, is_master=False, timeout=base.timeout, wait_for_workers=False
+    )
+    return dist.PrefixStore(prefix, client)
 
 
 class BackupSync:
-    """One training step with backup workers (see the module docstring)."""
+    """The training thread's side of a step with backup workers (module docstring)."""
 
     def __init__(
         self,
@@ -129,44 +64,49 @@ class BackupSync:
         world: int,
         backups: int,
     ) -> None:
-        import torch.distributed as dist
-
         self.model, self.optimizer, self.device = model, optimizer, device
         self.rank, self.world, self.backups = rank, world, backups
         self.needed = world - backups
         self.cuda = device.type == "cuda"
-        self.store = dist.PrefixStore("ddlbench-backup", dist.distributed_c10d._get_default_store())
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self.buffers = [b for b in model.buffers()]
         self.crit = nn.CrossEntropyLoss()
         self.step = -1
-        self.next_poll = 0.0
         self.injection: Optional[TorchInjection] = None
+        self.digest = os.environ.get("DDLBENCH_STATE_DIGEST") == "1"
+        sizes = (
+            sum(p.numel() for p in self.params),
+            sum(b.numel() for b in self.buffers),
+            self.params[0].dtype,
+        )
+        stores = [own_store("ddlbench-backup") for _ in range(3)]
+        self.exchange = Exchange(stores, rank, world, self.needed, device, sizes).start()
         if backups > 0:
             for p in self.params:
                 p.register_hook(self._grad_hook)
+            for module in model.modules():
+                if not any(True for _ in module.children()):
+                    module.register_forward_pre_hook(self._layer_hook)
 
-    def _key(self, step: int) -> str:
-        return f"step/{step}"
-
-    def enough_ready(self) -> bool:
-        """Whether ``N`` ranks have finished this step (read at most every ``POLL_S``)."""
-        if self.backups == 0:
-            return False
-        now = time.perf_counter()
-        if now < self.next_poll:
-            return False
-        self.next_poll = now + POLL_S
-        return self.store.add(self._key(self.step), 0) >= self.needed
+    def abandoned(self) -> bool:
+        """Whether the current step was decided without this rank."""
+        return self.exchange.is_decided(self.step)
 
     def _grad_hook(self, grad: torch.Tensor) -> torch.Tensor:
-        if self.enough_ready():
+        if self.abandoned():
             raise Abandoned()
         return grad
 
+    def _layer_hook(self, module: nn.Module, _inputs: Any) -> None:
+        if module.training and self.abandoned():
+            raise Abandoned()
+
     def _compute(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[Optional[float], bool]:
-        """Forward and backward; returns the loss tensor's value and whether it finished."""
+        """Forward and backward; returns the loss's value and whether it finished."""
         loss = None
         try:
+            if self.injection is not None:
+                self.injection.before_compute()
             out = self.crit(self.model(x), y)
             loss = out.detach()
             out.backward()
@@ -176,55 +116,97 @@ class BackupSync:
             if "Abandoned" not in repr(exc):
                 raise
             return (None if loss is None else float(loss.item())), False
-        if self.cuda:
-            torch.cuda.synchronize()
         return float(loss.item()), True
 
-    def _exchange(self, kept: bool) -> List[int]:
-        """The masked allreduce; sets every parameter's gradient to the kept ranks' mean
-        and returns the dropped ranks."""
+    def _payload(self) -> Any:
+        """This rank's finished gradient (divided by N), flat buffers, and a CUDA event."""
         grads = [
-            (p.grad if p.grad is not None and kept else torch.zeros_like(p)).reshape(-1)
-            for p in self.params
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params
         ]
-        flag = torch.zeros(self.world, dtype=grads[0].dtype, device=self.device)
-        flag[self.rank] = 1.0 if kept else 0.0
-        buf = torch.cat(grads + [flag])
-        if kept:
-            buf[: -self.world].div_(self.needed)
-        torch.distributed.all_reduce(buf)
+        flat = torch.cat(grads).div_(self.needed)
+        bufs = None
+        if self.buffers:
+            bufs = torch.cat([b.detach().reshape(-1).to(torch.float64) for b in self.buffers])
+        event = None
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record()
+        return flat, bufs, event
+
+    def _apply(self, result: Result) -> None:
+        """Set every gradient to the kept ranks' mean and the buffers to the lowest kept
+        rank's (discarding whatever this rank computed), then step the optimizer."""
+        if self.cuda:
+            result.grad.record_stream(torch.cuda.current_stream())
         offset = 0
         for p in self.params:
             n = p.numel()
-            p.grad = buf[offset : offset + n].view_as(p).clone()
+            p.grad = result.grad[offset : offset + n].view_as(p).clone()
             offset += n
-        mask = buf[-self.world :].tolist()
-        return [r for r in range(self.world) if mask[r] < 0.5]
+        if result.buffers is not None:
+            offset = 0
+            with torch.no_grad():
+                for b in self.buffers:
+                    n = b.numel()
+                    b.copy_(result.buffers[offset : offset + n].view_as(b).to(b.dtype))
+                    offset += n
+        self.optimizer.step()
 
     def __call__(self, batch: Any, lr: float) -> Tuple[Any, float, float, Dict[str, Any]]:
         x, y = batch
         t0 = time.perf_counter()
         self.step += 1
-        self.next_poll = 0.0
         if self.injection is not None:
             self.injection.begin(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss, finished = self._compute(x, y)
+        loss, ticket = None, None
+        if not self.abandoned():
+            loss, finished = self._compute(x, y)
+            if finished:
+                ticket = self.exchange.claim(self.step, self._payload())
         t_ready = time.perf_counter()
-        ticket = int(self.store.add(self._key(self.step), 1))
-        if self.rank == 0 and self.step > 0:  # every rank is past the previous step's key
-            self.store.delete_key(self._key(self.step - 1))
-        dropped = self._exchange(finished and ticket <= self.needed)
-        self.optimizer.step()
+        result = self.exchange.result(self.step)
+        self._apply(result)
         if self.cuda:
             torch.cuda.synchronize()
         t_end = time.perf_counter()
-        extra: Dict[str, Any] = {"arrival": ticket, "dropped": dropped}
+        extra: Dict[str, Any] = {"arrival": ticket, "dropped": result.dropped}
         if self.injection is not None:
             extra.update(self.injection.fields())
+        if self.digest:
+            extra["state_sha256"] = self.state_digest()
         return loss, t_ready - t0, t_end - t_ready, extra
+
+    def state_digest(self) -> str:
+        """sha256 of the parameters and buffers (with ``DDLBENCH_STATE_DIGEST=1``: every step
+        record carries it, so a test can check every rank holds the same state)."""
+        h = hashlib.sha256()
+        for t in self.params + self.buffers:
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    def close(self) -> None:
+        """After the last step: end the watcher threads."""
+        self.exchange.close(self.step)
+        if self.injection is not None:
+            self.injection.close()
+
+
+def make_sync(
+    ctx: Any, model: nn.Module, optimizer: Any, device: torch.device, backups: int
+) -> BackupSync:
+    """The run's :class:`BackupSync` with its straggler injection, and the step extras."""
+    from .common.inject import StepExtras
+
+    cfg, info = ctx.cfg, ctx.info
+    sync = BackupSync(model, optimizer, device, info.rank, info.world_size, backups)
+    sync.injection = make_injection(model, cfg, info.rank, device)
+    if sync.injection is not None and backups > 0:
+        sync.injection.stop = sync.abandoned
+    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]))
+    return sync
 
 
 def train_with_backups(
@@ -236,7 +218,6 @@ def train_with_backups(
     record exactly as for DDP (passed in, so that this module does not import it back)."""
     import torch.distributed as dist
 
-    from .common.inject import StepExtras
     from .data_torch import make_data
 
     build_rank_model, make_evaluate, make_optimizer = (
@@ -265,13 +246,7 @@ def train_with_backups(
         **meta_fields(cfg, knobs),
     )
     data = make_data(cfg, info, device)
-    sync = BackupSync(
-        model, make_optimizer(cfg, model), device, info.rank, info.world_size, backups
-    )
-    sync.injection = make_injection(model, cfg, info.rank, device)
-    if sync.injection is not None:
-        sync.injection.stop = sync.enough_ready
-    ctx.step_extras = StepExtras(info.rank, backups)
+    sync = make_sync(ctx, model, make_optimizer(cfg, model), device, backups)
     fixed = data.fixed
 
     def step_fn(batch: Any, lr: float) -> Any:
@@ -281,6 +256,16 @@ def train_with_backups(
         dist.all_reduce(t)
         return t
 
+    def checksum() -> Any:
+        sync.close()  # every step is done: the watcher threads end before any other call
+        return model_checksum(model)
+
+    # the measured window's agreement (``sums``) and the evaluation run on this thread between
+    # two steps, when every watcher has finished the step before and none can start the next
     evaluate, sums = make_evaluate(model, device, allreduce_sum), w.rank_sum(allreduce_sum, device)
-    ctx.train(step_fn, data, evaluate, lambda: model_checksum(model), sums)
+    try:
+        ctx.train(step_fn, data, evaluate, checksum, sums)
+    finally:
+        if sync.injection is not None:
+            sync.injection.close()
     return model

@@ -518,7 +518,7 @@ def _train(
         comm_timer,
         channels_last=knobs.channels_last,
     )
-    from .backup_sync import with_injection  # straggler injection (common/inject.py)
+    from .inject_torch import with_injection  # straggler injection (common/inject.py)
 
     step_fn = with_injection(ctx, model, device, step_fn)
 

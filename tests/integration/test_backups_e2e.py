@@ -22,13 +22,13 @@ data: digits
 frameworks:
   - {{name: pytorch, label: sync, backend: gloo, threads: 1}}
   - {{name: pytorch, label: backup1, backend: gloo, threads: 1, backup_workers: 1}}
-batch_size: 32
+batch_size: 128
 steps: {{warmup: 2, measure: 12, measure_seconds: 0}}
 optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0}}
 lr_scaling: {{rule: none}}
 scale: {{points: [{point}]}}
 inject:
-  straggler: {{ranks: [1], slowdown: 20}}
+  straggler: {{kind: compute, ranks: [1], slowdown: 5}}
 slurm: {{time: "00:05:00"}}
 """
 
@@ -43,29 +43,38 @@ def _check(root) -> None:
     table = injection_table(data.runs, data.ranks).set_index("run_id")
     assert bool(table.loc[sync.name, "found"]) and table.loc[sync.name, "most_injected_rank"] == 1
     backup = table.loc[next(i for i in runs.index if i.startswith("backup1-"))]
-    assert backup["backup_workers"] == 1 and backup["drop_rates"] == "0: 0 %; 1: 100 %"
+    rates = dict(x.split(": ") for x in backup["drop_rates"].split("; "))
+    assert backup["backup_workers"] == 1 and int(rates["1"].rstrip(" %")) >= 80  # rank 1, 5x
+    # the throughput that trains: every sample in plain DDP, the kept ranks' with backups
+    assert sync["dropped_samples"] == 0
+    assert sync["applied_samples_per_s"] == pytest.approx(sync["throughput"])
+    b1 = runs.loc[backup.name]
+    assert b1["dropped_samples"] == 12 * 128  # one gradient of 128 samples dropped per step
+    world = int(b1["world_size"])
+    kept = (world - 1) / world
+    assert b1["applied_samples_per_s"] == pytest.approx(kept * b1["throughput"], rel=1e-6)
     for run_dir in sorted((root / "runs").iterdir()):
         for path in RunPaths(run_dir).rank_logs():
             steps = [json.loads(x) for x in path.read_text().splitlines()[1:-1]]
             assert all(
-                s["slowdown"] == (20.0 if path.name == "rank-1.jsonl" else 1.0) for s in steps
+                s["slowdown"] == (5.0 if path.name == "rank-1.jsonl" else 1.0) for s in steps
             )
             if run_dir.name.startswith("backup1-"):
-                assert all(s["dropped"] == [1] for s in steps if s["phase"] == "measure")
+                assert all(len(s["dropped"]) == 1 for s in steps)
 
 
 @pytest.mark.frameworks
 @pytest.mark.slow
 def test_injected_straggler_and_backup_on_the_local_executor(tmp_path):
     require_envs("pytorch")
-    root = run_campaign(SPEC.format(point="1x2"), "local", "bw-local", tmp_path)
+    root = run_campaign(SPEC.format(point="1x3"), "local", "bw-local", tmp_path)
     _check(root)
     rep = ddlbench("report", root.name, results=tmp_path / "results")
     assert rep.returncode == 0, rep.stderr
     md = (root / "report" / "report.md").read_text()
     assert "Injected stragglers and dropped gradients per run" in md
     assert "Backup workers against plain synchronous SGD" in md
-    assert "- Backup workers: backup1-lenet-n1x2-b32 (2 ranks, b = 1) against sync-" in md
+    assert "- Backup workers: backup1-lenet-n1x3-b128 (3 ranks, b = 1) against sync-" in md
 
 
 @pytest.mark.frameworks

@@ -99,6 +99,24 @@ _DEFAULTS = {
             "bw.yaml:12:3: inject.straggler: 'slowdown' is the fixed mode's factor; random "
             "mode draws it between 'min_slowdown' and 'max_slowdown'",
         ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
+            "{kind: gpu, ranks: [1], slowdown: 1.5}",
+            "bw.yaml:15:26: variants[0].inject.straggler.kind: ",
+        ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
+            "{kind: compute, ranks: [1], slowdown: 1.5}",
+            "bw.yaml:15:14: variants[0].inject.straggler: kind compute runs each layer "
+            "slowdown times, so its slowdown is a whole number, at least 2, not 1.5 (did you "
+            "mean 2?)",
+        ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
+            "{ranks: [1], slowdown: 1.5, persist_steps: 5}",
+            "bw.yaml:15:14: variants[0].inject.straggler: persist_steps is random mode's (give "
+            "'probability'); fixed mode slows its ranks in every step",
+        ),
     ],
 )
 def test_bad_input_is_file_line_exit_2(tmp_path, old, new, expected):
@@ -114,8 +132,21 @@ def test_bad_input_is_file_line_exit_2(tmp_path, old, new, expected):
         text=True,
     )
     assert proc.returncode == 2, proc.stderr
-    assert expected in proc.stderr.splitlines(), proc.stderr
+    lines = proc.stderr.splitlines()
+    assert any(line.startswith(expected) for line in lines), proc.stderr
+    if not expected.endswith(": "):
+        assert expected in lines, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_straggler_kinds_reach_run_json(tmp_path):
+    text = SPEC.replace("{ranks: [1], slowdown: 1.5}", "{kind: compute, ranks: [1], slowdown: 5}")
+    plan = _plan(text.replace("{probability: 0.2, seed: 1}", "{kind: data, probability: 0.2}"))
+    configs = {r.run_id: run_config(r, plan, "bw", tmp_path / r.run_id) for r in plan.runs}
+    fixed = configs["backup1-lenet-n1x3-b32-fixed-r0"]["inject"]["straggler"]
+    assert fixed["kind"] == "compute" and fixed["slowdown"] == 5
+    assert configs["sync-lenet-n1x3-b32-random-r0"]["inject"]["straggler"]["kind"] == "data"
+    # the default kind (sleep) leaves run.json as before: test_inject_and_backups_reach_run_json
 
 
 def test_plan_json_unchanged_without_inject(tmp_path):
