@@ -1,0 +1,248 @@
+"""The transformer language-model path of the ``pytorch`` workload (docs/workloads.md#transformers).
+
+``pytorch.body`` hands a run whose model is a transformer shape to :func:`lm_body`: the model
+of ``models_lm_torch``, the tokens of ``data_lm``, the parallelism of ``parallel_torch``
+(``lm.parallel``), activation checkpointing (``lm.activation_checkpointing``), gradient
+accumulation (``lm.grad_accum``) and AdamW. It records tokens per step, the FLOPs per token
+under each convention (``flops_lm``), the time to the first step split into its parts, and the
+peak memory of the rank.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .common import Context, framework_options, param_checksum
+from .data_lm import lm_settings, lm_train_data, tokens_per_step
+from .flops_lm import flops_per_token
+from .models_lm_torch import build_lm, lm_loss, lm_shape, split_batch
+from .parallel_torch import gradient_sync, make_lm_optimizer, wrap_parallel
+
+
+def process_start_time() -> Optional[float]:
+    """This process's start as a Unix time (Linux: ``/proc``), else None."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+
+
+def _status_kib(field: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class PeakMemory:
+    """Peak memory of the rank while training: on a GPU the allocator's peak allocated and
+    reserved bytes; on the CPU the peak resident set (``VmHWM``) above the resident set just
+    before the model was built (the peak is reset there through ``/proc/self/clear_refs``), so
+    that the interpreter, the libraries and the data set are not counted."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.baseline_kib: Optional[int] = None
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            return
+        self.baseline_kib = _status_kib("VmRSS")
+
+    def fields(self) -> Dict[str, Any]:
+        if self.cuda:
+            return {
+                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+            }
+        peak = _status_kib("VmHWM")
+        out: Dict[str, Any] = {"peak_rss_bytes": None if peak is None else peak * 1024}
+        if peak is not None and self.baseline_kib is not None:
+            out["peak_rss_model_bytes"] = (peak - self.baseline_kib) * 1024
+        return out
+
+
+def make_lm_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    accum: int,
+    autocast: Optional[torch.dtype],
+    fixed: Optional[torch.Tensor],
+) -> Callable[[Any, float], float]:
+    """One optimizer step over ``accum`` micro-batches; returns the step's mean loss."""
+
+    def forward_loss(chunk: torch.Tensor) -> torch.Tensor:
+        x, y = split_batch(chunk)
+        if autocast is None:
+            return lm_loss(model(x), y)
+        with torch.autocast(device.type, dtype=autocast):
+            return lm_loss(model(x), y)
+
+    def step_fn(batch: Any, lr: float) -> float:
+        tokens = fixed if batch is None else batch[0]
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=device)
+        for i, chunk in enumerate(tokens.chunk(accum)):
+            context, _ = gradient_sync(model, i == accum - 1)
+            with context:
+                loss = forward_loss(chunk) / accum
+                loss.backward()
+            total += loss.detach()
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return float(total.item())
+
+    return step_fn
+
+
+def _lm_meta(cfg: Dict[str, Any], lm: Dict[str, Any], startup: Dict[str, Any]) -> Dict[str, Any]:
+    shape = lm_shape(cfg["model"])
+    tokens = tokens_per_step(cfg)
+    return dict(
+        lm=dict(lm),
+        tokens_per_step=tokens,
+        tokens_per_sample=int(lm["seq_len"]),
+        flops_per_token=flops_per_token(shape, int(lm["seq_len"]), lm["activation_checkpointing"]),
+        startup=startup,
+    )
+
+
+def build_parallel_model(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, bf16: bool
+) -> Tuple[nn.Module, nn.Module]:
+    """``(model, module to train)``: the seeded model, checkpointing set, then wrapped."""
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model.set_recompute(str(lm["activation_checkpointing"]))
+    train_model = wrap_parallel(
+        model,
+        str(lm["parallel"]),
+        device,
+        int(cfg.get("nodes") or 1),
+        int(cfg.get("tasks_per_node") or 1),
+        bf16,
+        distributed,
+    )
+    return model, train_model
+
+
+def lm_checksum(model: nn.Module) -> Tuple[float, str]:
+    """Checksum of the full parameters (FSDP shards gathered first: a collective)."""
+    tensors = []
+    for p in model.parameters():
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        tensors.append(full.detach().float().cpu().numpy())
+    return param_checksum(tensors)
+
+
+def train_lm(
+    ctx: Context,
+    device: torch.device,
+    device_name: str,
+    knobs: Any,
+    distributed: bool,
+    startup: Dict[str, Any],
+) -> nn.Module:
+    """Data, model, parallelism, optimizer; the meta record; training and the summary."""
+    cfg, info = ctx.cfg, ctx.info
+    shape = lm_shape(cfg["model"])
+    lm = cfg["lm"] = lm_settings(cfg, shape.positions)
+    data = lm_train_data(cfg, info, lambda a: torch.from_numpy(a).to(device), shape.vocab)
+    memory = PeakMemory(device)
+    memory.start()
+    t0 = time.time()
+    bf16 = knobs.precision == "bf16"
+    fsdp_bf16 = bf16 and str(lm["parallel"]).startswith(("fsdp", "hsdp"))
+    model, train_model = build_parallel_model(cfg, lm, device, distributed, fsdp_bf16)
+    optimizer = make_lm_optimizer(cfg, train_model, str(lm["parallel"]), distributed)
+    startup["build_shard_s"] = time.time() - t0
+    n_params = sum(p.numel() for p in model.parameters())  # global counts, also when sharded
+    ctx.write_meta(
+        torch.__version__,
+        device_name,
+        n_params,
+        str(cfg["backend"]),
+        ddp=distributed,
+        threads=torch.get_num_threads(),
+        **knobs.knobs.meta(),
+        **_lm_meta(cfg, lm, startup),
+    )
+    fixed = data.fixed[0] if data.fixed is not None else None
+    autocast = torch.bfloat16 if bf16 and not fsdp_bf16 else None
+    step_fn = make_lm_step(
+        knobs.compiled(train_model), optimizer, device, int(lm["grad_accum"]), autocast, fixed
+    )
+    loop_cfg = dict(cfg, batch_size=int(cfg["batch_size"]) * int(lm["grad_accum"]))
+    measurement = _train_loop(ctx, loop_cfg, step_fn, data)
+    fields = measurement.summary_fields()
+    fields.update(_token_fields(cfg, fields), **memory.fields())
+    param_sum, param_sha = lm_checksum(model)
+    ctx.finish(fields, param_sum, param_sha)
+    return train_model
+
+
+def _train_loop(ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any) -> Any:
+    from .common.loop import run_training
+    from .common.schedule import LRSchedule
+
+    schedule = LRSchedule.from_config(loop_cfg, data.steps_per_epoch)
+    measurement = ctx.measurement()
+    evaluate = None
+    if loop_cfg["mode"] == "convergence":
+        raise ValueError("transformer models run in throughput mode (convergence: not yet)")
+    return run_training(loop_cfg, measurement, step_fn, schedule, data.batches, evaluate)
+
+
+def _token_fields(cfg: Dict[str, Any], fields: Dict[str, Any]) -> Dict[str, Any]:
+    """``tokens_measured`` and this rank's ``tokens_per_s`` over the measured window."""
+    tokens = int(fields.get("steps_measured") or 0) * tokens_per_step(cfg)
+    window = fields.get("measure_time_s") or 0.0
+    return {"tokens_measured": tokens, "tokens_per_s": tokens / window if window > 0 else None}
+
+
+def lm_body(ctx: Context, setup: Any, init_distributed: Any) -> None:
+    """The body of a transformer run (``setup``: ``pytorch.setup_device`` and
+    ``apply_knobs``; ``init_distributed``: ``pytorch.init_distributed``)."""
+    import torch.distributed as dist
+
+    cfg, info = ctx.cfg, ctx.info
+    started = process_start_time()
+    startup: Dict[str, Any] = {
+        "import_s": None if started is None else max(0.0, ctx.start_time - started)
+    }
+    device, device_name, knobs = setup(cfg, info)
+    distributed = info.world_size > 1 or bool(framework_options(cfg).get("ddp_single_rank"))
+    t0 = time.time()
+    if distributed:
+        init_distributed(cfg, info, device)
+    startup["process_group_s"] = time.time() - t0 if distributed else None
+    kept = []  # the wrapped module outlives the process group's teardown, as DDP expects
+    try:
+        kept.append(train_lm(ctx, device, device_name, knobs, distributed, startup))
+        if distributed:
+            dist.barrier()
+    finally:
+        if distributed and dist.is_initialized():
+            dist.destroy_process_group()

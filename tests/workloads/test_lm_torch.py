@@ -1,0 +1,83 @@
+"""The transformer language models of the PyTorch workload: 2 real ranks on the CPU (gloo).
+
+Every sharding mode trains gpt-tiny; DDP, FSDP (both reshard settings), HSDP and ZeRO-1
+give the same losses step by step for the same seed (within LOSS_RTOL: the modes differ only
+in the order of the floating-point sums of their collectives); the loss on real text falls.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.frameworks
+
+#: relative tolerance between the modes' step losses (float32 sums in another order;
+#: measured differences are below 1e-6 over these steps)
+LOSS_RTOL = 1e-4
+MODES = ("ddp", "fsdp", "fsdp-grad-op", "hsdp", "zero1")
+
+
+def lm_config(run_config, parallel: str, **overrides):
+    lm = {"seq_len": 64, "parallel": parallel, "activation_checkpointing": "none"}
+    lm.update(overrides.pop("lm", {}))
+    return run_config(
+        "pytorch",
+        framework_options={"backend": "gloo"},
+        model="gpt-tiny",
+        data={"kind": "synthetic", "path": None, "samples": 1024},
+        image_size=None,
+        num_classes=None,
+        batch_size=4,
+        global_batch_size=8,
+        steps={"warmup": 1, "measure": 4},
+        optimizer={"name": "adamw", "lr": 1e-3, "base_lr": 1e-3, "weight_decay": 0.0},
+        lm=lm,
+        **overrides,
+    )
+
+
+def _losses(result, rank):
+    return [s["loss"] for s in result.records(rank, "step")]
+
+
+@pytest.fixture(scope="module")
+def mode_losses(tmp_path_factory):
+    """Each mode's run (2 ranks), once for the module."""
+    from tests.support.ranks import base_run_config, launch
+
+    out = {}
+    for mode in MODES:
+        cfg = lm_config(base_run_config, mode)
+        result = launch(tmp_path_factory.mktemp(mode), "pytorch", cfg, world_size=2)
+        result.check_ok()
+        out[mode] = result
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_trains_and_reports_tokens(mode_losses, mode):
+    result = mode_losses[mode]
+    for rank in range(2):
+        meta = result.logs[rank][0]
+        assert meta["model"] == "gpt-tiny" and meta["param_count"] == 6_862_464
+        assert meta["lm"]["parallel"] == mode and meta["tokens_per_step"] == 4 * 64
+        assert set(meta["startup"]) == {"import_s", "process_group_s", "build_shard_s"}
+        assert meta["flops_per_token"]["palm"] > meta["flops_per_token"]["megatron"]
+        summary = result.summary(rank)
+        assert summary["status"] == "ok" and summary["tokens_measured"] == 4 * 4 * 64
+        assert summary["tokens_per_s"] == pytest.approx(
+            summary["tokens_measured"] / summary["measure_time_s"]
+        )
+        assert summary["peak_rss_model_bytes"] > 0
+        assert summary["first_step_s"] > 0
+    # the parameters after training are the same on both ranks
+    assert result.summary(0)["param_sha256"] == result.summary(1)["param_sha256"]
+
+
+def test_modes_agree_step_by_step(mode_losses):
+    reference = _losses(mode_losses["ddp"], 0)
+    assert len(reference) == 5 and reference[-1] < reference[0]
+    for mode in MODES[1:]:
+        for rank in range(2):
+            got = _losses(mode_losses[mode], rank)
+            assert got == pytest.approx(_losses(mode_losses["ddp"], rank), rel=LOSS_RTOL), mode
