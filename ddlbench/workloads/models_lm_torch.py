@@ -28,13 +28,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from .vocabulary import ACTIVATION_CHECKPOINTING as RECOMPUTE_MODES
 from .vocabulary import TRANSFORMER_SHAPES, TransformerShape
 
 #: RoPE base frequency (Llama 3: 500,000)
 ROPE_THETA = 500000.0
 #: standard deviation of the weight initialisation (GPT-2)
 INIT_STD = 0.02
-RECOMPUTE_MODES = ("none", "selective", "full")
 
 
 class RMSNorm(nn.Module):

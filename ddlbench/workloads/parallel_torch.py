@@ -28,7 +28,8 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import nn
 
-PARALLEL_MODES = ("ddp", "fsdp", "fsdp-grad-op", "hsdp", "zero1")
+from .vocabulary import LM_PARALLEL_MODES as PARALLEL_MODES
+
 FSDP_MODES = ("fsdp", "fsdp-grad-op", "hsdp")
 #: AdamW's betas and epsilon for the language models (GPT-3, Llama)
 ADAM_BETAS = (0.9, 0.95)
