@@ -47,6 +47,40 @@ def _status_kib(field: str) -> Optional[int]:
     return None
 
 
+#: glibc's mallopt parameter and the fixed threshold set on the CPU (see :func:`exact_rss`)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def exact_rss() -> Optional[int]:
+    """On glibc, fix the mmap threshold at 128 KiB (``mallopt(M_MMAP_THRESHOLD)``): every
+    tensor above it gets its own mapping, returned to the system when freed, instead of heap
+    memory that glibc keeps after a free (by default the threshold rises to 32 MiB with the
+    first such free). The resident set then follows the live tensors, which is what the memory
+    prediction counts. Returns the threshold set, or None where glibc is not the allocator."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        if libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1:
+            return MMAP_THRESHOLD_BYTES
+    except (OSError, AttributeError):
+        pass
+    return None
+
+
+def warm_imports() -> None:
+    """Import what building, sharding and the first optimizer step import lazily (about 65 MiB
+    of Python objects for torch.optim and torch.distributed), so that the memory measured after
+    it is the run's tensors."""
+    import torch.distributed.fsdp  # noqa: F401
+    import torch.distributed.optim  # noqa: F401
+    import torch.nn.parallel  # noqa: F401
+
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+
+
 class PeakMemory:
     """Peak memory of the rank while training: on a GPU the allocator's peak allocated and
     reserved bytes; on the CPU the peak resident set (``VmHWM``) above the resident set just
@@ -56,8 +90,10 @@ class PeakMemory:
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.baseline_kib: Optional[int] = None
+        self.mmap_threshold = None if self.cuda else exact_rss()
 
     def start(self) -> None:
+        warm_imports()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
             return
@@ -75,7 +111,10 @@ class PeakMemory:
                 "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
             }
         peak = _status_kib("VmHWM")
-        out: Dict[str, Any] = {"peak_rss_bytes": None if peak is None else peak * 1024}
+        out: Dict[str, Any] = {
+            "peak_rss_bytes": None if peak is None else peak * 1024,
+            "malloc_mmap_threshold": self.mmap_threshold,
+        }
         if peak is not None and self.baseline_kib is not None:
             out["peak_rss_model_bytes"] = (peak - self.baseline_kib) * 1024
         return out

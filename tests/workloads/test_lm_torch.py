@@ -81,3 +81,17 @@ def test_modes_agree_step_by_step(mode_losses):
         for rank in range(2):
             got = _losses(mode_losses[mode], rank)
             assert got == pytest.approx(_losses(mode_losses["ddp"], rank), rel=LOSS_RTOL), mode
+
+
+def test_memory_prediction_within_15_percent_of_the_measured_peak(mode_losses):
+    """The CPU runs' peak resident set above the one before the model was built (float32; the
+    allocator set to return freed tensors, ``lm_torch.exact_rss``) of the busiest rank against
+    ``analyse.lm_memory.predict_memory`` for the same run (which predicts the busiest rank)."""
+    from ddlbench.analyse.lm_memory import predict_memory
+
+    for mode in ("ddp", "fsdp", "zero1"):
+        predicted = predict_memory("gpt-tiny", 64, 4, "fp32", mode, "none", 2, 2)["total"]
+        summaries = [mode_losses[mode].summary(rank) for rank in range(2)]
+        assert all(s["malloc_mmap_threshold"] == 128 * 1024 for s in summaries)
+        measured = max(s["peak_rss_model_bytes"] for s in summaries)
+        assert measured == pytest.approx(predicted, rel=0.15), (mode, measured, predicted)
