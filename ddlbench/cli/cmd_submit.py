@@ -111,6 +111,10 @@ def command(
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
     )
+    from ddlbench.plan.memory import memory_warnings
+
+    for line in memory_warnings(plan):  # before anything is submitted
+        console.print(f"[yellow]warning[/]: {line}")
     profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
