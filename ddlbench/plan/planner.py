@@ -298,6 +298,19 @@ def _container_problems(
 
 
 def _batches(
+    sweep: _Sweep, combo: Dict[str, Any], nodes: int, gpn: int, lm: Optional[Dict[str, Any]]
+) -> Union[Tuple[int, int, str], Problem]:
+    """:func:`_device_batches` with the gradient accumulation of a transformer run."""
+    batches = _device_batches(sweep, combo, nodes, gpn)
+    if isinstance(batches, Problem):
+        return batches
+    accumulated = _accumulated(sweep, lm, batches[0], batches[1])
+    if isinstance(accumulated, Problem):
+        return accumulated
+    return accumulated[0], accumulated[1], batches[2]
+
+
+def _device_batches(
     sweep: _Sweep, combo: Dict[str, Any], nodes: int, gpn: int
 ) -> Union[Tuple[int, int, str], Problem]:
     """(per-device batch, global batch, batch word of the group name) of one combination."""
@@ -340,6 +353,35 @@ def _group_name(
     return "-".join(words)
 
 
+def _run_env(spec: ExperimentSpec, variant: Optional[Variant]) -> Dict[str, str]:
+    """The run's environment: the spec's, the variant's over it, and comm_debug's."""
+    env = dict(spec.env)
+    if variant is not None:
+        env.update(variant.env)
+    if spec.comm_debug:  # read when torch is imported, before the workload can set it
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    return env
+
+
+def _accumulated(
+    sweep: _Sweep, lm: Optional[Dict[str, Any]], per_device: int, global_batch: int
+) -> Union[Tuple[int, int], Problem]:
+    """(micro-batch per device, global batch) with gradient accumulation: weak scaling
+    multiplies the global batch, strong scaling splits the per-device batch."""
+    accum = int(lm["grad_accum"]) if lm else 1
+    if accum == 1:
+        return per_device, global_batch
+    if sweep.spec.scaling != "strong":
+        return per_device, global_batch * accum
+    if per_device % accum:
+        return _problem(
+            sweep.source,
+            ("global_batch_size",),
+            f"{per_device} sequences per device do not split into {accum} micro-batches",
+        )
+    return per_device // accum, global_batch
+
+
 def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Union[Run, Problem]:
     """The run of framework ``fi`` at one sweep combination and repeat, or why there is none."""
     spec, profile = sweep.spec, sweep.profile
@@ -347,24 +389,11 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     launcher = get_launcher(entry.name)
     nodes, gpn = combo["scale"]
     variant: Optional[Variant] = combo["variants"]
-    batches = _batches(sweep, combo, nodes, gpn)
+    lm = run_lm(spec, variant, combo["seq_len"])
+    batches = _batches(sweep, combo, nodes, gpn, lm)
     if isinstance(batches, Problem):
         return batches
     per_device, global_batch, batch_word = batches
-    lm = run_lm(spec, variant, combo["seq_len"])
-    if lm is not None and lm["grad_accum"] > 1:  # the batch is micro-batch x accumulation
-        accum = int(lm["grad_accum"])
-        if spec.scaling == "strong" and per_device % accum:
-            return _problem(
-                sweep.source,
-                ("global_batch_size",),
-                f"{per_device} sequences per device do not split into {accum} micro-batches",
-            )
-        per_device, global_batch = (
-            (per_device // accum, global_batch)
-            if spec.scaling == "strong"
-            else (per_device, global_batch * accum)
-        )
     optimizer, lr_scaling = sweep.settings[variant.label if variant else None]
     if lm is not None:  # the transformers train with AdamW (spec.lm refuses sgd written out)
         optimizer = dict(optimizer, name="adamw")
@@ -380,11 +409,6 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     group = _group_name(
         spec, entry.id_label, nodes, gpn, batch_word, variant, lm["seq_len"] if lm else None
     )
-    env = dict(spec.env)
-    if variant is not None:
-        env.update(variant.env)
-    if spec.comm_debug:  # read when torch is imported, before the workload can set it
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
     return Run(
         run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
         group=group,
@@ -412,7 +436,7 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         repeat=repeat,
         time_limit=sweep.time_limit,
         time_limit_min=sweep.time_limit_min,
-        env=env,
+        env=_run_env(spec, variant),
         inject=run_inject(spec, variant),
         lm=lm,
     )

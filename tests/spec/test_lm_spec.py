@@ -124,3 +124,38 @@ def test_unknown_model_lists_the_transformers():
     with pytest.raises(InputError) as info:
         load(SPEC.replace("gpt-tiny", "gpt-tinny"))
     assert "did you mean 'gpt-tiny'" in str(info.value.problems[0])
+
+
+def test_plan_predicts_memory_and_warns_about_what_will_not_fit():
+    from ddlbench.plan.memory import memory_gib, memory_warnings
+    from ddlbench.spec.load import load_spec
+
+    h100 = ClusterProfile(name="h100", scheduler="slurm", gpus_per_node=8, device_memory_gib=80)
+    loaded = load_spec("configs/llama3-8b.yaml")
+    p = plan_runs(loaded.value, h100, loaded.source)
+    gib = memory_gib(p)
+    by_id = {r.run_id: gib[r.run_id] for r in p.runs}
+    ddp = by_id["pytorch-llama3-8b-n1x8-b1-s2048-ddp-r0"]
+    fsdp = by_id["pytorch-llama3-8b-n1x8-b1-s2048-fsdp-full-r0"]
+    assert ddp > 16 * 8.03e9 / 2**30 > 80 > fsdp  # DDP holds 16 bytes per parameter
+    warned = memory_warnings(p)
+    assert any(w.startswith("pytorch-llama3-8b-n1x8-b1-s2048-ddp:") for w in warned)
+    assert not any("fsdp-full" in w and "n1x8-b1-s2048" in w for w in warned)
+    assert all("80 GiB of profile 'h100'" in w for w in warned)
+
+
+def test_plan_command_shows_memory_per_rank(tmp_path):
+    from click.testing import CliRunner
+
+    from ddlbench.cli import main
+
+    profile = tmp_path / "h100.yaml"
+    profile.write_text(
+        "name: h100\nscheduler: slurm\ndevice: gpu\ngpus_per_node: 8\ndevice_memory_gib: 80\n"
+    )
+    result = CliRunner().invoke(main, ["plan", "configs/llama3-8b.yaml", "--cluster", str(profile)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "GiB/rank" in result.output
+        and "warning: pytorch-llama3-8b-n1x8-b1-s2048-ddp" in result.output
+    )
