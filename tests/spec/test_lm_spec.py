@@ -159,3 +159,21 @@ def test_plan_command_shows_memory_per_rank(tmp_path):
         "GiB/rank" in result.output
         and "warning: pytorch-llama3-8b-n1x8-b1-s2048-ddp" in result.output
     )
+
+
+def test_llama3_8b_renders_dry_run(tmp_path):
+    from tests.support.cli import ddlbench
+
+    profile = tmp_path / "h100.yaml"
+    profile.write_text(
+        "name: h100\nscheduler: slurm\ndevice: gpu\ngpus_per_node: 8\ndevice_memory_gib: 80\n"
+    )
+    results = tmp_path / "results"
+    got = ddlbench(
+        "submit", "configs/llama3-8b.yaml", "--dry-run", "--cluster", str(profile), results=results
+    )
+    assert got.returncode == 0, got.stderr
+    assert "warning" in got.stderr and "predicted peak" in got.stderr
+    scripts = sorted((results / "llama3-8b" / "jobs").glob("*.sh"))
+    assert len(scripts) == 90
+    assert '"parallel": "hsdp"' in next(p for p in scripts if "-hsdp-" in p.name).read_text()

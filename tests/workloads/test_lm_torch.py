@@ -110,3 +110,55 @@ def test_loss_on_real_text_falls(launch_ranks, run_config):
         assert sum(losses[-3:]) / 3 < losses[0] - 1.5, losses
     # the ranks read different windows of the text
     assert _losses(result, 0) != _losses(result, 1)
+
+
+COUNTS = r"""
+import json, torch
+from ddlbench.workloads.models_lm_torch import build_lm
+from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
+out = {}
+for name in TRANSFORMER_SHAPES:
+    with torch.device("meta"):
+        model = build_lm(name, 128)
+    out[name] = sum(p.numel() for p in model.parameters())
+model = build_lm("llama-tiny", 16, seed=0)
+out["llama_logits"] = list(model(torch.zeros(2, 16, dtype=torch.long)).shape)
+print(json.dumps(out))
+"""
+
+
+def test_every_shape_builds_with_its_parameter_count(framework_python):
+    import json
+    import os
+    import subprocess
+
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, transformer_params
+    from tests.support.repo import ROOT
+
+    python = framework_python("torch")
+    if python is None:
+        pytest.skip("torch environment not built")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([python, "-c", COUNTS], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    counts = json.loads(proc.stdout)
+    for name, shape in TRANSFORMER_SHAPES.items():
+        assert counts[name] == transformer_params(shape)["total"], name
+    assert counts["llama3-8b"] == 8_030_261_248 and counts["gpt2-124m"] == 124_439_808
+    assert counts["llama_logits"] == [2, 16, 50257]
+
+
+def test_bf16_accumulation_and_selective_checkpointing_train(launch_ranks, run_config):
+    """FSDP in bf16 (float32 reduction), 2 micro-batches per step, selective recomputation, on
+    llama-tiny (RoPE, RMSNorm, SwiGLU, grouped-query attention)."""
+    lm = {"parallel": "fsdp", "activation_checkpointing": "selective", "grad_accum": 2}
+    cfg = lm_config(run_config, "fsdp", lm=lm, model="llama-tiny", precision="bf16")
+    result = launch_ranks("pytorch", cfg, world_size=2)
+    result.check_ok()
+    meta = result.logs[0][0]
+    assert meta["precision"] == "bf16" and meta["tokens_per_step"] == 2 * 4 * 64
+    assert meta["param_count"] == 13_235_072
+    assert result.summary(0)["tokens_measured"] == 4 * 2 * 4 * 64
+    losses = _losses(result, 0)
+    assert losses[-1] < losses[0]
+    assert all(s["samples"] == 8 for s in result.records(0, "step"))
