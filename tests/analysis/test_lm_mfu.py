@@ -61,3 +61,26 @@ def test_only_the_convention_above_100_percent_is_withheld():
 def test_unknown_peak_gives_no_mfu_and_no_flag():
     got = lm_utilisation(1e5, flops_per_token(GPT2, 1024), None)
     assert got == {"mfu_palm": None, "mfu_megatron": None, "hfu": None, "mfu_flag": None}
+
+
+def test_report_table_shows_memory_predicted_against_measured():
+    import pandas as pd
+
+    from ddlbench.analyse.lm_memory import predict_memory
+    from ddlbench.report.lm import LANGUAGE_MODELS
+
+    predicted = predict_memory("gpt-tiny", 64, 4, "fp32", "fsdp", "none", 2, 2)["total"]
+    row = dict(
+        run_id="pytorch-gpt-tiny-n1x2-b4-s64-r0", group="g", model="gpt-tiny", seq_len=64,
+        batch_size=4, precision="fp32", parallel="fsdp", activation_checkpointing="none",
+        world_size=2, tasks_per_node=2, tokens_per_s=1000.0, tokens_per_s_per_device=500.0,
+        mfu_palm=None, mfu_megatron=None, hfu=None, mfu_flag=None, peak_allocated_bytes=None,
+        peak_rss_model_bytes=1.1 * predicted, startup_import_s=1.0, startup_process_group_s=0.1,
+        startup_build_shard_s=0.5, compile_s=None,
+    )  # fmt: skip
+    cnn = dict(row, run_id="lenet", parallel=None)
+    table = LANGUAGE_MODELS.table(pd.DataFrame([row, cnn]))
+    assert table is not None and len(table.rows) == 1
+    cells = dict(zip(table.columns, table.rows[0]))
+    assert cells["ratio"] == "1.10" and cells["parallel"] == "fsdp"
+    assert LANGUAGE_MODELS.table(pd.DataFrame([cnn])) is None
