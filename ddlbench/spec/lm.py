@@ -31,14 +31,16 @@ LM_DEFAULTS: Dict[str, Any] = {
     "activation_checkpointing": "none",
     "grad_accum": 1,
 }
-#: frameworks that train the transformers, and why the others do not
-LM_FRAMEWORKS = ("pytorch",)
+#: frameworks that train the transformers (Horovod: wrapping PyTorch, data-parallel only), and
+#: why the others do not
+LM_FRAMEWORKS = ("pytorch", "horovod")
 REFUSALS = {
     "mxnet": "MXNet (retired to the Apache attic in 2023) has no sharded data parallelism and "
     "ddlbench builds no transformer in it",
     "tensorflow": "the TensorFlow transformer is not built yet",
     "keras": "the Keras transformer is not built yet",
-    "horovod": "the Horovod transformer is not built yet",
+    "horovod": "Horovod trains the transformers wrapping pytorch only (wraps: pytorch); its "
+    "TensorFlow transformer is not built yet",
 }
 
 
@@ -127,16 +129,31 @@ def lm_problems(spec: Any) -> List[Tuple[Loc, str]]:
     return _transformer_problems(spec)
 
 
+def _horovod_problems(spec: Any) -> List[Tuple[Loc, str]]:
+    """Horovod averages gradients (data parallelism): no sharding mode but ddp."""
+    out: List[Tuple[Loc, str]] = []
+    why = "Horovod is data-parallel only: parallel ddp (use pytorch for fsdp, hsdp, zero1)"
+    if spec.parallel not in (None, "ddp"):
+        out.append((("parallel",), why))
+    for i, variant in enumerate(spec.variants):
+        if variant.parallel not in (None, "ddp"):
+            out.append((("variants", i, "parallel"), why))
+    return out
+
+
 def _transformer_problems(spec: Any) -> List[Tuple[Loc, str]]:
     out: List[Tuple[Loc, str]] = []
     model = spec.model
     shape = TRANSFORMER_SHAPES[model]
     for i, entry in enumerate(spec.frameworks):
-        if entry.name not in LM_FRAMEWORKS:
+        wraps = getattr(entry.options, "wraps", "pytorch")
+        if entry.name not in LM_FRAMEWORKS or wraps != "pytorch":
             why = REFUSALS.get(entry.name, "it has no transformer path")
             out.append(
                 (("frameworks", i), f"{entry.name} cannot train {model}: {why}; use pytorch")
             )
+        elif entry.name == "horovod":
+            out += _horovod_problems(spec)
     if spec.data.kind not in LM_DATA_KINDS:
         kinds = " or ".join(LM_DATA_KINDS)
         out.append((("data",), f"{model} trains on data kind {kinds}, not '{spec.data.kind}'"))

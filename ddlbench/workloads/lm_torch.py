@@ -141,7 +141,7 @@ def make_lm_step(
         tokens = fixed if batch is None else batch[0]
         for group in optimizer.param_groups:
             group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
         total = torch.zeros((), device=device)
         for i, chunk in enumerate(tokens.chunk(accum)):
             context, _ = gradient_sync(model, i == accum - 1)
@@ -196,6 +196,39 @@ def lm_checksum(model: nn.Module) -> Tuple[float, str]:
     return param_checksum(tensors)
 
 
+def horovod_model(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, hvd: Any
+) -> Tuple[nn.Module, torch.optim.Optimizer]:
+    """The seeded model and ``hvd.DistributedOptimizer(AdamW)``: gradients averaged by
+    Horovod as they are produced, once per ``grad_accum`` backward passes."""
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model.set_recompute(str(lm["activation_checkpointing"]))
+    optimizer = make_lm_optimizer(cfg, model, "ddp", False)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(
+        optimizer,
+        named_parameters=model.named_parameters(),
+        op=hvd.Average,
+        backward_passes_per_step=int(lm["grad_accum"]),
+    )
+    return model, optimizer
+
+
+def _build(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, hvd: Any
+) -> Tuple[nn.Module, nn.Module, torch.optim.Optimizer]:
+    """``(model, module to train, optimizer)``: Horovod's when ``hvd`` is given."""
+    if hvd is not None:
+        model, optimizer = horovod_model(cfg, lm, device, hvd)
+        return model, model, optimizer
+    bf16 = cfg["precision"] == "bf16"
+    fsdp_bf16 = bf16 and str(lm["parallel"]).startswith(("fsdp", "hsdp"))
+    model, train_model = build_parallel_model(cfg, lm, device, distributed, fsdp_bf16)
+    optimizer = make_lm_optimizer(cfg, train_model, str(lm["parallel"]), distributed)
+    return model, train_model, optimizer
+
+
 def train_lm(
     ctx: Context,
     device: torch.device,
@@ -203,8 +236,12 @@ def train_lm(
     knobs: Any,
     distributed: bool,
     startup: Dict[str, Any],
+    hvd: Any = None,
+    framework: Tuple[str, str, Dict[str, Any]] = ("", "", {}),
 ) -> nn.Module:
-    """Data, model, parallelism, optimizer; the meta record; training and the summary."""
+    """Data, model, parallelism, optimizer; the meta record; training and the summary.
+    ``hvd``: Horovod's torch module (the ``horovod_torch`` workload); ``framework``: its
+    ``(framework_version, backend, meta extras)``."""
     cfg, info = ctx.cfg, ctx.info
     shape = lm_shape(cfg["model"])
     lm = cfg["lm"] = lm_settings(cfg)
@@ -212,24 +249,24 @@ def train_lm(
     memory = PeakMemory(device)
     memory.start()
     t0 = time.time()
-    bf16 = knobs.precision == "bf16"
-    fsdp_bf16 = bf16 and str(lm["parallel"]).startswith(("fsdp", "hsdp"))
-    model, train_model = build_parallel_model(cfg, lm, device, distributed, fsdp_bf16)
-    optimizer = make_lm_optimizer(cfg, train_model, str(lm["parallel"]), distributed)
+    cfg["precision"] = knobs.precision  # the one that runs, after any fallback
+    model, train_model, optimizer = _build(cfg, lm, device, distributed, hvd)
     startup["build_shard_s"] = time.time() - t0
     n_params = sum(p.numel() for p in model.parameters())  # global counts, also when sharded
+    version, backend, extra = framework
     ctx.write_meta(
-        torch.__version__,
+        version or torch.__version__,
         device_name,
         n_params,
-        str(cfg["backend"]),
-        ddp=distributed,
+        backend or str(cfg["backend"]),
         threads=torch.get_num_threads(),
+        **(extra if hvd is not None else {"ddp": distributed}),
         **knobs.knobs.meta(),
         **_lm_meta(cfg, lm, startup),
     )
     fixed = data.fixed[0] if data.fixed is not None else None
-    autocast = torch.bfloat16 if bf16 and not fsdp_bf16 else None
+    fsdp = str(lm["parallel"]).startswith(("fsdp", "hsdp")) and hvd is None
+    autocast = torch.bfloat16 if knobs.precision == "bf16" and not fsdp else None
     step_fn = make_lm_step(
         knobs.compiled(train_model), optimizer, device, int(lm["grad_accum"]), autocast, fixed
     )

@@ -177,3 +177,17 @@ def test_llama3_8b_renders_dry_run(tmp_path):
     scripts = sorted((results / "llama3-8b" / "jobs").glob("*.sh"))
     assert len(scripts) == 90
     assert '"parallel": "hsdp"' in next(p for p in scripts if "-hsdp-" in p.name).read_text()
+
+
+def test_horovod_wrapping_pytorch_is_data_parallel_only():
+    text = SPEC.replace("frameworks: [pytorch]", "frameworks: [{name: horovod, wraps: pytorch}]")
+    with pytest.raises(InputError) as info:
+        plan(text)
+    messages = [str(p) for p in info.value.problems]
+    assert len(messages) == 2 and all("data-parallel only" in m for m in messages)
+    assert messages[0].startswith("lm.yaml:11:")  # the fsdp variant's parallel
+    ddp_only = text.split("  - {label: fsdp-sel")[0] + "  - {label: acc, grad_accum: 2}\n"
+    runs = plan(ddp_only).runs
+    assert {r.workload for r in runs} == {"horovod_torch"} and len(runs) == 16
+    tf = SPEC.replace("frameworks: [pytorch]", "frameworks: [{name: horovod, wraps: tensorflow}]")
+    assert "wrapping pytorch only" in refusal(tf)

@@ -162,3 +162,26 @@ def test_bf16_accumulation_and_selective_checkpointing_train(launch_ranks, run_c
     losses = _losses(result, 0)
     assert losses[-1] < losses[0]
     assert all(s["samples"] == 8 for s in result.records(0, "step"))
+
+
+def test_horovod_trains_the_transformer_like_ddp(launch_ranks, run_config, mode_losses):
+    """Horovod (gloo controller) wrapping PyTorch: data-parallel gpt-tiny, the same losses as
+    DDP for the same seed."""
+    from tests.support.envs import env_python
+
+    if env_python("horovod") is None:
+        pytest.skip("horovod environment not built")
+    cfg = lm_config(run_config, "ddp", framework="horovod")
+    cfg["framework_options"] = {"wraps": "pytorch", "controller": "gloo"}
+    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
+    result = launch_ranks(
+        "horovod_torch", cfg, world_size=2, env="horovod", background=server, timeout=300
+    )
+    result.check_ok()
+    meta = result.logs[0][0]
+    assert meta["framework_version"].startswith("horovod 0.") and meta["controller"] == "gloo"
+    assert meta["tokens_per_step"] == 4 * 64
+    for rank in range(2):
+        got = _losses(result, rank)
+        assert got == pytest.approx(_losses(mode_losses["ddp"], rank), rel=LOSS_RTOL)
+    assert result.summary(0)["param_sha256"] == result.summary(1)["param_sha256"]
