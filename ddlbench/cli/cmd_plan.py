@@ -19,6 +19,7 @@ Examples:
   ddlbench plan configs/resnet50.yaml
   ddlbench plan configs/quickstart.yaml --cluster localslurm
   ddlbench plan configs/large-batch.yaml --json | jq '.runs[].run_id'
+  ddlbench plan configs/llama3-8b.yaml        # memory per rank, warnings for what won't fit
 """
 )
 @click.argument("spec_path", metavar="SPEC")
@@ -28,9 +29,11 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
     """Show the runs a spec expands to, without rendering or submitting anything.
 
     One row per run: id, framework, nodes, GPUs (or CPU ranks), per-device and global batch,
-    peak learning rate after scaling, and the node-hours the run requests (nodes x time limit).
-    Warnings about too little measurement (fewer than 3 repeats, a measured window that may be
-    shorter than 5 s) go to stderr as FILE:LINE: warning: lines.
+    peak learning rate after scaling, and the node-hours the run requests (nodes x time limit);
+    for transformer models the predicted peak memory per rank, with a warning for each run
+    that will not fit the profile's device_memory_gib. Warnings about too little measurement
+    (fewer than 3 repeats, a measured window that may be shorter than 5 s) go to stderr as
+    FILE:LINE: warning: lines.
     """
     from ddlbench.plan import plan_runs
     from ddlbench.plan.advice import measurement_warnings
@@ -38,6 +41,8 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
 
     spec = load_spec(spec_path)
     profile, why = choose_profile(spec, cluster)
+    from ddlbench.plan.memory import memory_warnings
+
     plan = plan_runs(spec.value, profile.value, spec.source)
     for line in measurement_warnings(spec.value, spec.source):
         click.echo(line, err=True)  # stderr: --json stays clean
@@ -45,11 +50,16 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
         click.echo(json.dumps(_plan_json(plan, spec_path, why), indent=1))
     else:
         _print_plan(plan, spec.value.name, why)
+    for line in memory_warnings(plan):
+        click.echo(f"warning: {line}", err=True)
 
 
 def _plan_json(plan: Plan, spec_path: str, why: str) -> Dict[str, Any]:
     """The plan as ``--json`` prints it."""
+    from ddlbench.plan.memory import memory_gib
+
     p = plan.profile
+    memory = memory_gib(plan)
     return {
         "spec": spec_path,
         "cluster": p.name,
@@ -75,6 +85,7 @@ def _plan_json(plan: Plan, spec_path: str, why: str) -> Dict[str, Any]:
                 "repeat": r.repeat,
                 "time_limit": r.time_limit,
                 "node_hours": round(r.node_hours, 4),
+                **({"lm": r.lm, "memory_gib": round(memory[r.run_id] or 0, 3)} if r.lm else {}),
             }
             for r in plan.runs
         ],
@@ -85,7 +96,11 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
     """The plan as a table of runs between a heading and the total."""
     from rich.table import Table
 
+    from ddlbench.plan.memory import memory_gib
+
     p = plan.profile
+    memory = memory_gib(plan)
+    lm = any(v is not None for v in memory.values())
     console = stdout_console()
     console.print(
         f"[bold]{spec_name}[/]: {len(plan.runs)} runs on cluster profile "
@@ -102,9 +117,10 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
         ("global batch", "right"),
         ("lr", "right"),
         ("node-h", "right"),
-    ):
+    ) + ((("GiB/rank", "right"),) if lm else ()):
         table.add_column(name, justify=justify)
     for r in plan.runs:
+        gib = memory[r.run_id]
         table.add_row(
             r.run_id,
             f"{r.label} ({r.backend})" if r.backend else r.label,
@@ -114,6 +130,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
             str(r.global_batch_size),
             f"{r.lr:.4g}",
             f"{r.node_hours:.2f}",
+            *((f"{gib:.1f}" if gib is not None else "-",) if lm else ()),
         )
     console.print(table)
     console.print(

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ddlbench.plan import Plan
 
 from ddlbench.cli.common import (
     campaign_dir,
@@ -114,6 +120,7 @@ def command(
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
     )
+    _warn_memory(plan, console)  # before anything is submitted
     profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
@@ -156,6 +163,14 @@ def _render(render_campaign, plan, name, results, spec, profile, profile_text, c
             profile.path,
             progress=progress,
         )
+
+
+def _warn_memory(plan: Plan, console: Console) -> None:
+    """The transformer runs predicted not to fit the profile's device memory."""
+    from ddlbench.plan.memory import memory_warnings
+
+    for line in memory_warnings(plan):
+        console.print(f"[yellow]warning[/]: {line}")
 
 
 def _submit(root: Path, serial: bool, array: bool, resume: bool, quiet: bool) -> None:

@@ -34,6 +34,7 @@ from . import data_files as files_io
 from .columns import RUNS
 from .freshness import COLLECTOR_VERSION, fingerprint, is_stale, read_collect_info
 from .gpu_columns import add_gpu_columns
+from .lm_columns import add_lm_columns
 from .placement import add_placement_columns
 from .planned import load_manifest, planned_runs
 from .rank_stats import rank_stats
@@ -255,7 +256,8 @@ def collect_campaign(
     ranks = ranks_frame(kept, rank_stats(steps, bounds), dup_count, campaign_dir)
     states = normalise_states(run_states, campaign_dir)
     runs = runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files)
-    runs = add_placement_columns(add_gpu_columns(runs, kept, campaign_dir), campaign_dir)
+    runs = add_lm_columns(add_gpu_columns(runs, kept, campaign_dir), kept)
+    runs = add_placement_columns(runs, campaign_dir)
     runs = typed(runs, RUNS)
     files_df = files_frame(files, campaign_dir)
     data = CampaignData(

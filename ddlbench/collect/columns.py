@@ -272,6 +272,29 @@ _GPU = [
     ("node_shared", "flag", "preflight", "a node was shared with other jobs at the pre-flight"),
     ("interference", "text", "preflight", "what the pre-flight found, in words"),
 ]
+#: the transformer language models' figures (ddlbench/collect/lm_columns.py; null for CNNs;
+#: docs/workloads.md#transformers, docs/mfu.md#language-models)
+_LM = [
+    ("seq_len", "int", "meta", "tokens per sequence"),
+    ("parallel", "text", "meta", "data parallelism: ddp, fsdp, fsdp-grad-op, hsdp, zero1"),
+    ("activation_checkpointing", "text", "meta", "none, selective or full"),
+    ("grad_accum", "int", "meta", "micro-batches per optimizer step"),
+    ("tokens_per_s", "float", "collector", "global tokens/s: throughput x seq_len"),
+    ("tokens_per_s_per_device", "float", "collector", "tokens_per_s / world_size"),
+    ("flops_per_token_palm", "float", "meta", "training FLOPs per token, 6N + 12 L d S (PaLM)"),
+    ("flops_per_token_megatron", "float", "meta", "6N + 6 L d S: causal attention halved"),
+    ("flops_per_token_hfu", "float", "meta", "PaLM's count plus the checkpointing recompute"),
+    ("mfu_palm", "float", "collector", "MFU, PaLM convention (null when above 100 %)"),
+    ("mfu_megatron", "float", "collector", "MFU, causal attention halved (null above 100 %)"),
+    ("hfu", "float", "collector", "hardware FLOP utilisation (null when above 100 %)"),
+    ("mfu_flag", "text", "collector", "a convention above 100 %: the convention or peak is wrong"),
+    ("peak_rss_model_bytes", "float", "summary", "CPU: peak RSS above the pre-model RSS, max rank"),
+    ("peak_allocated_bytes", "float", "summary", "GPU: peak allocated by torch, max rank"),
+    ("peak_reserved_bytes", "float", "summary", "GPU: peak reserved by the allocator, max rank"),
+    ("startup_import_s", "float", "meta", "process start to workload start (imports), max rank"),
+    ("startup_process_group_s", "float", "meta", "process-group start, max rank"),
+    ("startup_build_shard_s", "float", "meta", "model build, sharding, optimizer, max rank"),
+]
 #: where the ranks ran (ddlbench/collect/placement.py; docs/launching.md)
 _PLACEMENT = [
     (
@@ -292,7 +315,15 @@ _PLACEMENT = [
     ),
 ]
 RUNS = _table(
-    _PLAN_RUN + _COMPLETENESS + _STORE + _PROVENANCE + _RUN_METRICS + _RUN_TAIL + _GPU + _PLACEMENT
+    _PLAN_RUN
+    + _COMPLETENESS
+    + _STORE
+    + _PROVENANCE
+    + _RUN_METRICS
+    + _RUN_TAIL
+    + _GPU
+    + _LM
+    + _PLACEMENT
 )
 RUN_METRICS = _table(_RUN_METRICS)
 

@@ -22,13 +22,13 @@ from ddlbench.names import check_safe_name
 from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import (
     KNOBS,
-    MODEL_SHAPES,
     ExperimentSpec,
     LRScaling,
     Optimizer,
     Variant,
 )
 from ddlbench.spec.inject import plan_problem, run_inject
+from ddlbench.spec.lm import lm_problems, run_lm, seq_lens
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource
 from ddlbench.workloads.vocabulary import OWN_WORKLOAD
@@ -69,6 +69,8 @@ class Run:
     compile: bool = False
     #: run.json's ``inject`` (None: nothing injected)
     inject: Optional[Dict[str, Any]] = None
+    #: a transformer's ``lm``: seq_len, parallel, activation_checkpointing, grad_accum (else None)
+    lm: Optional[Dict[str, Any]] = None
 
     @property
     def gpus(self) -> int:
@@ -345,6 +347,19 @@ def _container_problems(
 
 
 def _batches(
+    sweep: _Sweep, combo: Dict[str, Any], nodes: int, gpn: int, lm: Optional[Dict[str, Any]]
+) -> Union[Tuple[int, int, str], Problem]:
+    """:func:`_device_batches` with the gradient accumulation of a transformer run."""
+    batches = _device_batches(sweep, combo, nodes, gpn)
+    if isinstance(batches, Problem):
+        return batches
+    accumulated = _accumulated(sweep, lm, batches[0], batches[1])
+    if isinstance(accumulated, Problem):
+        return accumulated
+    return accumulated[0], accumulated[1], batches[2]
+
+
+def _device_batches(
     sweep: _Sweep, combo: Dict[str, Any], nodes: int, gpn: int
 ) -> Union[Tuple[int, int, str], Problem]:
     """(per-device batch, global batch, batch word of the group name) of one combination."""
@@ -378,15 +393,47 @@ def _group_name(
     gpn: int,
     batch_word: str,
     variant: Optional[Variant],
+    seq_len: Optional[int] = None,
 ) -> str:
     """The configuration's name, shared by its repeats."""
     model_word = "allreduce" if spec.mode == "allreduce" else run_model(spec)
     words = [label, model_word, f"n{nodes}x{gpn}"]
     if batch_word:
         words.append(batch_word)
+    if seq_len is not None:
+        words.append(f"s{seq_len}")
     if variant is not None:
         words.append(variant.label)
     return "-".join(words)
+
+
+def _run_env(spec: ExperimentSpec, variant: Optional[Variant]) -> Dict[str, str]:
+    """The run's environment: the spec's, the variant's over it, and comm_debug's."""
+    env = dict(spec.env)
+    if variant is not None:
+        env.update(variant.env)
+    if spec.comm_debug:  # read when torch is imported, before the workload can set it
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    return env
+
+
+def _accumulated(
+    sweep: _Sweep, lm: Optional[Dict[str, Any]], per_device: int, global_batch: int
+) -> Union[Tuple[int, int], Problem]:
+    """(micro-batch per device, global batch) with gradient accumulation: weak scaling
+    multiplies the global batch, strong scaling splits the per-device batch."""
+    accum = int(lm["grad_accum"]) if lm else 1
+    if accum == 1:
+        return per_device, global_batch
+    if sweep.spec.scaling != "strong":
+        return per_device, global_batch * accum
+    if per_device % accum:
+        return _problem(
+            sweep.source,
+            ("global_batch_size",),
+            f"{per_device} sequences per device do not split into {accum} micro-batches",
+        )
+    return per_device // accum, global_batch
 
 
 def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Union[Run, Problem]:
@@ -396,11 +443,14 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     launcher = get_launcher(entry.name)
     nodes, gpn = combo["scale"]
     variant: Optional[Variant] = combo["variants"]
-    batches = _batches(sweep, combo, nodes, gpn)
+    lm = run_lm(spec, variant, combo["seq_len"])
+    batches = _batches(sweep, combo, nodes, gpn, lm)
     if isinstance(batches, Problem):
         return batches
     per_device, global_batch, batch_word = batches
     optimizer, lr_scaling = sweep.settings[variant.label if variant else None]
+    if lm is not None:  # the transformers train with AdamW (spec.lm refuses sgd written out)
+        optimizer = dict(optimizer, name="adamw")
     knobs = run_knobs(spec, fi, variant)
     problem = launcher.knob_problem(knobs, profile.device, entry.options)
     if problem:
@@ -413,12 +463,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     if refused is not None:
         return _problem(sweep.source, *refused)
     lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
-    group = _group_name(spec, entry.id_label, nodes, gpn, batch_word, variant)
-    env = dict(spec.env)
-    if variant is not None:
-        env.update(variant.env)
-    if spec.comm_debug:  # read when torch is imported, before the workload can set it
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    group = _group_name(
+        spec, entry.id_label, nodes, gpn, batch_word, variant, lm["seq_len"] if lm else None
+    )
     return Run(
         run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
         group=group,
@@ -446,8 +493,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         repeat=repeat,
         time_limit=sweep.time_limit,
         time_limit_min=sweep.time_limit_min,
-        env=env,
+        env=_run_env(spec, variant),
         inject=run_inject(spec, variant),
+        lm=lm,
     )
 
 
@@ -467,11 +515,18 @@ def plan_runs(
     points = _scale_points(spec, profile, source)
     variants: List[Optional[Variant]] = list(spec.variants) or [None]
     batches = _batch_axis(spec, source)
-    axes: Dict[str, Sequence[Any]] = {"scale": points, "batch_size": batches, "variants": variants}
+    axes: Dict[str, Sequence[Any]] = {
+        "scale": points,
+        "batch_size": batches,
+        "seq_len": seq_lens(spec),
+        "variants": variants,
+    }
+    lm_refused = [_problem(source, loc, message) for loc, message in lm_problems(spec)]
+    if lm_refused:
+        raise InputError(lm_refused)
     combos = _zip_or_cross(axes, spec.zip, source)
     time_limit = spec.slurm.time or profile.slurm.time_limit
     minutes = parse_minutes(time_limit)
-    _, _ = MODEL_SHAPES[spec.model]
     sweep = _Sweep(
         spec=spec,
         profile=profile,

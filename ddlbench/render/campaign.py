@@ -39,7 +39,8 @@ from ddlbench.render.context import run_context
 from ddlbench.render.own_workload import copy_workdir, program_config
 from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.diagnosis import run_config_fields
-from ddlbench.spec.experiment import MODEL_SHAPES, mllog_run_config
+from ddlbench.spec.experiment import mllog_run_config
+from ddlbench.workloads.vocabulary import model_shape
 
 MANIFEST_FORMAT = "ddlbench-campaign/1"
 RUN_FORMAT = "ddlbench-run/1"
@@ -143,7 +144,7 @@ def run_config(
     """The ``run.json`` a workload reads (docs/run-config.md)."""
     spec = plan.spec
     parts = spec_parts if spec_parts is not None else _spec_parts(plan)
-    image_size, num_classes = MODEL_SHAPES[spec.model]
+    image_size, num_classes = model_shape(spec.model)
     opt = dict(run.optimizer)
     base_lr = opt.pop("lr")
     return {
@@ -184,6 +185,7 @@ def run_config(
         "repeat": run.repeat,
         "variant": run.variant,
         **({"inject": run.inject} if run.inject else {}),  # stragglers on purpose
+        **({"lm": run.lm} if run.lm else {}),  # a transformer's sequence length, parallelism
         "allreduce": parts["allreduce"],
         "log_dir": f"{run_dir}/{LOGS_DIR}",
         # the job's time limit: the watchdog's start-up limit is a share of it

@@ -246,6 +246,9 @@ class ClusterProfile(Strict):
     gpus_per_node: int = Field(default=1, ge=1)
     #: largest node count a run may ask for (plan refuses bigger points)
     max_nodes: Optional[int] = Field(default=None, ge=1)
+    #: memory of one device (GPU; on CPU profiles: per rank) in GiB; plan and submit warn
+    #: when a transformer run's predicted peak exceeds it (docs/memory.md)
+    device_memory_gib: Optional[float] = Field(default=None, gt=0)
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     local: LocalSettings = Field(default_factory=LocalSettings)
     network: Network = Field(default_factory=Network)

@@ -11,6 +11,7 @@ from ddlbench.frameworks import FrameworkOptions, launchers
 from ddlbench.names import ENV_NAME, check_safe_name
 from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.spec.inject import InjectSpec
+from ddlbench.spec.lm import LMKeys, LMSpecKeys
 from ddlbench.spec.own_workload import OwnWorkload
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
@@ -22,9 +23,12 @@ from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES:
     MODELS,
     MODES,
     PRECISIONS,
+    TRANSFORMER_MODELS,
 )
 
-SWEEP_AXES = ("scale", "batch_size", "variants")
+SWEEP_AXES = ("scale", "batch_size", "seq_len", "variants")
+#: the models a spec may name: the CNNs and the transformer language models
+ALL_MODELS = MODELS + TRANSFORMER_MODELS
 #: numeric precision and activation layout (docs/spec.md#performance-knobs)
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Layout = Literal[LAYOUTS]  # type: ignore[valid-type]
@@ -56,7 +60,8 @@ class FrameworkEntry(Strict):
 
 
 class DataSpec(Strict):
-    kind: Literal["synthetic", "digits", "mnist", "imagefolder"] = "synthetic"
+    #: text: Shakespeare tokenized with cl100k, for the transformers (docs/workloads.md)
+    kind: Literal["synthetic", "digits", "mnist", "imagefolder", "text"] = "synthetic"
     path: Optional[str] = None
     #: size of one synthetic epoch, in samples (ImageNet-1k's training set by default)
     samples: int = Field(default=1_281_167, ge=1)
@@ -65,7 +70,7 @@ class DataSpec(Strict):
     def _path_needed(self) -> DataSpec:
         if self.kind in ("mnist", "imagefolder") and not self.path:
             raise ValueError(f"data kind '{self.kind}' needs a path")
-        if self.kind in ("synthetic", "digits") and self.path:
+        if self.kind in ("synthetic", "digits", "text") and self.path:
             raise ValueError(f"data kind '{self.kind}' takes no path")
         return self
 
@@ -91,7 +96,8 @@ class Steps(Strict):
 
 
 class Optimizer(Strict):
-    name: Literal["sgd"] = "sgd"
+    #: adamw: the transformers' (betas 0.9, 0.95); sgd: the CNNs'
+    name: Literal["sgd", "adamw"] = "sgd"
     lr: float = Field(default=0.1, gt=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
     weight_decay: float = Field(default=1e-4, ge=0)
@@ -201,7 +207,7 @@ class AllreduceSpec(Strict):
     pairwise: Optional[Literal["log", "all"]] = None
 
 
-class Variant(Strict):
+class Variant(Strict, LMKeys):
     """A named set of overrides crossed with (or zipped into) the sweep.
 
     Only the keys written in the spec override; ``model_fields_set`` tells which.
@@ -241,7 +247,7 @@ def mllog_run_config(value: Union[bool, MLLogSpec], profile_name: str) -> Any:
     return dict(spec.model_dump(), platform=spec.platform or profile_name)
 
 
-class ExperimentSpec(Strict):
+class ExperimentSpec(Strict, LMSpecKeys):
     name: str
     description: str = ""
     cluster: Optional[str] = None
@@ -265,7 +271,7 @@ class ExperimentSpec(Strict):
     scale: Scale
     repeats: int = Field(default=1, ge=1, le=1000)
     variants: List[Variant] = Field(default_factory=list)
-    zip: List[Literal["scale", "batch_size", "variants"]] = Field(default_factory=list)
+    zip: List[Literal["scale", "batch_size", "seq_len", "variants"]] = Field(default_factory=list)
     seed: int = 1234
     allreduce: AllreduceSpec = Field(default_factory=AllreduceSpec)
     slurm: SlurmOverrides = Field(default_factory=SlurmOverrides)
@@ -299,11 +305,11 @@ class ExperimentSpec(Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, value: str) -> str:
-        if value not in MODELS:
+        if value not in ALL_MODELS:
             from ddlbench.errors import did_you_mean
 
             raise ValueError(
-                f"{value!r} is not one of {', '.join(MODELS)}{did_you_mean(value, MODELS)}"
+                f"{value!r} is not one of {', '.join(ALL_MODELS)}{did_you_mean(value, ALL_MODELS)}"
             )
         return value
 
@@ -312,7 +318,7 @@ class ExperimentSpec(Strict):
     def _data_short(cls, value: Any) -> Any:
         # shorthand: 'synthetic', 'digits', or a path (with a '/') to an image folder
         if isinstance(value, str):
-            if value in ("synthetic", "digits"):
+            if value in ("synthetic", "digits", "text"):
                 return {"kind": value}
             if "/" in value:
                 return {"kind": "imagefolder", "path": value}
@@ -321,8 +327,8 @@ class ExperimentSpec(Strict):
             if value in ("mnist", "imagefolder"):
                 raise ValueError(f"data kind '{value}' needs a path: {{kind: {value}, path: ...}}")
             raise ValueError(
-                f"{value!r} is not synthetic, digits or a path to an image folder (with a '/')"
-                f"{did_you_mean(value, ['synthetic', 'digits'])}"
+                f"{value!r} is not synthetic, digits, text or a path to an image folder "
+                f"(with a '/'){did_you_mean(value, ['synthetic', 'digits', 'text'])}"
             )
         return value
 

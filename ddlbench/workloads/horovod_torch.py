@@ -20,6 +20,7 @@ from .horovod_rendezvous import (
     horovod_session,
     setup_horovod_env,
 )
+from .vocabulary import TRANSFORMER_SHAPES
 
 
 def body(ctx: Context) -> None:
@@ -35,6 +36,20 @@ def body(ctx: Context) -> None:
         # the model and Horovod's optimizer (its gradient hooks) outlive hvd.shutdown()
         trained = _train(ctx, hvd, controller)  # noqa: F841
         hvd.barrier()
+
+
+def _train_lm(ctx: Context, hvd: Any, controller: str, setup: Tuple[Any, str, Any]) -> Any:
+    """A transformer, trained by ``lm_torch.train_lm`` with Horovod's optimizer."""
+    import horovod
+    import torch
+
+    from .lm_torch import train_lm
+
+    device, device_name, knobs = setup
+    version = f"horovod {horovod.__version__}, torch {torch.__version__}"
+    backend = horovod_backend(hvd, device.type == "cuda", controller)
+    framework = (version, backend, {"controller": controller})
+    return train_lm(ctx, device, device_name, knobs, True, {}, hvd, framework)
 
 
 def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
@@ -60,6 +75,8 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
     cfg, info = ctx.cfg, ctx.info
     device, device_name = setup_device(cfg, info)
     knobs = apply_knobs(cfg, device)
+    if cfg["model"] in TRANSFORMER_SHAPES:  # a language model: lm_torch, data-parallel
+        return _train_lm(ctx, hvd, controller, (device, device_name, knobs)), None
     model = build_rank_model(cfg, device, knobs, weights=False)
     ctx.write_meta(
         f"horovod {horovod.__version__}, torch {torch.__version__}",

@@ -40,6 +40,7 @@ from .common import (
 )
 from .data_torch import Batch, make_data
 from .models_torch import build_model, param_count
+from .vocabulary import TRANSFORMER_SHAPES
 
 # -- set-up helpers (shared with horovod_torch) -------------------------------------------------
 
@@ -452,6 +453,11 @@ def wrap_ddp(
     return ddp, comm_timer
 
 
+def _lm_setup(cfg: Dict[str, Any], info: RankInfo) -> Tuple[torch.device, str, TorchKnobs]:
+    device, device_name = setup_device(cfg, info)
+    return device, device_name, apply_knobs(cfg, device)
+
+
 def body(ctx: Context) -> None:
     import torch.distributed as dist
 
@@ -459,6 +465,10 @@ def body(ctx: Context) -> None:
     opts = framework_options(cfg)
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is run by the allreduce_torch workload")
+    if cfg["model"] in TRANSFORMER_SHAPES:  # a language model: lm_torch
+        from .lm_torch import lm_body
+
+        return lm_body(ctx, _lm_setup, init_distributed)
     device, device_name = setup_device(cfg, info)
     knobs = apply_knobs(cfg, device)
     distributed = info.world_size > 1 or bool(opts.get("ddp_single_rank"))

@@ -185,6 +185,21 @@ def transformer_params(shape: TransformerShape) -> Dict[str, int]:
     }
 
 
+#: data parallelism of the language models (docs/workloads.md#parallel)
+LM_PARALLEL_MODES: Tuple[str, ...] = ("ddp", "fsdp", "fsdp-grad-op", "hsdp", "zero1")
+#: activation checkpointing of the language models: none, the attention core, every block
+ACTIVATION_CHECKPOINTING: Tuple[str, ...] = ("none", "selective", "full")
+#: the data kinds a language model trains on
+LM_DATA_KINDS: Tuple[str, ...] = ("synthetic", "text")
+#: sequence length when the spec names none (at most a gpt2-style model's position table)
+DEFAULT_SEQ_LEN = 1024
+
+
+def default_seq_len(shape: TransformerShape) -> int:
+    """The sequence length of a run that names none."""
+    return min(DEFAULT_SEQ_LEN, shape.positions) if shape.positions else DEFAULT_SEQ_LEN
+
+
 # ------------------------------------------------------------------ the two rules
 
 

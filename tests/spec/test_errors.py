@@ -11,6 +11,7 @@ import pytest
 from ddlbench.errors import InputError, closest
 from ddlbench.spec.load import load_spec_text, validate_profile
 from ddlbench.spec.yamlsource import parse_yaml
+from ddlbench.workloads.vocabulary import TRANSFORMER_MODELS
 
 GOOD = """\
 name: demo
@@ -54,8 +55,9 @@ def test_good_spec_loads():
         (
             "model: resnet50",
             "model: resnet5",
-            "x.yaml:2:1: model: 'resnet5' is not one of resnet50, vgg16, vgg19, lenet "
-            "(did you mean 'resnet50'?)",
+            "x.yaml:2:1: model: 'resnet5' is not one of resnet50, vgg16, vgg19, lenet, "
+            + ", ".join(TRANSFORMER_MODELS)
+            + " (did you mean 'resnet50'?)",
         ),
         (
             "batch_size: 32",
@@ -205,8 +207,8 @@ def test_cli_bad_spec_exit_2_no_traceback(tmp_path):
     [
         (
             "synthetc",
-            "'synthetc' is not synthetic, digits or a path to an image folder (with a '/') "
-            "(did you mean 'synthetic'?)",
+            "'synthetc' is not synthetic, digits, text or a path to an image folder "
+            "(with a '/') (did you mean 'synthetic'?)",
         ),
         ("mnist", "data kind 'mnist' needs a path: {kind: mnist, path: ...}"),
     ],

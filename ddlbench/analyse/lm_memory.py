@@ -1,0 +1,151 @@
+"""Peak memory per rank of a transformer language-model run, predicted before submitting
+(docs/memory.md). Pure: standard library and the shapes of ``workloads/vocabulary.py``.
+
+Derived from first principles, never fitted to a measurement:
+
+* **Model states** as the ZeRO paper accounts them (Rajbhandari et al. 2020, section 3.1): with
+  mixed precision (bf16, amp) and Adam, 2 bytes of parameters, 2 of gradients and 12 of
+  optimizer state (float32 master weights, momentum, variance) per parameter; in fp32 (and tf32)
+  4, 4 and 8. Sharded over the group of each mode: ``ddp`` nothing, ``zero1`` the optimizer
+  state (ZeRO-1), ``fsdp``/``fsdp-grad-op`` all three over every rank, ``hsdp`` all three over
+  the ranks of a node.
+  ZeRO-1 (``ZeroRedundancyOptimizer``) assigns whole tensors to ranks: the busiest rank
+  holds at least the largest tensor's state (the vocab x d_model table).
+* **Allocator and framework buffers**: DDP (and ZeRO-1, which runs DDP) copies the gradients
+  into its own buckets (``gradient_as_bucket_view=False``, the default): one more gradient's
+  worth. FSDP2 keeps unsharded (gathered) parameters of the units in use: the root unit
+  (embeddings, final norm, output head; not resharded after forward) and two blocks (the one
+  computing, the one prefetched), and the root's unsharded gradient until the end of backward;
+  under ``fsdp-grad-op`` every unit stays gathered from forward to backward.
+* **Activations** saved for backward per token and layer, counted tensor by tensor for these
+  models (Korthikanti et al. 2022, section 4.1, adapted: no dropout, an MLP of width ``ffn``,
+  grouped-query key/value width, and attention kernels that keep no ``seq x seq`` scores, so
+  the paper's ``5 a s / h`` term is absent): gpt2 style ``7 h + 2 kv + 2 ffn`` elements (norm
+  inputs and outputs, the q/k/v projection, the attention output and its reshaped copy, the
+  GELU's input and output), llama style ``10 h + 3 kv + 4 ffn`` (RMSNorm keeps its input and
+  the normalised tensor, RoPE's rotated q and k, SwiGLU's gate, SiLU, up and product). Full
+  checkpointing keeps each block's input (``h``) plus one block's activations while it is
+  recomputed; selective recomputes the attention core and drops its output (``h``). 2 bytes
+  per element with mixed precision, 4 in fp32.
+* **Logits**: ``seq x micro-batch x vocab`` float32 values, three at once at the start of
+  backward (the log-probabilities softmax saved, their gradient, the logits' gradient): 12
+  bytes per element (14 with mixed precision: the bf16 logits' gradient too).
+
+The peak is the larger of the start of backward (states but gradients, which are freed each
+step and not yet produced, buffers, activations, logits) and the optimizer step (states,
+gradients, and AdamW's one temporary per optimizer-state tensor, 4 bytes per parameter held).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Union
+
+from ddlbench.workloads.vocabulary import (
+    LM_PARALLEL_MODES,
+    TRANSFORMER_SHAPES,
+    TransformerShape,
+    transformer_params,
+)
+
+GIB = 1024**3
+MIXED = ("bf16", "amp")
+
+
+def _shape(shape: Union[str, TransformerShape]) -> TransformerShape:
+    return TRANSFORMER_SHAPES[shape] if isinstance(shape, str) else shape
+
+
+def activation_elements(shape: TransformerShape, checkpointing: str) -> int:
+    """Activation elements saved per token for the whole model (see the module docstring)."""
+    h, f = shape.d_model, shape.ffn
+    kv = shape.kv_heads * (h // shape.heads)
+    if shape.style == "gpt2":
+        layer, outside = 7 * h + 2 * kv + 2 * f, 2 * h  # + final norm's input and output
+    else:
+        layer, outside = 10 * h + 3 * kv + 4 * f, 3 * h
+    if checkpointing == "full":
+        return shape.layers * h + layer + outside
+    if checkpointing == "selective":
+        return shape.layers * (layer - h) + outside
+    return shape.layers * layer + outside
+
+
+def _groups(parallel: str, world_size: int, gpus_per_node: int) -> Dict[str, int]:
+    """How many ranks share each state: parameters, gradients, optimizer."""
+    if parallel not in LM_PARALLEL_MODES:
+        raise ValueError(f"parallel {parallel!r} is not one of {', '.join(LM_PARALLEL_MODES)}")
+    n = max(1, world_size)
+    if parallel == "ddp":
+        return {"p": 1, "g": 1, "o": 1}
+    if parallel == "zero1":
+        return {"p": 1, "g": 1, "o": n}
+    if parallel == "hsdp":
+        n = max(1, min(n, gpus_per_node))
+    return {"p": n, "g": n, "o": n}
+
+
+def _optimizer_share(s: TransformerShape, parallel: str, psi: int, group: int) -> float:
+    """Parameters whose optimizer state the busiest rank holds. FSDP splits every tensor
+    evenly; ZeroRedundancyOptimizer assigns whole tensors (largest first, to the least loaded
+    rank), so one rank holds at least the largest tensor, the vocab x d_model table."""
+    share = psi / group
+    if parallel == "zero1" and group > 1:
+        share = max(share, float(s.vocab * s.d_model))
+    return share
+
+
+def _buffers(shape: TransformerShape, parallel: str, world_size: int, p_bytes: int) -> int:
+    """DDP's gradient buckets, or FSDP's gathered parameters (and the root's gradient)."""
+    counts = transformer_params(shape)
+    total = counts["total"]
+    if world_size <= 1:
+        return 0
+    if parallel in ("ddp", "zero1"):
+        return 4 * total  # float32 gradients, copied into the buckets
+    per_block = (counts["blocks"] - shape.d_model * (2 if shape.style == "gpt2" else 1)) // max(
+        1, shape.layers
+    )
+    root = total - shape.layers * per_block
+    gathered = total if parallel == "fsdp-grad-op" else root + 2 * per_block
+    return p_bytes * gathered + 4 * root
+
+
+def predict_memory(
+    shape: Union[str, TransformerShape],
+    seq_len: int,
+    micro_batch: int,
+    precision: str,
+    parallel: str,
+    activation_checkpointing: str,
+    world_size: int,
+    gpus_per_node: int,
+) -> Dict[str, float]:
+    """Predicted bytes per rank: ``parameters``, ``gradients``, ``optimizer``, ``buffers``,
+    ``activations``, ``logits``, the two peaks and ``total`` (the larger), and ``total_gib``."""
+    s = _shape(shape)
+    psi = transformer_params(s)["total"]
+    mixed = precision in MIXED
+    p_bytes, g_bytes, o_bytes, a_bytes = (2, 2, 12, 2) if mixed else (4, 4, 8, 4)
+    groups = _groups(parallel, world_size, gpus_per_node)
+    tokens = int(seq_len) * int(micro_batch)
+    out: Dict[str, float] = {
+        "parameters": p_bytes * psi / groups["p"],
+        "gradients": g_bytes * psi / groups["g"],
+        "optimizer": o_bytes * _optimizer_share(s, parallel, psi, groups["o"]),
+        "buffers": float(_buffers(s, parallel, world_size, p_bytes)),
+        "activations": float(a_bytes * tokens * activation_elements(s, activation_checkpointing)),
+        "logits": float((14 if mixed else 12) * tokens * s.vocab),
+    }
+    out["backward_peak"] = (
+        out["parameters"] + out["optimizer"] + out["buffers"] + out["activations"] + out["logits"]
+    )
+    out["step_peak"] = (
+        out["parameters"]
+        + out["gradients"]
+        + out["optimizer"]
+        + out["buffers"]
+        + 4 * _optimizer_share(s, parallel, psi, groups["o"])
+    )
+    out["total"] = max(out["backward_peak"], out["step_peak"])
+    out["total_gib"] = out["total"] / GIB
+    return out

@@ -1,0 +1,101 @@
+"""Run columns of the transformer language models: tokens/s, MFU under each convention, peak
+memory per rank and the time to the first step, from the ranks' meta and summary records
+(docs/workloads.md#transformers, docs/mfu.md#language-models). Null for the CNN runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import pandas as pd
+
+from ddlbench.analyse.device_peaks import peak_tflops
+from ddlbench.analyse.lm_mfu import lm_utilisation
+
+LM_COLUMNS = [
+    "seq_len",
+    "parallel",
+    "activation_checkpointing",
+    "grad_accum",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "flops_per_token_palm",
+    "flops_per_token_megatron",
+    "flops_per_token_hfu",
+    "mfu_palm",
+    "mfu_megatron",
+    "hfu",
+    "mfu_flag",
+    "peak_rss_model_bytes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "startup_import_s",
+    "startup_process_group_s",
+    "startup_build_shard_s",
+]
+
+
+def _num(v: Any) -> Optional[float]:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _largest(summaries: List[dict], key: str) -> Optional[float]:
+    values = [_num(s.get(key)) for s in summaries]
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def lm_fields(row: Dict[str, Any], metas: List[dict], summaries: List[dict]) -> Dict[str, Any]:
+    """One run's language-model columns (all None for a run without ``lm`` in its meta)."""
+    out: Dict[str, Any] = {c: None for c in LM_COLUMNS}
+    meta = metas[0] if metas else {}
+    lm = meta.get("lm")
+    if not isinstance(lm, dict):
+        return out
+    for key in ("seq_len", "parallel", "activation_checkpointing", "grad_accum"):
+        out[key] = lm.get(key)
+    per_sample = _num(meta.get("tokens_per_sample"))
+    flops = meta.get("flops_per_token") or {}
+    for convention in ("palm", "megatron", "hfu"):
+        out[f"flops_per_token_{convention}"] = _num(flops.get(convention))
+    if per_sample:
+        for col, src in (
+            ("tokens_per_s", "throughput"),
+            ("tokens_per_s_per_device", "throughput_per_device"),
+        ):
+            value = _num(row.get(src))
+            out[col] = None if value is None else value * per_sample
+    name = meta.get("device_name")
+    peak = peak_tflops(name if isinstance(name, str) else None, meta.get("precision"))
+    out.update(lm_utilisation(out["tokens_per_s_per_device"], flops, peak))
+    for key in ("peak_rss_model_bytes", "peak_allocated_bytes", "peak_reserved_bytes"):
+        out[key] = _largest(summaries, key)
+    startup = [m.get("startup") or {} for m in metas]
+    for key in ("import_s", "process_group_s", "build_shard_s"):
+        out[f"startup_{key}"] = _largest(startup, key)
+    return out
+
+
+def add_lm_columns(runs: pd.DataFrame, kept: Sequence[Any]) -> pd.DataFrame:
+    """``runs`` with :data:`LM_COLUMNS` (largest rank for memory and start-up times)."""
+    metas: Dict[str, List[dict]] = {}
+    summaries: Dict[str, List[dict]] = {}
+    for f in sorted(kept, key=lambda f: (f.run_key, f.rank if f.rank is not None else 0)):
+        if f.meta is not None:
+            metas.setdefault(f.run_key, []).append(f.meta)
+        if f.summary is not None:
+            summaries.setdefault(f.run_key, []).append(f.summary)
+    rows = []
+    for row in runs.to_dict("records"):
+        key = str(row["run_dir"]).rstrip("/").rsplit("/", 1)[-1]
+        rows.append(lm_fields(row, metas.get(key, []), summaries.get(key, [])))
+    out = runs.copy()
+    extra = pd.DataFrame(rows, columns=LM_COLUMNS, index=runs.index)
+    for c in LM_COLUMNS:
+        out[c] = extra[c]
+    return out

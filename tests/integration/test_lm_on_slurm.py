@@ -1,0 +1,54 @@
+"""A transformer campaign through the real (loopback) Slurm cluster: gpt-tiny on Shakespeare at
+two emulated nodes, FSDP against HSDP (the 2-D mesh replicates across the two nodes), collected
+into tokens/s, the memory and start-up columns."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.support.e2e import run_campaign
+from tests.support.envs import require_envs
+
+SPEC = """\
+name: lm-slurm
+model: gpt-tiny
+data: text
+frameworks:
+  - {name: pytorch, backend: gloo}
+seq_len: 64
+batch_size: 2
+steps: {warmup: 1, measure: 4}
+optimizer: {name: adamw, lr: 0.001, weight_decay: 0.0}
+lr_scaling: {rule: none}
+scale: {points: [2x1]}
+variants:
+  - {label: fsdp, parallel: fsdp}
+  - {label: hsdp, parallel: hsdp, activation_checkpointing: full}
+slurm: {time: "00:05:00"}
+"""
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_transformer_campaign_on_slurm(tmp_path, slurm_cluster):
+    require_envs("pytorch")
+    from tests.support.cli import ddlbench
+
+    campaign = run_campaign(SPEC, "localslurm", "lm-slurm", tmp_path)
+    got = ddlbench("collect", "lm-slurm", results=campaign.parent)
+    assert got.returncode == 0, got.stderr
+    runs = pd.read_parquet(campaign / "data" / "runs.parquet").set_index("parallel")
+    assert set(runs.index) == {"fsdp", "hsdp"}
+    assert (runs["status"] == "ok").all() and (runs["nodes"] == 2).all()
+    for _, row in runs.iterrows():
+        assert row["seq_len"] == 64
+        assert row["tokens_per_s"] == pytest.approx(row["throughput"] * 64)
+        assert row["tokens_per_s_per_device"] == pytest.approx(row["tokens_per_s"] / 2)
+        assert row["flops_per_token_palm"] > row["flops_per_token_megatron"] > 0
+        assert row["peak_rss_model_bytes"] > 0 and row["startup_build_shard_s"] > 0
+        assert pd.isna(row["mfu_palm"])  # a CPU has no peak: no MFU, no flag
+    assert runs.loc["hsdp", "activation_checkpointing"] == "full"
+    # the same seed and data: the two sharding layouts give the same losses
+    assert runs.loc["fsdp", "final_loss"] == pytest.approx(runs.loc["hsdp", "final_loss"], rel=1e-4)
