@@ -67,6 +67,8 @@ class Run:
     compile: bool = False
     #: run.json's ``inject`` (None: nothing injected)
     inject: Optional[Dict[str, Any]] = None
+    #: ``network.transport`` between nodes (``rdma``, ``tcp``; None: the framework's choice)
+    transport: Optional[str] = None
 
     @property
     def gpus(self) -> int:
@@ -357,11 +359,9 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         return _problem(sweep.source, *refused)
     lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
     group = _group_name(spec, entry.id_label, nodes, gpn, batch_word, variant)
-    env = dict(spec.env)
-    if variant is not None:
-        env.update(variant.env)
-    if spec.comm_debug:  # read when torch is imported, before the workload can set it
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    transport, env = run_transport(spec, profile.device, fi, variant, sweep.source)
+    if isinstance(env, Problem):
+        return env
     return Run(
         run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
         group=group,
@@ -391,7 +391,49 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         time_limit_min=sweep.time_limit_min,
         env=env,
         inject=run_inject(spec, variant),
+        transport=transport,
     )
+
+
+def run_transport(
+    spec: ExperimentSpec,
+    device: str,
+    fi: int,
+    variant: Optional[Variant],
+    source: Optional[YamlSource] = None,
+) -> Tuple[Optional[str], Union[Dict[str, str], Problem]]:
+    """A run's ``network.transport`` (the variant's, else the spec's) and its environment: the
+    spec's ``env``, what the transport sets for the framework, the variant's ``env``; or the
+    problem when the framework cannot run over it or an ``env`` says otherwise."""
+    chosen = variant.network if variant is not None and variant.network else None
+    transport = (chosen or spec.network).transport
+    loc: Tuple[Any, ...] = ("network", "transport")
+    if chosen is not None and chosen.transport is not None:
+        loc = ("variants", spec.variants.index(variant), *loc)  # type: ignore[arg-type]
+    env = dict(spec.env)
+    if transport is not None:
+        entry = spec.frameworks[fi]
+        setting = get_launcher(entry.name).transport(transport, entry.options, device)
+        if setting.problem:
+            return transport, _problem(
+                source, loc, f"{entry.id_label}: {transport}: {setting.problem}"
+            )
+        given = {**spec.env, **(variant.env if variant is not None else {})}
+        clash = sorted(k for k, v in setting.env.items() if k in given and given[k] != v)
+        if clash:
+            said = ", ".join(f"{k}={given[k]}" for k in clash)
+            return transport, _problem(
+                source,
+                loc,
+                f"env sets {said}, which contradicts transport {transport} "
+                f"({', '.join(f'{k}={setting.env[k]}' for k in clash)}); remove it from env",
+            )
+        env.update(setting.env)
+    if variant is not None:
+        env.update(variant.env)
+    if spec.comm_debug:  # read when torch is imported, before the workload can set it
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    return transport, env
 
 
 def _check_unique_ids(runs: Sequence[Run]) -> None:

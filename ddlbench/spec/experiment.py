@@ -21,6 +21,7 @@ from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES:
     MODELS,
     MODES,
     PRECISIONS,
+    TRANSPORTS,
 )
 
 SWEEP_AXES = ("scale", "batch_size", "variants")
@@ -185,6 +186,14 @@ class AllreduceSpec(Strict):
     pairwise: Optional[Literal["log", "all"]] = None
 
 
+class NetworkChoice(Strict):
+    """``network``: how the ranks talk between nodes (docs/spec.md#network)."""
+
+    #: ``rdma`` (InfiniBand or RoCE verbs) or ``tcp`` (sockets); unset: each framework's own
+    #: choice. A variant that sets it runs the same job over that transport
+    transport: Optional[Literal[TRANSPORTS]] = None  # type: ignore[valid-type]
+
+
 class Variant(Strict):
     """A named set of overrides crossed with (or zipped into) the sweep.
 
@@ -200,6 +209,8 @@ class Variant(Strict):
     env: Dict[str, str] = Field(default_factory=dict)
     #: stragglers on purpose, replacing the spec's inject (docs/stragglers.md)
     inject: Optional[InjectSpec] = None
+    #: the transport between nodes, replacing the spec's (docs/spec.md#network)
+    network: Optional[NetworkChoice] = None
 
     @field_validator("label")
     @classmethod
@@ -263,6 +274,8 @@ class ExperimentSpec(Strict):
     comm_debug: bool = False
     #: stragglers on purpose (docs/stragglers.md)
     inject: Optional[InjectSpec] = None
+    #: the transport between nodes (docs/spec.md#network); a variant's wins
+    network: NetworkChoice = Field(default_factory=NetworkChoice)
 
     @field_validator("name")
     @classmethod
