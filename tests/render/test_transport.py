@@ -100,15 +100,15 @@ def test_mxnet_and_cpu_runs_over_tcp_set_no_nccl(tmp_path, fixed_home):
     env = _exports(mxnet)
     assert "NCCL_NET" not in env and "DDLBENCH_NCCL_NET" not in env
     # the profile's own network.nccl is not asserted for a run whose transport says otherwise
-    cpu = _render(tmp_path / "cpu", SPEC.replace("rdma}", "tcp}").replace("label: rdma", "label: t2")
-                  .replace("backend: nccl", "backend: gloo"), "local")  # fmt: skip
+    text = SPEC.replace("rdma}", "tcp}").replace("label: rdma", "label: t2")
+    cpu = _render(tmp_path / "cpu", text.replace("backend: nccl", "backend: gloo"), "local")
     gloo = next(s for k, s in cpu.items() if k.startswith("pytorch"))
     assert "NCCL_NET" not in _exports(gloo)
 
 
 def test_without_a_transport_the_profile_decides(tmp_path, fixed_home):
     text = SPEC.split("variants:")[0]
-    for run_id, script in _render(tmp_path, text).items():
+    for script in _render(tmp_path, text).values():
         env = _exports(script)
         assert "NCCL_NET" not in env and "has no active RDMA port" not in script
         assert env["DDLBENCH_NCCL_NET"] == "IB"  # iris' network.nccl
