@@ -56,7 +56,8 @@ def _nets(runs: pd.DataFrame, group: str) -> str:
 
 def _measured(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The pairs (same key, nodes, ranks per node; nodes > 1) and their measured ratio."""
-    c = c[c["transport"].isin(list(NCCL_NET)) & (c["nodes"] > 1)].copy()
+    c = c[c["transport"].isin(list(NCCL_NET)) & (c["nodes"] > 1) & (c["mode"] != "allreduce")]
+    c = c.copy()
     if not len(c):
         return pd.DataFrame()
     c["pair"] = [_pair_key(r) for _, r in c.iterrows()]
@@ -140,7 +141,11 @@ def compare_transports(
         model = []
         for _, r in pairs.iterrows():
             base = _base(c, r["pair"])
-            model.append(_model_ratio(base, r, presets) if base is not None else (np.nan,) * 3)
+            try:
+                model.append(_model_ratio(base, r, presets) if base is not None else (np.nan,) * 3)
+            except (KeyError, ValueError, ZeroDivisionError) as exc:  # a model it cannot size
+                notes.append(f"No model ratio for {r['model_rdma']}: {exc}.")
+                model.append((np.nan,) * 3)
     else:
         notes.append(
             "The cluster profile names no network.presets (intra, rdma, tcp): the model's "
