@@ -107,3 +107,22 @@ def test_cli_rdma_on_a_cpu_profile_exit_2(tmp_path):
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"{bad}:8:") and "Gloo has only a TCP transport" in proc.stderr
+
+
+def test_profile_network_presets_checked_at_their_line(tmp_path):
+    from ddlbench.spec.load import load_profile
+
+    path = tmp_path / "site.yaml"
+    base = "name: site\nscheduler: slurm\nnetwork:\n  presets: {intra: nvlink-a100, rdma: hdr, "
+    path.write_text(base + "tcp: 100gb}\n")
+    with pytest.raises(InputError) as err:
+        load_profile(str(path))
+    assert str(err.value).startswith(f"{path}:4:")
+    assert "network.presets.tcp" in str(err.value) and "did you mean '100gbe'" in str(err.value)
+    path.write_text(base + "tcp: edr}\n")
+    with pytest.raises(InputError) as err:
+        load_profile(str(path))
+    assert "'edr' is a rdma preset; network.presets.tcp needs a tcp one" in str(err.value)
+    path.write_text(base + "tcp: 100gbe}\n")
+    presets = load_profile(str(path)).value.network.presets
+    assert (presets.intra, presets.rdma, presets.tcp) == ("nvlink-a100", "hdr", "100gbe")
