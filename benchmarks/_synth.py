@@ -86,6 +86,7 @@ class SynthRun:
     tag: str = ""  # variant label as a run-id suffix, e.g. "-wu" for the warmup arm of a study
     workload: Optional[str] = None  # checked against the launcher's choice when given
     data_kind: str = "synthetic"
+    transport: Optional[str] = None  # network.transport: rdma | tcp
     # timing
     warmup_steps: int = 2
     measure_steps: int = 10
@@ -198,6 +199,7 @@ def plan_run(run: SynthRun) -> Run:
         repeat=run.repeat,
         time_limit="01:00:00",
         time_limit_min=60.0,
+        transport=run.transport,
     )
 
 

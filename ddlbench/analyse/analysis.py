@@ -75,6 +75,7 @@ CONFIG_FIELDS = [
     "lr_scaling",
     "warmup_epochs",
     "backend",
+    "transport",
 ]
 
 

@@ -29,6 +29,7 @@ SERIES_FIELDS = [
     "backend",
     "lr_scaling",
     "warmup_epochs",
+    "transport",
 ]
 
 
@@ -216,7 +217,7 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
         if fixed.nunique() > 1:
             for sid in parts:
                 parts[sid].append(fixed[sid])
-        for col in ("precision", "scaling", "device"):
+        for col in ("precision", "scaling", "device", "transport"):
             if varies(col):
                 for sid, r in fm.iterrows():
                     parts[sid].append(_key(r[col]))

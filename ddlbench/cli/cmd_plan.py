@@ -82,6 +82,7 @@ def _plan_json(plan: Plan, spec_path: str, why: str) -> Dict[str, Any]:
                 "global_batch_size": r.global_batch_size,
                 "lr": r.lr,
                 "variant": r.variant,
+                "transport": r.transport,
                 "repeat": r.repeat,
                 "time_limit": r.time_limit,
                 "node_hours": round(r.node_hours, 4),

@@ -92,6 +92,13 @@ _PLAN_RUN = [
     ("lr", "float", "plan", "peak learning rate after LR scaling"),
     ("repeat", "int", "plan", "repeat number"),
     (
+        "transport",
+        "text",
+        "plan",
+        "`network.transport` asked for between nodes: `rdma` or `tcp` (empty: the framework's "
+        "choice); what NCCL used is `nccl_net`",
+    ),
+    (
         "precision",
         "text",
         "collector",

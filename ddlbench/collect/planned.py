@@ -37,6 +37,7 @@ PLAN_FIELDS = (
     "scaling",
     "group",
     "run_dir",
+    "transport",
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddlbench.frameworks.transports import TransportSetting, refused
 from ddlbench.workloads.vocabulary import KNOBS, LAYOUTS, PRECISIONS, TRAINING_MODES
 
 
@@ -77,6 +78,14 @@ class Launcher:
     #: (``cpu``/``gpu``) with ``options``: a message for the spec's error, or None
     knob_problem: Callable[[Dict[str, Any], str, Any], Optional[str]] = field(
         default=lambda knobs, device, opts: None
+    )
+
+    #: what ``network.transport`` (``rdma``/``tcp``) sets for (transport, options, device), or
+    #: why it cannot be done (:mod:`ddlbench.frameworks.transports`)
+    transport: Callable[[str, Any, str], TransportSetting] = field(
+        default=lambda transport, opts, device: refused(
+            "ddlbench does not know how this framework chooses its transport"
+        )
     )
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Literal, Optional
 
+from ddlbench.frameworks import transports
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 from ddlbench.frameworks.pytorch import CompileMode
 from ddlbench.workloads.vocabulary import DEFAULT_HOROVOD_CONTROLLER, HOROVOD_CONTROLLERS, MODES
@@ -41,6 +42,20 @@ def knob_problem(
     return None
 
 
+def _transport(transport: str, opts: HorovodOptions, device: str) -> transports.TransportSetting:
+    """On GPUs the allreduce goes through NCCL (Horovod built with HOROVOD_GPU_OPERATIONS=NCCL),
+    the MPI controller's messages through MPI; on CPUs the allreduce is the controller's own:
+    MPI's, or Gloo's TCP."""
+    mpi = transports.mpi_env(transport) if opts.controller == "mpi" else {}
+    if device == "gpu":
+        return transports.with_env(transports.nccl(transport), mpi)
+    if opts.controller == "mpi":
+        return transports.TransportSetting(env=mpi)
+    return transports.tcp_only(
+        transport, f"{transports.GLOO_RDMA}; use controller mpi, or a GPU profile (NCCL)"
+    )
+
+
 LAUNCHER = Launcher(
     name="horovod",
     options=HorovodOptions,
@@ -54,4 +69,5 @@ LAUNCHER = Launcher(
         ("horovod.tensorflow",) if opts.wraps == "tensorflow" else ("horovod.torch",)
     ),
     knob_problem=knob_problem,
+    transport=_transport,
 )

@@ -7,6 +7,7 @@ from typing import Any, Dict, Literal, Optional
 from pydantic import Field
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.frameworks.transports import tcp_only
 from ddlbench.workloads.vocabulary import DEFAULT_MXNET_KVSTORE, MXNET_KVSTORES, MXNET_PRECISIONS
 
 
@@ -54,6 +55,14 @@ def knob_problem(knobs: Dict[str, Any], device: str, opts: MXNetOptions) -> Opti
     return None
 
 
+#: why MXNet cannot be asked for RDMA
+MXNET_RDMA = (
+    "MXNet's kvstore talks through ps-lite's ZMQ van, which is TCP; ps-lite's RDMA van "
+    "needs an MXNet built from source with it (USE_DIST_KVSTORE and ps-lite's USE_RDMA), "
+    "which the released MXNet builds ddlbench runs are not"
+)
+
+
 LAUNCHER = Launcher(
     name="mxnet",
     options=MXNetOptions,
@@ -63,4 +72,5 @@ LAUNCHER = Launcher(
     backend=lambda opts, device: opts.kvstore,
     imports=lambda opts: ("mxnet",),
     knob_problem=knob_problem,
+    transport=lambda transport, opts, device: tcp_only(transport, MXNET_RDMA),
 )

@@ -6,6 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
+from ddlbench.frameworks import transports
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
 from ddlbench.workloads.vocabulary import MODES, TORCH_BACKENDS, torch_backend
 
@@ -29,6 +30,18 @@ def _backend(opts: PyTorchOptions, device: str) -> str:
     return torch_backend(opts.backend, device)
 
 
+def _transport(transport: str, opts: PyTorchOptions, device: str) -> transports.TransportSetting:
+    """NCCL's IB or socket transport; MPI's TCP layers; Gloo is TCP only."""
+    backend = _backend(opts, device)
+    if backend == "nccl":
+        return transports.nccl(transport)
+    if backend == "mpi":
+        return transports.TransportSetting(env=transports.mpi_env(transport))
+    return transports.tcp_only(
+        transport, f"{transports.GLOO_RDMA}; use backend nccl on a GPU profile"
+    )
+
+
 LAUNCHER = Launcher(
     name="pytorch",
     options=PyTorchOptions,
@@ -38,4 +51,5 @@ LAUNCHER = Launcher(
     backend=_backend,
     uses_mpi=lambda opts: opts.backend == "mpi",
     imports=lambda opts: ("torch",),
+    transport=_transport,
 )

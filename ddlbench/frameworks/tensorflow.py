@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
+from ddlbench.frameworks.transports import tf_collectives
 from ddlbench.workloads.vocabulary import DEFAULT_TF_COMMUNICATION, TF_COMMUNICATIONS
 
 
@@ -20,4 +21,5 @@ LAUNCHER = Launcher(
     summary="TensorFlow MultiWorkerMirroredStrategy: srun, TF_CONFIG per task",
     backend=lambda opts, device: opts.communication,
     imports=lambda opts: ("tensorflow",),
+    transport=lambda transport, opts, device: tf_collectives(transport, opts.communication, device),
 )

@@ -71,6 +71,8 @@ class Run:
     inject: Optional[Dict[str, Any]] = None
     #: a transformer's ``lm``: seq_len, parallel, activation_checkpointing, grad_accum (else None)
     lm: Optional[Dict[str, Any]] = None
+    #: ``network.transport`` between nodes (``rdma``, ``tcp``; None: the framework's choice)
+    transport: Optional[str] = None
 
     @property
     def gpus(self) -> int:
@@ -407,16 +409,6 @@ def _group_name(
     return "-".join(words)
 
 
-def _run_env(spec: ExperimentSpec, variant: Optional[Variant]) -> Dict[str, str]:
-    """The run's environment: the spec's, the variant's over it, and comm_debug's."""
-    env = dict(spec.env)
-    if variant is not None:
-        env.update(variant.env)
-    if spec.comm_debug:  # read when torch is imported, before the workload can set it
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
-    return env
-
-
 def _accumulated(
     sweep: _Sweep, lm: Optional[Dict[str, Any]], per_device: int, global_batch: int
 ) -> Union[Tuple[int, int], Problem]:
@@ -436,6 +428,27 @@ def _accumulated(
     return per_device // accum, global_batch
 
 
+def _checked_knobs(
+    sweep: _Sweep, fi: int, variant: Optional[Variant], world: int
+) -> Union[Dict[str, Any], Problem]:
+    """The run's knobs, or why framework ``fi`` cannot run them (a knob it lacks, compile with
+    an old torch, an injection or backup workers it refuses)."""
+    spec, profile = sweep.spec, sweep.profile
+    entry = spec.frameworks[fi]
+    knobs = run_knobs(spec, fi, variant)
+    problem = get_launcher(entry.name).knob_problem(knobs, profile.device, entry.options)
+    if problem:
+        loc = _knob_loc(spec, variant, fi, knobs, profile.device)
+        return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+    old_torch = _old_torch_problem(sweep, fi, variant) if knobs["compile"] else None
+    if old_torch is not None:
+        return old_torch
+    refused = plan_problem(spec, fi, variant, world)  # inject, backup_workers
+    if refused is not None:
+        return _problem(sweep.source, *refused)
+    return knobs
+
+
 def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Union[Run, Problem]:
     """The run of framework ``fi`` at one sweep combination and repeat, or why there is none."""
     spec, profile = sweep.spec, sweep.profile
@@ -451,21 +464,16 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     optimizer, lr_scaling = sweep.settings[variant.label if variant else None]
     if lm is not None:  # the transformers train with AdamW (spec.lm refuses sgd written out)
         optimizer = dict(optimizer, name="adamw")
-    knobs = run_knobs(spec, fi, variant)
-    problem = launcher.knob_problem(knobs, profile.device, entry.options)
-    if problem:
-        loc = _knob_loc(spec, variant, fi, knobs, profile.device)
-        return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
-    old_torch = _old_torch_problem(sweep, fi, variant) if knobs["compile"] else None
-    if old_torch is not None:
-        return old_torch
-    refused = plan_problem(spec, fi, variant, nodes * gpn)  # inject, backup_workers
-    if refused is not None:
-        return _problem(sweep.source, *refused)
+    knobs = _checked_knobs(sweep, fi, variant, nodes * gpn)
+    if isinstance(knobs, Problem):
+        return knobs
     lr = scaled_lr(optimizer["lr"], global_batch, lr_scaling["rule"], lr_scaling["base_batch_size"])
     group = _group_name(
         spec, entry.id_label, nodes, gpn, batch_word, variant, lm["seq_len"] if lm else None
     )
+    transport, env = run_transport(spec, profile.device, fi, variant, sweep.source)
+    if isinstance(env, Problem):
+        return env
     return Run(
         run_id=check_safe_name(f"{group}-r{repeat}", "run id"),
         group=group,
@@ -493,10 +501,52 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
         repeat=repeat,
         time_limit=sweep.time_limit,
         time_limit_min=sweep.time_limit_min,
-        env=_run_env(spec, variant),
+        env=env,
         inject=run_inject(spec, variant),
         lm=lm,
+        transport=transport,
     )
+
+
+def run_transport(
+    spec: ExperimentSpec,
+    device: str,
+    fi: int,
+    variant: Optional[Variant],
+    source: Optional[YamlSource] = None,
+) -> Tuple[Optional[str], Union[Dict[str, str], Problem]]:
+    """A run's ``network.transport`` (the variant's, else the spec's) and its environment: the
+    spec's ``env``, what the transport sets for the framework, the variant's ``env``; or the
+    problem when the framework cannot run over it or an ``env`` says otherwise."""
+    chosen = variant.network if variant is not None and variant.network else None
+    transport = (chosen or spec.network).transport
+    loc: Tuple[Any, ...] = ("network", "transport")
+    if chosen is not None and chosen.transport is not None:
+        loc = ("variants", spec.variants.index(variant), *loc)  # type: ignore[arg-type]
+    env = dict(spec.env)
+    if transport is not None:
+        entry = spec.frameworks[fi]
+        setting = get_launcher(entry.name).transport(transport, entry.options, device)
+        if setting.problem:
+            return transport, _problem(
+                source, loc, f"{entry.id_label}: {transport}: {setting.problem}"
+            )
+        given = {**spec.env, **(variant.env if variant is not None else {})}
+        clash = sorted(k for k, v in setting.env.items() if k in given and given[k] != v)
+        if clash:
+            said = ", ".join(f"{k}={given[k]}" for k in clash)
+            return transport, _problem(
+                source,
+                loc,
+                f"env sets {said}, which contradicts transport {transport} "
+                f"({', '.join(f'{k}={setting.env[k]}' for k in clash)}); remove it from env",
+            )
+        env.update(setting.env)
+    if variant is not None:
+        env.update(variant.env)
+    if spec.comm_debug:  # read when torch is imported, before the workload can set it
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
+    return transport, env
 
 
 def _check_unique_ids(runs: Sequence[Run]) -> None:

@@ -177,7 +177,17 @@ def run_context(
     if options_key not in cache:
         cache[options_key] = options_of(run)
     ctx.update(launcher.template_vars(cache[options_key], run))
+    ctx["nccl_net"] = expected_nccl_net(run, profile, cache[options_key])
     return ctx
+
+
+def expected_nccl_net(run: Run, profile: ClusterProfile, options: Any) -> str | None:
+    """The NCCL network a multi-node run must use: its transport's (``network.transport``),
+    else the profile's ``network.nccl``; a run on another one is flagged."""
+    if run.transport is None:
+        return profile.network.nccl
+    setting = get_launcher(run.framework).transport(run.transport, options, run.device)
+    return setting.nccl_net
 
 
 def _parts_key(run: Run) -> Tuple[Any, ...]:

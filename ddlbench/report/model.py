@@ -131,3 +131,63 @@ def model_figure(model, out: Path) -> Dict[str, Path]:
     from . import plots
 
     return plots.save(plots.model_figure(model.predictions), out / "plots", "scaling_model")
+
+
+# ------------------------------------------------------------------ transport comparison
+
+
+def _range(lo_key: str, hi_key: str) -> Callable:
+    def cell(r) -> str:
+        lo, hi = r.get(lo_key), r.get(hi_key)
+        return (
+            "" if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) else f"{lo:.2f}-{hi:.2f}"
+        )
+
+    return cell
+
+
+TRANSPORTS: List[Column] = [
+    text("framework", "framework_rdma"),
+    col("nodes", "nodes", fint),
+    col("ranks/node", "tasks_per_node", fint),
+    col("rdma samples/s", "throughput_mean_rdma", fnum),
+    col("tcp samples/s", "throughput_mean_tcp", fnum),
+    Column("measured tcp/rdma", lambda r: f"{r['measured_ratio']:.2f}"),
+    Column("95 % CI", _range("measured_low", "measured_high")),
+    Column(
+        "model tcp/rdma", lambda r: "" if pd.isna(r["model_ratio"]) else f"{r['model_ratio']:.2f}"
+    ),
+    Column("model interval", _range("model_low", "model_high")),
+    text("measured vs model", "verdict"),
+    Column(
+        "NCCL used (rdma / tcp)",
+        lambda r: f"{r['nccl_net_rdma'] or '-'} / {r['nccl_net_tcp'] or '-'}",
+        False,
+    ),
+]
+
+
+def campaign_transports(a: Analysis, data: CampaignData):
+    """The campaign's transport comparison (None where no point ran over both transports),
+    with the model's side from the profile's ``network.presets`` (its ``cluster.yaml``)."""
+    import yaml
+
+    from ..analyse.transports import compare_transports, profile_presets
+    from ..campaign.paths import CampaignPaths
+
+    try:
+        profile = yaml.safe_load(CampaignPaths.of(data.campaign_dir).cluster.read_text())
+    except (OSError, yaml.YAMLError):
+        profile = None
+    return compare_transports(a.configs, a.runs, profile_presets(profile))
+
+
+def transport_table(cmp) -> Table:
+    presets = cmp.presets
+    over = f": model {presets['tcp']} against {presets['rdma']}" if presets else ""
+    return make_table(
+        f"Transport comparison: the same job over TCP and over RDMA{over}",
+        TRANSPORTS,
+        cmp.rows.sort_values(["framework_rdma", "nodes"]),
+        flag=lambda r: bool(r["off_transport"]) or r["verdict"] in ("below", "above"),
+    )

@@ -30,7 +30,14 @@ from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
 from .missing import check_data
-from .model import model_figure, model_notes, model_tables, scaling_model
+from .model import (
+    campaign_transports,
+    model_figure,
+    model_notes,
+    model_tables,
+    scaling_model,
+    transport_table,
+)
 from .sections import report_tables, stderr_tails
 from .suspects import suspect_tables
 
@@ -112,6 +119,9 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
         tables["stragglers"] = tables.get("stragglers", []) + extra
     if model is not None:
         tables["model"] = model_tables(model)
+    transports = campaign_transports(a, data)
+    if transports is not None:
+        tables["model"] = tables.get("model", []) + [transport_table(transports)]
     tables["suspects"] = suspect_tables(a, data)
     return {
         "title": f"ddlbench report: {data.name}",
@@ -124,7 +134,7 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
         "base_note": narrative.base_note(a),
         "largest_run": a.largest_run,
         "provenance": narrative.provenance(a),
-        "model_notes": model_notes(model),
+        "model_notes": model_notes(model) + (transports.notes if transports else []),
         "stderr_tails": stderr_tails(a),
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": md_cell,

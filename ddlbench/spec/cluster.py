@@ -6,7 +6,14 @@ import os
 import re
 from typing import Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ddlbench.names import ENV_NAME, check_safe_name
 
@@ -201,6 +208,30 @@ class SlurmSettings(Strict):
         return self.cpus_per_task * self.threads_per_core
 
 
+class NetworkPresets(Strict):
+    """The link presets of ``ddlbench predict`` that describe this cluster: inside a node, and
+    between nodes over RDMA and over TCP sockets (``hdr`` and ``100gbe``); the report's
+    transport comparison sets the model's ratio beside the measured one from them."""
+
+    intra: str
+    rdma: str
+    tcp: str
+
+    @field_validator("intra", "rdma", "tcp")
+    @classmethod
+    def _known(cls, name: str, info: ValidationInfo) -> str:
+        from ddlbench.analyse.hierarchy import preset
+
+        level = "intra" if info.field_name == "intra" else "inter"
+        link = preset(name, level)
+        if level == "inter" and link.transport != info.field_name:
+            raise ValueError(
+                f"preset {name!r} is a {link.transport} preset; network.presets."
+                f"{info.field_name} needs a {info.field_name} one"
+            )
+        return name
+
+
 class Network(Strict):
     """The fabric the ranks talk over (docs/cluster-profiles.md#network)."""
 
@@ -214,6 +245,9 @@ class Network(Strict):
     #: becomes ``NCCL_IB_HCA==mlx5_0:1,mlx5_1:1`` (``=``: exact names, where ``mlx5`` would
     #: also match storage and RoCE ports)
     ib_hca: List[str] = Field(default_factory=list)
+    #: the predict presets of this cluster's links (``{intra: nvlink-a100, rdma: hdr, tcp:
+    #: 100gbe}``): the model's side of the transport comparison
+    presets: Optional[NetworkPresets] = None
 
     @field_validator("ib_hca")
     @classmethod

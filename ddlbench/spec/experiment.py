@@ -24,6 +24,7 @@ from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES:
     MODES,
     PRECISIONS,
     TRANSFORMER_MODELS,
+    TRANSPORTS,
 )
 
 SWEEP_AXES = ("scale", "batch_size", "seq_len", "variants")
@@ -207,6 +208,14 @@ class AllreduceSpec(Strict):
     pairwise: Optional[Literal["log", "all"]] = None
 
 
+class NetworkChoice(Strict):
+    """``network``: how the ranks talk between nodes (docs/spec.md#network)."""
+
+    #: ``rdma`` (InfiniBand or RoCE verbs) or ``tcp`` (sockets); unset: each framework's own
+    #: choice. A variant that sets it runs the same job over that transport
+    transport: Optional[Literal[TRANSPORTS]] = None  # type: ignore[valid-type]
+
+
 class Variant(Strict, LMKeys):
     """A named set of overrides crossed with (or zipped into) the sweep.
 
@@ -222,6 +231,8 @@ class Variant(Strict, LMKeys):
     env: Dict[str, str] = Field(default_factory=dict)
     #: stragglers on purpose, replacing the spec's inject (docs/stragglers.md)
     inject: Optional[InjectSpec] = None
+    #: the transport between nodes, replacing the spec's (docs/spec.md#network)
+    network: Optional[NetworkChoice] = None
 
     @field_validator("label")
     @classmethod
@@ -296,6 +307,9 @@ class ExperimentSpec(Strict, LMSpecKeys):
         if isinstance(own, dict) and "frameworks" not in data and own.get("framework") is not None:
             data = dict(data, frameworks=[own["framework"]])
         return data
+
+    #: the transport between nodes (docs/spec.md#network); a variant's wins
+    network: NetworkChoice = Field(default_factory=NetworkChoice)
 
     @field_validator("name")
     @classmethod

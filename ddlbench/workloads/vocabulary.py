@@ -77,6 +77,9 @@ DEFAULT_HOROVOD_CONTROLLER = "gloo"
 #: MXNet's synchronous kvstores
 MXNET_KVSTORES: Tuple[str, ...] = ("dist_sync", "dist_device_sync")
 DEFAULT_MXNET_KVSTORE = "dist_sync"
+#: the transports a campaign can compare between nodes (``network.transport``,
+#: docs/launching.md#transports): RDMA (InfiniBand or RoCE verbs) and TCP sockets
+TRANSPORTS: Tuple[str, ...] = ("rdma", "tcp")
 
 # ------------------------------------------------------------------ models
 
