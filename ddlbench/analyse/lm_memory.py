@@ -70,15 +70,22 @@ def activation_elements(shape: TransformerShape, checkpointing: str) -> int:
     return shape.layers * layer + outside
 
 
+#: the modes predicted: the workload's, and ZeRO-2 (``ddlbench predict --parallel zero2``:
+#: gradients and optimizer state sharded, parameters replicated; not a workload mode)
+PREDICTED_MODES = tuple(LM_PARALLEL_MODES) + ("zero2",)
+
+
 def _groups(parallel: str, world_size: int, gpus_per_node: int) -> Dict[str, int]:
     """How many ranks share each state: parameters, gradients, optimizer."""
-    if parallel not in LM_PARALLEL_MODES:
-        raise ValueError(f"parallel {parallel!r} is not one of {', '.join(LM_PARALLEL_MODES)}")
+    if parallel not in PREDICTED_MODES:
+        raise ValueError(f"parallel {parallel!r} is not one of {', '.join(PREDICTED_MODES)}")
     n = max(1, world_size)
     if parallel == "ddp":
         return {"p": 1, "g": 1, "o": 1}
     if parallel == "zero1":
         return {"p": 1, "g": 1, "o": n}
+    if parallel == "zero2":
+        return {"p": 1, "g": n, "o": n}
     if parallel == "hsdp":
         n = max(1, min(n, gpus_per_node))
     return {"p": n, "g": n, "o": n}
@@ -100,8 +107,8 @@ def _buffers(shape: TransformerShape, parallel: str, world_size: int, p_bytes: i
     total = counts["total"]
     if world_size <= 1:
         return 0
-    if parallel in ("ddp", "zero1"):
-        return 4 * total  # float32 gradients, copied into the buckets
+    if parallel in ("ddp", "zero1", "zero2"):
+        return 4 * total  # float32 gradients, copied into the buckets (ZeRO-2: reduce buckets)
     per_block = (counts["blocks"] - shape.d_model * (2 if shape.style == "gpt2" else 1)) // max(
         1, shape.layers
     )

@@ -118,6 +118,7 @@ def command(**kw) -> None:
     (`ddlbench docs scaling-model`). With --from, the campaign's measured points beside
     their predictions."""
     from ddlbench.cli.predict_output import (
+        add_memory,
         against,
         list_presets,
         meta_of,
@@ -133,6 +134,7 @@ def command(**kw) -> None:
     from ddlbench.analyse import whatif
 
     rows = whatif.curve(case, *topo_args)
+    add_memory(rows, case, topo_args[0])
     meta = {**meta_of(case, topo_args, note), "precision": kw["precision"]}
     measured = against(case, topo_args, camp) if camp else []
     if kw["as_json"]:

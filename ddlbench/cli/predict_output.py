@@ -71,6 +71,8 @@ def print_table(meta: dict, rows: List[dict]) -> None:
             click.echo(f"links: {meta[level]['basis']} (give the cluster's own)")
     head = ("devices", "nodes", "step ms", unit, "efficiency", "interval", "sync ms",
             "comm ms", "exposed ms", "dominant")  # fmt: skip
+    if rows and "memory_gib" in rows[0]:
+        head += ("GiB/rank",)
     click.echo("  ".join(f"{h:>10}" for h in head))
     for r in rows:
         interval = f"{100 * r['efficiency_low']:.1f}-{100 * r['efficiency_high']:.1f} %"
@@ -78,7 +80,27 @@ def print_table(meta: dict, rows: List[dict]) -> None:
                 f"{r['throughput']:,.0f}", f"{100 * r['efficiency']:.1f} %", interval,
                 f"{1e3 * r['sync_s']:.2f}", f"{1e3 * r['comm_s']:.2f}",
                 f"{1e3 * r['exposed_comm_s']:.2f}", r["dominant"])  # fmt: skip
+        if "memory_gib" in r:
+            vals += (f"{r['memory_gib']:.1f}",)
         click.echo("  ".join(f"{v!s:>10}" for v in vals))
+
+
+def add_memory(rows: List[dict], case, gpus_per_node: int) -> None:
+    """``memory_gib`` per point for a transformer: the predicted peak memory per rank
+    (``analyse.lm_memory``, docs/memory.md) at that point's world size, sharding mode,
+    checkpointing, precision and per-device micro-batch; CNNs get none."""
+    from ddlbench.analyse.lm_memory import predict_memory
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
+
+    shape = case.shape or TRANSFORMER_SHAPES.get(case.model)
+    if shape is None or not case.seq:
+        return
+    for r in rows:
+        mem = predict_memory(
+            shape, case.seq, case.batch, case.precision, case.parallel, case.checkpointing,
+            int(r["devices"]), min(gpus_per_node, int(r["devices"])),
+        )  # fmt: skip
+        r["memory_gib"] = mem["total_gib"]
 
 
 def costs_noisy() -> float:

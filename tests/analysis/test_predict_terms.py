@@ -138,6 +138,15 @@ def test_the_issue_command_lines(args, tmp_path, monkeypatch):
     effs = [p["efficiency"] for p in pts]
     assert effs == sorted(effs, reverse=True)
     assert list(tmp_path.iterdir()) == []  # no plot unless asked
+    # the memory per rank is the plan's prediction at each point's world size: sharded state
+    # shrinks as devices are added, activations and logits do not
+    from ddlbench.analyse.lm_memory import predict_memory
+
+    mems = [p["memory_gib"] for p in pts]
+    assert mems == sorted(mems, reverse=True) and mems[0] > mems[-1]
+    ckpt = out["activation_checkpointing"]
+    want = predict_memory(out["model"], int(out["seq"]), 2, "bf16", "fsdp", ckpt, 8, 8)
+    assert mems[0] == pytest.approx(want["total_gib"])
 
 
 def test_a_transformer_given_by_its_shape_and_every_strategy():
