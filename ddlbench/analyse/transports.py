@@ -3,9 +3,10 @@ measured throughput ratio tcp / rdma with its interval, beside the model's ratio
 cluster's presets (docs/scaling-model.md#transport-comparison).
 
 Measured: for each multi-node point that ran over both transports with everything else equal
-(the scaling series' fields, the fixed batch, nodes and ranks per node), ``R = mean(tcp) /
-mean(rdma)`` throughput, its 95 % interval by :func:`~ddlbench.analyse.verdicts.ratio_ci`
-(the delta method on the log, Welch's degrees of freedom): the same interval the verdicts use.
+(the scaling series' fields, the fixed batch, nodes and ranks per node), ``R = gmean(tcp) /
+gmean(rdma)`` throughput, the ratio of the geometric means over repeats, with its 95 %
+interval by :func:`~ddlbench.analyse.stats.ratio_interval` (Welch's t on the difference of the
+mean logs): the same interval the verdicts use.
 
 Model: :func:`~ddlbench.analyse.whatif.point` for the campaign's model and per-device batch,
 based on the rdma series' smallest measured point, once with the profile's ``rdma`` preset
@@ -25,7 +26,7 @@ import pandas as pd
 
 from ..values import missing
 from .series import SERIES_FIELDS
-from .verdicts import ratio_ci
+from .stats import ratio_interval
 
 #: the NCCL network each transport must show in ``nccl_net``
 NCCL_NET = {"rdma": "IB", "tcp": "Socket"}
@@ -66,10 +67,10 @@ def _measured(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     both = rdma.merge(tcp, on=on, suffixes=("_rdma", "_tcp"), how="inner")
     if not len(both):
         return both
-    ratio, lo, hi = ratio_ci(*(both[f"throughput_{k}_tcp"] for k in ("mean", "std")),
-                             both["repeats_tcp"],
-                             *(both[f"throughput_{k}_rdma"] for k in ("mean", "std")),
-                             both["repeats_rdma"])  # fmt: skip
+    ratio, lo, hi = ratio_interval(
+        *(both[f"throughput_{k}_tcp"] for k in ("log_mean", "log_sd")), both["repeats_tcp"],
+        *(both[f"throughput_{k}_rdma"] for k in ("log_mean", "log_sd")), both["repeats_rdma"],
+    )  # fmt: skip
     both["measured_ratio"], both["measured_low"], both["measured_high"] = ratio, lo, hi
     for t in NCCL_NET:
         both[f"nccl_net_{t}"] = [_nets(runs, g) for g in both[f"group_{t}"]]
