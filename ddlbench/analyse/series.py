@@ -52,7 +52,8 @@ def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
         "G" + c["global_batch_size"].astype(str),
         "B" + c["batch_size"].astype(str),
     )
-    c["series"] = ["|".join(_key(r[f]) for f in SERIES_FIELDS) for _, r in c.iterrows()]
+    # .get: a table collected before a field existed (transport) has no column for it
+    c["series"] = ["|".join(_key(r.get(f)) for f in SERIES_FIELDS) for _, r in c.iterrows()]
     c["series"] = c["series"] + "|" + fixed
     dup = c.duplicated(["series", "world_size"], keep=False)
     if dup.any():
@@ -195,7 +196,7 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
         parts = {sid: [str(r["framework"])] for sid, r in fm.iterrows()}
 
         def varies(col, fm=fm):
-            return fm[col].map(_key).nunique() > 1
+            return col in fm and fm[col].map(_key).nunique() > 1
 
         def varies_within_framework(col, fm=fm):
             return (fm.groupby("framework")[col].agg(lambda s: s.map(_key).nunique()) > 1).any()

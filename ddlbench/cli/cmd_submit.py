@@ -108,11 +108,7 @@ def command(
 
     spec = load_spec(spec_path)
     profile, why = choose_profile(spec, cluster)
-    spec_value = spec.value
-    if exclusive:
-        spec_value = spec_value.model_copy(
-            update={"slurm": spec_value.slurm.model_copy(update={"exclusive": True})}
-        )
+    spec_value = _with_exclusive(spec.value) if exclusive else spec.value
     plan = plan_runs(spec_value, profile.value, spec.source)
     name = campaign or spec_value.name
     console = stderr_console(quiet)  # -q: no progress; errors are raised, not printed here
@@ -128,6 +124,13 @@ def command(
         _dry_run_done(rendered.root)
         return
     _submit(rendered.root, serial or exclusive, array, False, quiet)
+
+
+def _with_exclusive(spec_value):
+    """The spec with ``slurm.exclusive`` set (``--exclusive``)."""
+    return spec_value.model_copy(
+        update={"slurm": spec_value.slurm.model_copy(update={"exclusive": True})}
+    )
 
 
 def _dry_run_done(root: Path) -> None:

@@ -30,8 +30,10 @@ from ddlbench.spec.experiment import (
 from ddlbench.spec.inject import plan_problem, run_inject
 from ddlbench.spec.lm import lm_problems, run_lm, seq_lens
 from ddlbench.spec.slurmtime import parse_minutes
-from ddlbench.spec.yamlsource import YamlSource
+from ddlbench.spec.yamlsource import YamlSource, problem_at
 from ddlbench.workloads.vocabulary import OWN_WORKLOAD
+
+from .transport import run_transport
 
 
 @dataclass(frozen=True)
@@ -120,14 +122,6 @@ def scaled_lr(base_lr: float, global_batch: int, rule: str, base_batch: int) -> 
     return base_lr
 
 
-def _problem(source: Optional[YamlSource], loc: Tuple[Any, ...], message: str) -> Problem:
-    if source is not None:
-        return source.problem(loc, message)
-    from ddlbench.spec.yamlsource import format_loc
-
-    return Problem(message, where=format_loc(loc))
-
-
 def _scale_points(
     spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource]
 ) -> List[Tuple[int, int]]:
@@ -142,17 +136,17 @@ def _scale_points(
     too_wide = profile.device == "gpu" and any(g > profile.gpus_per_node for _, g in points)
     if too_wide and scale.points is None:  # one value for every point: one problem, at it
         where = ("scale", "gpus_per_node") if scale.gpus_per_node else ("scale",)
-        problems.append(_problem(source, where, _too_wide(points[0][1], profile, points)))
+        problems.append(problem_at(source, where, _too_wide(points[0][1], profile, points)))
     for i, (nodes, gpn) in enumerate(points):
         loc = ("scale", "points", i) if scale.points is not None else ("scale", "nodes", i)
         if (nodes, gpn) in seen:
-            problems.append(_problem(source, loc, f"scale point {nodes}x{gpn} is listed twice"))
+            problems.append(problem_at(source, loc, f"scale point {nodes}x{gpn} is listed twice"))
         seen.add((nodes, gpn))
         if scale.points is not None and too_wide and gpn > profile.gpus_per_node:
-            problems.append(_problem(source, loc, _too_wide(gpn, profile, points)))
+            problems.append(problem_at(source, loc, _too_wide(gpn, profile, points)))
         if profile.max_nodes is not None and nodes > profile.max_nodes:
             problems.append(
-                _problem(
+                problem_at(
                     source,
                     loc,
                     f"{nodes} nodes asked, but profile '{profile.name}' allows at most "
@@ -191,7 +185,7 @@ def _old_torch_problem(sweep: _Sweep, fi: int, variant: Optional[Variant]) -> Op
         loc = ("variants", spec.variants.index(variant), "compile")
     elif entry.options.compile is not None:
         loc = ("frameworks", fi, "compile")
-    return _problem(
+    return problem_at(
         sweep.source,
         loc,
         f"{entry.id_label}: compile: true needs torch >= 2.0 (torch.compile), but profile "
@@ -229,7 +223,9 @@ def _zip_or_cross(
         lengths = {name: len(axes[name]) for name in zipped}
         if len(set(lengths.values())) != 1:
             detail = ", ".join(f"{n} has {k}" for n, k in lengths.items())
-            raise InputError(_problem(source, ("zip",), f"zipped axes differ in length: {detail}"))
+            raise InputError(
+                problem_at(source, ("zip",), f"zipped axes differ in length: {detail}")
+            )
         zipped_rows = [dict(zip(zipped, values)) for values in zip(*(axes[n] for n in zipped))]
         crossed = [n for n in names if n not in zipped]
         rows = []
@@ -297,7 +293,7 @@ def _batch_axis(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[Opti
     if spec.scaling == "strong" or spec.mode == "allreduce":
         if "batch_size" in spec.zip:
             raise InputError(
-                _problem(source, ("zip",), "batch_size is not a sweep axis in this mode")
+                problem_at(source, ("zip",), "batch_size is not a sweep axis in this mode")
             )
         return [None]
     return list(spec.batch_sizes)
@@ -336,7 +332,7 @@ def _container_problems(
     if not spec.container:
         return []
     return [
-        _problem(
+        problem_at(
             source,
             ("container",),
             f"profile '{profile.name}' runs '{entry.id_label}' without a container; "
@@ -370,7 +366,7 @@ def _device_batches(
     if spec.scaling == "strong":
         global_batch = int(spec.global_batch_size or 0)
         if global_batch % world:
-            return _problem(
+            return problem_at(
                 sweep.source,
                 ("global_batch_size",),
                 f"global batch {global_batch} does not divide evenly over "
@@ -420,7 +416,7 @@ def _accumulated(
     if sweep.spec.scaling != "strong":
         return per_device, global_batch * accum
     if per_device % accum:
-        return _problem(
+        return problem_at(
             sweep.source,
             ("global_batch_size",),
             f"{per_device} sequences per device do not split into {accum} micro-batches",
@@ -439,13 +435,13 @@ def _checked_knobs(
     problem = get_launcher(entry.name).knob_problem(knobs, profile.device, entry.options)
     if problem:
         loc = _knob_loc(spec, variant, fi, knobs, profile.device)
-        return _problem(sweep.source, loc, f"{entry.id_label}: {problem}")
+        return problem_at(sweep.source, loc, f"{entry.id_label}: {problem}")
     old_torch = _old_torch_problem(sweep, fi, variant) if knobs["compile"] else None
     if old_torch is not None:
         return old_torch
     refused = plan_problem(spec, fi, variant, world)  # inject, backup_workers
     if refused is not None:
-        return _problem(sweep.source, *refused)
+        return problem_at(sweep.source, *refused)
     return knobs
 
 
@@ -508,47 +504,6 @@ def _combo_run(sweep: _Sweep, repeat: int, fi: int, combo: Dict[str, Any]) -> Un
     )
 
 
-def run_transport(
-    spec: ExperimentSpec,
-    device: str,
-    fi: int,
-    variant: Optional[Variant],
-    source: Optional[YamlSource] = None,
-) -> Tuple[Optional[str], Union[Dict[str, str], Problem]]:
-    """A run's ``network.transport`` (the variant's, else the spec's) and its environment: the
-    spec's ``env``, what the transport sets for the framework, the variant's ``env``; or the
-    problem when the framework cannot run over it or an ``env`` says otherwise."""
-    chosen = variant.network if variant is not None and variant.network else None
-    transport = (chosen or spec.network).transport
-    loc: Tuple[Any, ...] = ("network", "transport")
-    if chosen is not None and chosen.transport is not None:
-        loc = ("variants", spec.variants.index(variant), *loc)  # type: ignore[arg-type]
-    env = dict(spec.env)
-    if transport is not None:
-        entry = spec.frameworks[fi]
-        setting = get_launcher(entry.name).transport(transport, entry.options, device)
-        if setting.problem:
-            return transport, _problem(
-                source, loc, f"{entry.id_label}: {transport}: {setting.problem}"
-            )
-        given = {**spec.env, **(variant.env if variant is not None else {})}
-        clash = sorted(k for k, v in setting.env.items() if k in given and given[k] != v)
-        if clash:
-            said = ", ".join(f"{k}={given[k]}" for k in clash)
-            return transport, _problem(
-                source,
-                loc,
-                f"env sets {said}, which contradicts transport {transport} "
-                f"({', '.join(f'{k}={setting.env[k]}' for k in clash)}); remove it from env",
-            )
-        env.update(setting.env)
-    if variant is not None:
-        env.update(variant.env)
-    if spec.comm_debug:  # read when torch is imported, before the workload can set it
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
-    return transport, env
-
-
 def _check_unique_ids(runs: Sequence[Run]) -> None:
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
@@ -571,7 +526,7 @@ def plan_runs(
         "seq_len": seq_lens(spec),
         "variants": variants,
     }
-    lm_refused = [_problem(source, loc, message) for loc, message in lm_problems(spec)]
+    lm_refused = [problem_at(source, loc, message) for loc, message in lm_problems(spec)]
     if lm_refused:
         raise InputError(lm_refused)
     combos = _zip_or_cross(axes, spec.zip, source)
@@ -592,7 +547,7 @@ def plan_runs(
         for fi, entry in enumerate(spec.frameworks):
             if spec.mode not in get_launcher(entry.name).modes:
                 message = f"framework '{entry.name}' does not support mode '{spec.mode}'"
-                problems.append(_problem(source, ("frameworks", fi), message))
+                problems.append(problem_at(source, ("frameworks", fi), message))
                 continue
             for combo in combos:
                 run = _combo_run(sweep, repeat, fi, combo)

@@ -173,3 +173,11 @@ def decode_text(raw: bytes, file: str) -> str:
         line = raw.count(b"\n", 0, exc.start) + 1
         byte = raw[exc.start]
         raise _not_text(file, f"byte 0x{byte:02x} on line {line} is not UTF-8") from None
+
+
+def problem_at(source: YamlSource | None, loc: Loc, message: str) -> Problem:
+    """A problem at ``loc``: with the spec's ``file:line`` when its source is known, else the
+    key path alone (a spec built in code)."""
+    if source is not None:
+        return source.problem(loc, message)
+    return Problem(message, where=format_loc(loc))
