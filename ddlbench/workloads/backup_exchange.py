@@ -38,6 +38,10 @@ import torch
 BEAT_S = 1.0
 #: a rank whose heartbeat has not moved for this long has ended or lost its connection
 DEAD_AFTER_S = 20.0
+#: a rank whose heartbeat has not moved for this long is named when the store goes away
+STALE_S = 5 * BEAT_S
+#: the store key where the first rank to find dead ranks names them for the others
+DEAD_KEY = "dead"
 #: the value of ``full/k`` that ends the watcher (set by a rank after its last step)
 END = b"end"
 
@@ -229,17 +233,36 @@ class Heartbeat:
             try:
                 self.store.add(f"beat/{self.rank}", 1)
                 values = [self.store.get(k) if self.store.check([k]) else b"" for k in keys]
+                named = self.store.get(DEAD_KEY) if self.store.check([DEAD_KEY]) else b""
             except Exception as exc:
                 if not self._stop.is_set():
-                    self.on_failure(
-                        ExchangeError(
-                            f"backup workers: rank {self.rank} lost the rendezvous store "
-                            f"served by rank 0 ({exc}): rank 0 ended or its connection broke"
-                        )
-                    )
+                    self.on_failure(self._store_lost(exc))
+                return
+            if named:  # another rank found the dead ones first: say the same
+                self._fail([int(r) for r in named.decode().split(",")])
                 return
             self._judge(values)
             self._stop.wait(BEAT_S)
+
+    def _store_lost(self, exc: BaseException) -> ExchangeError:
+        """The store stopped answering: rank 0 ended; name the ranks already silent then."""
+        now = time.monotonic()
+        silent = [r for r, (v, t) in sorted(self._seen.items())
+                  if v not in (b"", b"done") and now - t > STALE_S]  # fmt: skip
+        before = f"; rank(s) {silent} stopped answering before it" if silent else ""
+        return ExchangeError(
+            f"backup workers: rank {self.rank} lost the rendezvous store served by rank 0 "
+            f"({exc}): rank 0 ended or its connection broke{before}"
+        )
+
+    def _fail(self, lost: List[int]) -> None:
+        self.lost = lost
+        self.on_failure(
+            ExchangeError(
+                f"backup workers: rank(s) {lost} stopped answering (no heartbeat for "
+                f"{DEAD_AFTER_S:.0f} s): they ended or lost their connection"
+            )
+        )
 
     def _judge(self, values: List[bytes]) -> None:
         now = time.monotonic()
@@ -251,10 +274,10 @@ class Heartbeat:
             elif value not in (b"", b"done") and now - last[1] > DEAD_AFTER_S:
                 lost.append(r)
         if lost and not self._stop.is_set():
-            self.lost = lost
-            self.on_failure(
-                ExchangeError(
-                    f"backup workers: rank(s) {lost} stopped answering (no heartbeat for "
-                    f"{DEAD_AFTER_S:.0f} s): they ended or lost their connection"
-                )
-            )
+            # tell the others before failing: rank 0 serves the store, and once it ends the
+            # others could only say that the store went away, not which rank stopped first
+            with contextlib.suppress(Exception):
+                self.store.set(DEAD_KEY, ",".join(str(r) for r in lost))
+            if self.rank == 0:
+                self._stop.wait(3 * BEAT_S)
+            self._fail(lost)

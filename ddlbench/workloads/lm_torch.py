@@ -271,7 +271,8 @@ def train_lm(
         knobs.compiled(train_model), optimizer, device, int(lm["grad_accum"]), autocast, fixed
     )
     loop_cfg = dict(cfg, batch_size=int(cfg["batch_size"]) * int(lm["grad_accum"]))
-    measurement = _train_loop(ctx, loop_cfg, step_fn, data)
+    sums = rank_sum(device, distributed, hvd)
+    measurement = _train_loop(ctx, loop_cfg, step_fn, data, sums)
     fields = measurement.summary_fields()
     fields.update(_token_fields(cfg, fields), **memory.fields())
     param_sum, param_sha = lm_checksum(model)
@@ -279,7 +280,26 @@ def train_lm(
     return train_model
 
 
-def _train_loop(ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any) -> Any:
+def rank_sum(device: torch.device, distributed: bool, hvd: Any) -> Any:
+    """``sum_ranks`` for ``steps.measure_seconds``: floats summed over the ranks by one small
+    allreduce (Horovod's when ``hvd`` is given), between two steps."""
+
+    def sum_ranks(values: Any) -> Any:
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        if hvd is not None:
+            t = hvd.allreduce(t, op=hvd.Sum)
+        elif distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(t)
+        return t.tolist()
+
+    return sum_ranks
+
+
+def _train_loop(
+    ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any, sums: Any = None
+) -> Any:
     from .common.loop import run_training
     from .common.schedule import LRSchedule
 
@@ -288,7 +308,7 @@ def _train_loop(ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any)
     evaluate = None
     if loop_cfg["mode"] == "convergence":
         raise ValueError("transformer models run in throughput mode (convergence: not yet)")
-    return run_training(loop_cfg, measurement, step_fn, schedule, data.batches, evaluate)
+    return run_training(loop_cfg, measurement, step_fn, schedule, data.batches, evaluate, sums)
 
 
 def _token_fields(cfg: Dict[str, Any], fields: Dict[str, Any]) -> Dict[str, Any]:

@@ -130,6 +130,9 @@ class StepSink:
         self.lines = 0
         self.loss: Optional[float] = None
         self.tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
+        #: stderr's own tail: the two streams are read by two threads, so a traceback can
+        #: arrive before the stdout lines printed ahead of it and be pushed out of ``tail``
+        self.err_tail: Deque[str] = collections.deque(maxlen=TAIL_LINES // 2)
         self.lock = threading.Lock()
         self.bad_marks = 0
 
@@ -149,12 +152,12 @@ class StepSink:
             )
             self.steps += 1
 
-    def line(self, text: str) -> None:
-        """One line of the program's output (stdout or stderr)."""
+    def line(self, text: str, err: bool = False) -> None:
+        """One line of the program's output (stdout, or stderr with ``err``)."""
         now = time.time()
         with self.lock:
             self.lines += 1
-            self.tail.append(text.rstrip("\n"))
+            (self.err_tail if err else self.tail).append(text.rstrip("\n"))
         if self.loss_re is not None:
             found = self.loss_re.search(text)
             if found:
@@ -189,18 +192,19 @@ class StepSink:
 
     def last_lines(self) -> str:
         with self.lock:
-            lines = list(self.tail)
+            err = list(self.err_tail)
+            lines = list(self.tail)[-(TAIL_LINES - len(err)) :] + err  # stderr's last
         if not lines:
             return "; it printed nothing"
         return "; its last lines:\n" + "\n".join("  | " + line for line in lines)
 
 
-def _pump(stream: Any, out: Any, sink: StepSink) -> None:
+def _pump(stream: Any, out: Any, sink: StepSink, err: bool = False) -> None:
     """Pass the program's output through, line by line, and hand each line to ``sink``."""
     for raw in iter(stream.readline, b""):
         out.buffer.write(raw)
         out.flush()
-        sink.line(raw.decode("utf-8", errors="replace"))
+        sink.line(raw.decode("utf-8", errors="replace"), err)
     stream.close()
 
 
@@ -249,7 +253,7 @@ def start_program(
         os.close(write_fd)
     threads = [
         threading.Thread(target=_pump, args=(proc.stdout, sys.stdout, sink), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr, sink), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr, sink, True), daemon=True),
         threading.Thread(target=_read_marks, args=(read_fd, sink), daemon=True),
     ]
     for t in threads:

@@ -272,9 +272,10 @@ def test_resubmitted_serial_run_waits_for_the_newest_live_job(own_slurm, tmp_pat
     assert row["history"][1]["exit_code"] == 0 and row["history"][1]["depends_on"] == nxt.job_id
     from ddlbench.campaign.restarts import attempts_sentence
 
+    # the first attempt's cause says which node went down (docs/failures.md)
     assert (
-        f"victim (attempt 1: job {first.job_id} NODE_FAIL; attempt 2: job {again.job_id} "
-        "COMPLETED, exit 0)"
+        f"victim (attempt 1: job {first.job_id} NODE_FAIL, node n1 went down (Slurm ended the "
+        f"job NODE_FAIL); attempt 2: job {again.job_id} COMPLETED, exit 0)"
     ) in attempts_sentence(cdir)
 
 

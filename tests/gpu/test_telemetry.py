@@ -151,7 +151,8 @@ def test_preflight_cpu_part_and_no_gpu(tmp_path):
     assert rep["busy"] is False and rep["gpu"]["available"] is False
     assert proc.stderr.count("no GPU check") == 1
     assert read_preflight(tmp_path).busy is False
-    busy = dict(env, DDLBENCH_PREFLIGHT_LOAD_FRACTION="0")
+    # below zero: busy whatever the window measured (an idle machine can measure 0 CPUs busy)
+    busy = dict(env, DDLBENCH_PREFLIGHT_LOAD_FRACTION="-1")
     proc = run_module(
         "ddlbench.workloads.preflight", "--policy", "fail", "--out", str(out), env=busy
     )

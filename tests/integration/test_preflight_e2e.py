@@ -22,7 +22,7 @@ frameworks: [{name: pytorch, backend: gloo}]
 batch_size: 8
 steps: {warmup: 1, measure: 3, measure_seconds: 0}
 scale: {points: [1x1]}
-env: {DDLBENCH_PREFLIGHT_LOAD_FRACTION: "0"}   # any load at all counts as busy
+env: {DDLBENCH_PREFLIGHT_LOAD_FRACTION: "-1"}   # below zero: busy even on an idle machine
 """
 
 

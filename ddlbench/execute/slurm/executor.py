@@ -434,11 +434,12 @@ class SlurmExecutor(Executor):
         code = found[0].exit_code if found else rec.exit_code
         hung = stopped_values(code) or hung_values(run_dir, code)
         hung = hung if rec.state == S.FAILED else {}
-        out: Dict[str, object] = dict(hung)
+        out: Dict[str, object] = {}
         if found is not None:
             failure, source = found
             out.update(failed_task=failure.task, failed_signal=failure.signal)
             out.update(cause=failure.describe(), cause_source=source)
+        out.update(hung)  # a stop on SIGUSR1 or a hang says why better than srun's exit line
         node_down = self._node_failure(rec, found[0] if found else None)
         if node_down:  # the node's end first; srun's first failing task after it
             out.update(cause=node_down, cause_source="slurm")
