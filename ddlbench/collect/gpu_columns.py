@@ -15,6 +15,7 @@ import pandas as pd
 
 from ddlbench.analyse.device_peaks import achieved_tflops, mfu, peak_tflops
 from ddlbench.analyse.energy import joules_per_sample, window_energy
+from ddlbench.collect.reader import meta_and_summaries
 from ddlbench.collect.telemetry import read_preflight, read_run_telemetry
 
 KNOB_COLUMNS = ["layout", "compile", "fallbacks", "compile_s"]
@@ -100,13 +101,7 @@ def add_gpu_columns(runs: pd.DataFrame, kept: Sequence[Any], campaign_dir: Path)
     """``runs`` with :data:`GPU_RUN_COLUMNS`; a run that started on a busy or shared node, or
     whose GPU clocks were throttled, also gets a note in ``problems``, so that it never passes
     as a clean measurement."""
-    metas: Dict[str, List[dict]] = {}
-    summaries: Dict[str, List[dict]] = {}
-    for f in sorted(kept, key=lambda f: (f.run_key, f.rank if f.rank is not None else 0)):
-        if f.meta is not None:
-            metas.setdefault(f.run_key, []).append(f.meta)
-        if f.summary is not None:
-            summaries.setdefault(f.run_key, []).append(f.summary)
+    metas, summaries = meta_and_summaries(kept)
     rows = []
     for row in runs.to_dict("records"):
         run_dir = campaign_dir / str(row["run_dir"])

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ddlbench.analyse.device_peaks import peak_tflops
 from ddlbench.analyse.lm_mfu import lm_utilisation
+from ddlbench.collect.reader import meta_and_summaries
 
 LM_COLUMNS = [
     "seq_len",
@@ -83,13 +84,7 @@ def lm_fields(row: Dict[str, Any], metas: List[dict], summaries: List[dict]) -> 
 
 def add_lm_columns(runs: pd.DataFrame, kept: Sequence[Any]) -> pd.DataFrame:
     """``runs`` with :data:`LM_COLUMNS` (largest rank for memory and start-up times)."""
-    metas: Dict[str, List[dict]] = {}
-    summaries: Dict[str, List[dict]] = {}
-    for f in sorted(kept, key=lambda f: (f.run_key, f.rank if f.rank is not None else 0)):
-        if f.meta is not None:
-            metas.setdefault(f.run_key, []).append(f.meta)
-        if f.summary is not None:
-            summaries.setdefault(f.run_key, []).append(f.summary)
+    metas, summaries = meta_and_summaries(kept)
     rows = []
     for row in runs.to_dict("records"):
         key = str(row["run_dir"]).rstrip("/").rsplit("/", 1)[-1]

@@ -207,6 +207,20 @@ def _parse_bulk(buf: memoryview) -> pa.Table:
     )
 
 
+def meta_and_summaries(
+    kept: Sequence[RankFile],
+) -> Tuple[Dict[str, List[dict]], Dict[str, List[dict]]]:
+    """Each run's rank metas and summaries, by run key, in rank order."""
+    metas: Dict[str, List[dict]] = {}
+    summaries: Dict[str, List[dict]] = {}
+    for f in sorted(kept, key=lambda f: (f.run_key, f.rank if f.rank is not None else 0)):
+        if f.meta is not None:
+            metas.setdefault(f.run_key, []).append(f.meta)
+        if f.summary is not None:
+            summaries.setdefault(f.run_key, []).append(f.summary)
+    return metas, summaries
+
+
 def check_versions(files: Sequence[RankFile], campaign_dir: Optional[Path] = None) -> None:
     """Refuse unknown log-format versions and campaigns that mix versions."""
     by_version: Dict[object, List[RankFile]] = {}
