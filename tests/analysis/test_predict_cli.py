@@ -213,6 +213,9 @@ def test_a_measured_point_outside_the_interval_is_named_with_its_cause(results):
     assert not p.loc[8, "inside"] and p.loc[1, "inside"]
     assert (p["predicted_efficiency_low"] <= p["predicted_efficiency"]).all()
     assert (p["predicted_efficiency"] <= p["predicted_efficiency_high"]).all()
+    # the base is 100 % by definition: no efficiency interval there, its throughput keeps one
+    assert p.loc[1, "predicted_efficiency_low"] == p.loc[1, "predicted_efficiency_high"] == 1.0
+    assert p.loc[1, "predicted_throughput_low"] < p.loc[1, "predicted_throughput_high"]
     table = model_tables(model)[1]
     assert "interval" in table.columns and "sync ms" in table.columns
     verdicts = dict(zip((r[1] for r in table.rows), (r[-1] for r in table.rows)))
