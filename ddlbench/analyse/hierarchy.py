@@ -65,9 +65,8 @@ class Topology:
     inter: Link
     nics_per_node: int = 1
     base_latency_s: float = 0.0
-    message_scale: float = (
-        1.0  # the factor on the network's socket message cost (an end of its range)
-    )
+    #: the factor on the network's socket message cost (1; an end of its range in an interval)
+    message_scale: float = 1.0
 
     @property
     def ranks(self) -> int:
