@@ -75,3 +75,10 @@ NOISY_BASE = 0.25
 def widen(low: float, high: float, rel: float) -> Tuple[float, float]:
     """``[low, high]`` widened by a relative uncertainty ``rel`` on each side (never below 0)."""
     return low * max(0.0, 1 - rel), high * (1 + rel)
+
+
+def efficiency_interval(low: float, high: float, rel: float, at_base: bool) -> Tuple[float, float]:
+    """The efficiency interval of a point: :func:`widen` of the model's ends, except at the
+    base itself, whose efficiency is 1 by definition (its throughput keeps the base's own
+    uncertainty, its efficiency has none)."""
+    return (1.0, 1.0) if at_base else widen(low, high, rel)

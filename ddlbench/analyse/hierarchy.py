@@ -45,6 +45,8 @@ class Link:
     source: str = ""
     busbw_range_gbps: Optional[Tuple[float, float]] = None  # what the sources allow
     transport: str = ""
+    #: a TCP-socket network's cost per message beyond NCCL's latency: (fixed s, s per ring step)
+    message_s: Tuple[float, float] = (0.0, 0.0)
 
     @property
     def busbw_low_high(self) -> Tuple[float, float]:
@@ -63,10 +65,21 @@ class Topology:
     inter: Link
     nics_per_node: int = 1
     base_latency_s: float = 0.0
+    #: the factor on the network's socket message cost (1; an end of its range in an interval)
+    message_scale: float = 1.0
 
     @property
     def ranks(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    def message_latency_s(self, steps: int, nccl_s: float) -> float:
+        """The latency of one collective of ``steps`` ring steps whose NCCL latency is
+        ``nccl_s``: over TCP sockets between nodes, the larger of it and the socket message
+        cost (``socket_message`` in ``reference/interconnects.yaml``)."""
+        fixed, per_step = self.inter.message_s
+        if self.nodes <= 1 or not (fixed or per_step):
+            return nccl_s
+        return max(nccl_s, self.message_scale * (fixed + steps * per_step))
 
 
 @dataclass(frozen=True)
@@ -90,12 +103,24 @@ def _load() -> dict:
 def presets() -> Dict[str, Link]:
     """Every preset of ``reference/interconnects.yaml`` by name."""
     out = {}
+    sm = socket_message()
     for name, p in _load()["presets"].items():
         lo, hi = (float(v) for v in p.get("busbw_range_gbps") or (p["busbw_gbps"],) * 2)
+        msg = (1e-6 * sm["fixed_us"], 1e-6 * sm["per_step_us"])
         out[name] = Link(name, float(p["busbw_gbps"]), 1e-6 * float(p["alpha_us"]),
                          str(p["basis"]), str(p["source"]), (lo, hi),
-                         str(p.get("transport", "")))  # fmt: skip
+                         str(p.get("transport", "")),
+                         msg if p.get("transport") == "tcp" else (0.0, 0.0))  # fmt: skip
     return out
+
+
+def socket_message() -> Dict[str, float]:
+    """The TCP-socket message cost: ``fixed_us``, ``per_step_us``, ``low`` and ``high`` (the
+    factors at the ends of an interval)."""
+    sm = _load()["socket_message"]
+    lo, hi = (float(v) for v in sm["range"])
+    return {"fixed_us": float(sm["fixed_us"]), "per_step_us": float(sm["per_step_us"]),
+            "low": lo, "high": hi}  # fmt: skip
 
 
 def preset_level(name: str) -> str:
@@ -148,7 +173,7 @@ def ring(topo: Topology, nbytes: float) -> Allreduce:
     n, k = topo.ranks, topo.nodes
     inter_steps = 2 * (k - 1)
     lat = topo.base_latency_s + (2 * (n - 1) - inter_steps) * topo.intra.alpha_s
-    lat += inter_steps * topo.inter.alpha_s
+    lat = topo.message_latency_s(2 * (n - 1), lat + inter_steps * topo.inter.alpha_s)
     busbw, where = ring_busbw_gbps(topo)
     bw = 2 * (n - 1) / n * nbytes / (busbw * 1e9)
     return Allreduce(lat + bw, "ring", lat, bw, where)
@@ -159,6 +184,7 @@ def tree(topo: Topology, nbytes: float) -> Allreduce:
     lat = topo.base_latency_s + 2 * (
         (g - 1) * topo.intra.alpha_s + math.ceil(math.log2(k)) * topo.inter.alpha_s
     )
+    lat = topo.message_latency_s(2 * (topo.ranks - 1), lat)
     busbw, where = ring_busbw_gbps(topo)
     bw = 2 * nbytes / (busbw * 1e9)
     return Allreduce(lat + bw, "tree", lat, bw, where)

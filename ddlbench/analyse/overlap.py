@@ -35,23 +35,27 @@ class LayerSize:
     name: str
     params: int
     macs: int
+    #: the parameter tensors that make ``params`` (a convolution's weight and its batch norm's
+    #: weight and bias), each a gradient of its own; empty: one tensor
+    tensors: Tuple[int, ...] = ()
 
 
-def _resnet50_params(classes: int) -> List[int]:
-    out = [64 * 3 * 49 + 2 * 64]  # stem convolution and its batch norm
+def _resnet50_params(classes: int) -> List[Tuple[int, ...]]:
+    """Per layer, its tensors: a convolution's weight, its batch norm's weight and bias."""
+    out = [(64 * 3 * 49, 64, 64)]  # stem convolution and its batch norm
     inplanes = 64
     for planes, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
         for b in range(blocks):
-            out += [planes * inplanes + 2 * planes, planes * planes * 9 + 2 * planes,
-                    4 * planes * planes + 8 * planes]  # fmt: skip
-            if b == 0:
-                out.append(4 * planes * inplanes + 8 * planes)  # downsample and its norm
+            out += [(planes * inplanes, planes, planes), (planes * planes * 9, planes, planes),
+                    (4 * planes * planes, 4 * planes, 4 * planes)]  # fmt: skip
+            if b == 0:  # downsample and its norm
+                out.append((4 * planes * inplanes, 4 * planes, 4 * planes))
             inplanes = 4 * planes
-    return out + [2048 * classes + classes]
+    return out + [(2048 * classes, classes)]
 
 
-def _conv_linear_params(model: str, classes: int) -> List[int]:
-    """VGG (no batch norm) and LeNet: weights and biases of every counted layer."""
+def _conv_linear_params(model: str, classes: int) -> List[Tuple[int, ...]]:
+    """VGG (no batch norm) and LeNet: the weight and the bias of every counted layer."""
     if model == "lenet":
         shapes = [(6, 1 * 25), (16, 6 * 25), (120, 400), (84, 120), (classes, 84)]
     else:
@@ -62,7 +66,7 @@ def _conv_linear_params(model: str, classes: int) -> List[int]:
             shapes.append((width, c * 9))
             c = width
         shapes += [(4096, 512 * 49), (4096, 4096), (classes, 4096)]
-    return [out * fan_in + out for out, fan_in in shapes]
+    return [(out * fan_in, out) for out, fan_in in shapes]
 
 
 def layer_sizes(model: str) -> List[LayerSize]:
@@ -73,7 +77,7 @@ def layer_sizes(model: str) -> List[LayerSize]:
     params = (_resnet50_params if model == "resnet50" else
               lambda c: _conv_linear_params(model, c))(classes)  # fmt: skip
     assert len(params) == len(layers), model
-    return [LayerSize(lay.name, p, lay.macs) for lay, p in zip(layers, params)]
+    return [LayerSize(lay.name, sum(t), lay.macs, t) for lay, t in zip(layers, params)]
 
 
 def param_count(model: str) -> int:
@@ -85,9 +89,13 @@ def buckets(
 ) -> List[Tuple[float, int]]:
     """(bytes, index of the layer that closes it) per bucket, in backward order. A bucket
     closes when it reaches its cap (``first_bytes`` for the first, when given); a cap of 0
-    means one allreduce per layer."""
+    means one allreduce per gradient tensor (a layer without its tensors: one)."""
     out: List[Tuple[float, int]] = []
     size = 0.0
+    if bucket_bytes <= 0:
+        for i in range(len(layers) - 1, -1, -1):
+            out += [(t * bytes_per_param, i) for t in layers[i].tensors or (layers[i].params,)]
+        return out
     for i in range(len(layers) - 1, -1, -1):
         size += layers[i].params * bytes_per_param
         cap = first_bytes if (first_bytes and not out) else bucket_bytes

@@ -325,7 +325,7 @@ def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
     t, exposed, sync, comm = mid
     meas = p[p["devices"] == n]
     m = float(meas["throughput_gmean"].iloc[0]) if len(meas) else math.nan
-    e_lo, e_hi = costs.widen(min(eff.values()), max(eff.values()), u)
+    e_lo, e_hi = costs.efficiency_interval(min(eff.values()), max(eff.values()), u, n == b0)
     measured_eff = float(meas["efficiency"].iloc[0]) if len(meas) else math.nan
     return {
         "series": s["series"],

@@ -47,6 +47,7 @@ def gather(topo: hierarchy.Topology, nbytes: float) -> hierarchy.Allreduce:
     if n <= 1:
         return hierarchy.Allreduce(0.0, "none", 0.0, 0.0, "none")
     lat = topo.base_latency_s + (n - k) * topo.intra.alpha_s + (k - 1) * topo.inter.alpha_s
+    lat = topo.message_latency_s(n - 1, lat)
     busbw, where = hierarchy.ring_busbw_gbps(topo)
     bw = (n - 1) / n * nbytes / (busbw * 1e9)
     return hierarchy.Allreduce(lat + bw, "ring", lat, bw, where)
@@ -58,7 +59,7 @@ def _cross_node(topo: hierarchy.Topology, nbytes: float) -> hierarchy.Allreduce:
     g = topo.gpus_per_node
     share = topo.inter.busbw_gbps * max(1, topo.nics_per_node) / g
     net = replace(topo.inter, busbw_gbps=share)
-    ring = hierarchy.Topology(1, topo.nodes, net, net, 1, topo.base_latency_s)
+    ring = hierarchy.Topology(1, topo.nodes, net, net, 1, topo.base_latency_s, topo.message_scale)
     return hierarchy.ring(ring, nbytes) if topo.nodes > 1 else gather(ring, 0)
 
 

@@ -121,12 +121,14 @@ def _compute_at_base(case, base: hierarchy.Topology, layers, end: str) -> float:
 
 def _at(topo: hierarchy.Topology, end: str) -> hierarchy.Topology:
     """``topo`` with each link at the ``end`` of its range ("mid": as given, "pess": the
-    slow end, "opt": the fast end)."""
+    slow end, "opt": the fast end), a TCP network's message cost too."""
     if end == "mid":
         return topo
     pick = 0 if end == "pess" else 1
+    sm = hierarchy.socket_message()
     return replace(topo, intra=topo.intra.scaled(topo.intra.busbw_low_high[pick]),
-                   inter=topo.inter.scaled(topo.inter.busbw_low_high[pick]))  # fmt: skip
+                   inter=topo.inter.scaled(topo.inter.busbw_low_high[pick]),
+                   message_scale=sm["high"] if end == "pess" else sm["low"])  # fmt: skip
 
 
 def _efficiency(case, base, topo, layers, end: str) -> Tuple[float, Dict[str, float]]:
@@ -146,8 +148,9 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     pess, _ = _efficiency(case, base, topo, layers, "pess")  # slow links, much jitter
     opt, _ = _efficiency(case, base, topo, layers, "opt")  # fast links, little jitter
     u = case.base_uncertainty
-    lo, hi = costs.widen(min(pess, eff), max(opt, eff), u)
     n = topo.ranks
+    lo, hi = costs.efficiency_interval(min(pess, eff), max(opt, eff), u, n == base.ranks)
+    t_lo, t_hi = costs.widen(min(pess, eff), max(opt, eff), u)  # throughput, step: the base's too
     per_sample = case.batch * (case.seq or 1)
     rate = case.single_throughput * (case.seq or 1)  # per device, samples or tokens per s
     params = sum(la.params for la in layers)
@@ -160,11 +163,11 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
         "efficiency_low": lo,
         "efficiency_high": hi,
         "throughput": n * rate * eff,
-        "throughput_low": n * rate * lo,
-        "throughput_high": n * rate * hi,
+        "throughput_low": n * rate * t_lo,
+        "throughput_high": n * rate * t_hi,
         "step_s": per_sample / (rate * eff),
-        "step_s_low": per_sample / (rate * hi),
-        "step_s_high": per_sample / (rate * lo) if lo > 0 else None,
+        "step_s_low": per_sample / (rate * t_hi),
+        "step_s_high": per_sample / (rate * t_lo) if t_lo > 0 else None,
         **{k: v for k, v in s.items() if k != "step_s"},
         "overlap": 1 - s["exposed_comm_s"] / s["comm_s"] if s["comm_s"] > 0 else 1.0,
         "overlap_source": _overlap_source(case, n),

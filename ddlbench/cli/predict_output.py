@@ -47,7 +47,21 @@ def _link_meta(link) -> dict:
     lo, hi = link.busbw_low_high
     return {"name": link.name, "busbw_gbps": link.busbw_gbps, "busbw_range_gbps": [lo, hi],
             "alpha_s": link.alpha_s, "transport": link.transport, "basis": link.basis,
-            "source": link.source}  # fmt: skip
+            "source": link.source, "message_s": list(link.message_s)}  # fmt: skip
+
+
+def _socket_line(meta: dict) -> str:
+    """The header line of a TCP-socket network's per-message cost ('' for another network)."""
+    fixed, step = meta["inter"].get("message_s") or (0.0, 0.0)
+    if not (fixed or step):
+        return ""
+    from ddlbench.analyse import hierarchy
+
+    sm = hierarchy.socket_message()
+    return (f"tcp messages: each collective between nodes pays at least {1e6 * fixed:.0f} us + "
+            f"{1e6 * step:.1f} us per ring step (interval {sm['low']:g}-{sm['high']:g} x), "
+            "measured through Horovod and NCCL's socket transport elsewhere, not on this "
+            "cluster")  # fmt: skip
 
 
 def print_table(meta: dict, rows: List[dict]) -> None:
@@ -61,6 +75,8 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
     )
     click.echo(f"synchronisation: {meta['synchronisation']}")
+    if _socket_line(meta):
+        click.echo(_socket_line(meta))
     if meta["base_uncertainty"] > costs_noisy():
         click.echo(
             f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "
@@ -207,7 +223,8 @@ def list_presets(as_json: bool) -> None:
         lo, hi = p.busbw_low_high
         rows.append({"name": n, "level": hierarchy.preset_level(n), "busbw_gbps": p.busbw_gbps,
                      "busbw_range_gbps": [lo, hi], "alpha_us": 1e6 * p.alpha_s,
-                     "transport": p.transport, "basis": p.basis, "source": p.source})  # fmt: skip
+                     "transport": p.transport, "basis": p.basis, "source": p.source,
+                     "message_us": [1e6 * p.message_s[0], 1e6 * p.message_s[1]]})  # fmt: skip
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -98,6 +98,32 @@ def test_list_presets_names_each_source():
     assert {"nvlink-v100", "nvlink-a100", "nvlink-h100", "pcie4", "edr", "hdr", "ndr",
             "25gbe", "100gbe"} <= set(rows)  # fmt: skip
     assert all(r["source"] for r in rows.values())
+    # TCP sockets carry the measured per-message cost, RDMA and NVLink none
+    assert rows["100gbe"]["message_us"] == [335.0, 16.7] == rows["10gbe"]["message_us"]
+    assert rows["edr"]["message_us"] == [0.0, 0.0] == rows["nvlink-v100"]["message_us"]
+
+
+def test_a_tcp_network_says_its_message_cost_and_pays_it_per_tensor():
+    args = ["predict", "--model", "resnet50", "--batch", "64", "--single-device-throughput",
+            "253.1", "--gpus-per-node", "4", "--nodes", "8", "--intra-busbw", "pcie3-host",
+            "--bucket-mb", "0", "--fusion-cycle-ms", "0"]  # fmt: skip
+    text = invoke(args + ["--inter-busbw", "100gbe"])
+    assert text.exit_code == 0, text.output
+    assert "tcp messages: each collective between nodes pays at least 335 us" in text.stdout
+    assert "not on this cluster" in text.stdout
+    tcp = json.loads(invoke(args + ["--inter-busbw", "100gbe", "--json"]).stdout)
+    ib = json.loads(invoke(args + ["--inter-busbw", "edr", "--json"]).stdout)
+    assert "tcp messages" not in invoke(args + ["--inter-busbw", "edr"]).stdout
+    assert tcp["inter"]["message_s"] == pytest.approx([335e-6, 16.7e-6])
+    t32, i32 = tcp["points"][-1], ib["points"][-1]
+    assert t32["devices"] == i32["devices"] == 32
+    assert t32["messages"] == i32["messages"] == 161  # one allreduce per gradient tensor
+    # 161 messages of at least 335 us + 62 steps x 16.7 us each over TCP
+    assert t32["latency_s"] >= 161 * (335e-6 + 62 * 16.7e-6) * 0.999
+    assert i32["latency_s"] < 0.25 * t32["latency_s"]
+    assert t32["efficiency"] < i32["efficiency"]
+    # the interval spans the message cost's range: 0.75-1.25 x
+    assert t32["efficiency_low"] < t32["efficiency"] < t32["efficiency_high"]
 
 
 def test_predict_from_a_campaign_uses_its_base_sweep_and_links(results):
@@ -213,6 +239,9 @@ def test_a_measured_point_outside_the_interval_is_named_with_its_cause(results):
     assert not p.loc[8, "inside"] and p.loc[1, "inside"]
     assert (p["predicted_efficiency_low"] <= p["predicted_efficiency"]).all()
     assert (p["predicted_efficiency"] <= p["predicted_efficiency_high"]).all()
+    # the base is 100 % by definition: no efficiency interval there, its throughput keeps one
+    assert p.loc[1, "predicted_efficiency_low"] == p.loc[1, "predicted_efficiency_high"] == 1.0
+    assert p.loc[1, "predicted_throughput_low"] < p.loc[1, "predicted_throughput_high"]
     table = model_tables(model)[1]
     assert "interval" in table.columns and "sync ms" in table.columns
     verdicts = dict(zip((r[1] for r in table.rows), (r[-1] for r in table.rows)))

@@ -165,3 +165,60 @@ def test_a_transformer_given_by_its_shape_and_every_strategy():
     # every layer; hybrid sharding keeps the gathers inside the node
     assert eff["fsdp"] < eff["hsdp"]
     assert all(0 < e < 1 for e in eff.values())
+
+
+def test_the_base_point_has_no_efficiency_interval_but_keeps_its_throughput_interval():
+    case = whatif.Case("resnet50", 64, 253.1, base_uncertainty=0.05)
+    rows = whatif.curve(case, 4, [1, 2], hierarchy.preset("pcie3-host"), hierarchy.preset("edr"))
+    base = rows[0]
+    assert base["devices"] == 1
+    assert base["efficiency_low"] == base["efficiency"] == base["efficiency_high"] == 1.0
+    assert base["throughput_low"] == pytest.approx(253.1 * 0.95)
+    assert base["throughput_high"] == pytest.approx(253.1 * 1.05)
+    assert base["step_s_low"] < base["step_s"] < base["step_s_high"]
+    for r in rows[1:]:  # beyond the base the base's uncertainty widens the efficiency too
+        assert r["efficiency_low"] < r["efficiency"] < r["efficiency_high"]
+    assert costs.efficiency_interval(0.9, 1.0, 0.02, at_base=False) == (0.9 * 0.98, 1.02)
+
+
+def test_one_allreduce_per_gradient_tensor_with_a_cap_of_zero():
+    layers = overlap.layer_sizes("resnet50")
+    # torchvision's ResNet-50 has 161 parameter tensors: 53 convolutions, 53 batch norms with a
+    # weight and a bias each, the classifier's weight and bias
+    assert sum(len(la.tensors) for la in layers) == 161
+    assert all(sum(la.tensors) == la.params for la in layers)
+    per_tensor = overlap.buckets(layers, 4, 0)
+    assert len(per_tensor) == 161
+    assert sum(b for b, _ in per_tensor) == 4 * overlap.param_count("resnet50")
+    # backward order: the classifier's weight and bias first
+    assert sorted(per_tensor[:2]) == [
+        (4 * 1000, len(layers) - 1),
+        (4 * 2048 * 1000, len(layers) - 1),
+    ]
+    vgg = overlap.buckets(overlap.layer_sizes("vgg16"), 4, 0)
+    assert len(vgg) == 32  # 13 convolutions and 3 linear layers, a weight and a bias each
+
+
+def test_tcp_sockets_pay_the_measured_message_cost_between_nodes():
+    sm = hierarchy.socket_message()
+    tcp, rdma = hierarchy.preset("100gbe"), hierarchy.preset("edr")
+    intra = hierarchy.preset("pcie3-host")
+    on = Topology(4, 8, intra, tcp, 1, hierarchy.base_latency_s())
+    steps = 2 * (on.ranks - 1)
+    expected = 1e-6 * (sm["fixed_us"] + steps * sm["per_step_us"])
+    assert hierarchy.allreduce(on, 4.0).latency_s == pytest.approx(expected)
+    # the line through the measured startup times: 523, 908 and 1348 us at 8, 16, 32 workers
+    for n, measured in ((8, 523e-6), (16, 908e-6), (32, 1348e-6)):
+        t = Topology(4, n // 4, intra, tcp, 1, hierarchy.base_latency_s())
+        assert hierarchy.allreduce(t, 4.0).latency_s == pytest.approx(measured, rel=0.1)
+    # RDMA pays NCCL's latency model only; one node moves nothing over the network
+    over_ib = Topology(4, 8, intra, rdma, 1, hierarchy.base_latency_s())
+    assert hierarchy.allreduce(over_ib, 4.0).latency_s < 0.2 * expected
+    one = Topology(4, 1, intra, tcp, 1, hierarchy.base_latency_s())
+    assert hierarchy.allreduce(one, 4.0).latency_s < 1e-4
+    # an all-gather: N-1 steps; the ends of the interval scale the cost
+    ag = sharded.gather(on, 4.0).latency_s
+    assert ag == pytest.approx(1e-6 * (sm["fixed_us"] + 31 * sm["per_step_us"]))
+    pess = whatif._at(on, "pess")
+    assert hierarchy.allreduce(pess, 4.0).latency_s > hierarchy.allreduce(on, 4.0).latency_s
+    assert pess.message_scale == sm["high"] and whatif._at(on, "opt").message_scale == sm["low"]
