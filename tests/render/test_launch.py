@@ -59,7 +59,7 @@ def test_pyxis_gets_every_exported_name_and_one_named_container(pyxis_scripts):
 def test_helper_steps_hold_no_gpu_and_one_cpu(pyxis_scripts):
     for text in pyxis_scripts.values():
         for cmd in _sruns(text):
-            if "ddlbench.workloads.rank_start" in cmd:  # the workers
+            if "ddlbench.workloads.node.rank_start" in cmd:  # the workers
                 assert "--cpus-per-task=10 --distribution=block:cyclic --cpu-bind=none" in cmd
                 assert "--gres=none" not in cmd
             elif "DMLC_ROLE=server" in cmd or "DMLC_ROLE=scheduler" in cmd:
