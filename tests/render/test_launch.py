@@ -66,7 +66,7 @@ def test_helper_steps_hold_no_gpu_and_one_cpu(pyxis_scripts):
                 # the whole node's CPUs (--overlap), bound in the step to the spare cores
                 assert "--mpi=none" in cmd and "--cpu-bind=none" in cmd and "--gres=none" in cmd
                 assert '--cpus-per-task="${SLURM_CPUS_ON_NODE}"' in cmd
-            elif "workloads.preflight" in cmd:  # before the workers; reads the GPUs
+            elif "workloads.node.preflight" in cmd:  # before the workers; reads the GPUs
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none" in cmd
             else:  # port probe, rendezvous server: beside the workers
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none" in cmd
