@@ -90,7 +90,7 @@ def _rank_start(tmp_path, **env):
     base.update(SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0", SLURMD_NODENAME="n1")
     base.update(DDLBENCH_LOG_DIR=str(tmp_path), PYTHONPATH=str(ROOT), **env)
     return subprocess.run(
-        [sys.executable, "-m", "ddlbench.workloads.node.rank_start", "ports", "--count", "1"],
+        [sys.executable, "-m", "ddlbench.workloads.node.rank_start", "node.ports", "--count", "1"],
         env=base,
         capture_output=True,
         text=True,

@@ -220,7 +220,7 @@ def place(env: Dict[str, str]) -> Dict[str, Any]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or not re.match(r"^[a-z][a-z0-9_]*$", args[0]):
+    if not args or not re.match(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", args[0]):
         sys.stderr.write("usage: python -m ddlbench.workloads.node.rank_start WORKLOAD RUN_JSON\n")
         return 2
     env = dict(os.environ)
