@@ -90,8 +90,8 @@ def ddlbench_run(args: argparse.Namespace, combo: Tuple[str, str, bool], tmp: st
         run_training,
         synthetic_batch,
     )
-    from ddlbench.workloads.models_torch import build_model
-    from ddlbench.workloads.pytorch import apply_knobs, make_optimizer, make_step_fn
+    from ddlbench.workloads.pytorch.models_torch import build_model
+    from ddlbench.workloads.pytorch.torch_main import apply_knobs, make_optimizer, make_step_fn
 
     # a fresh log folder per measurement: ddlbench never reopens a rank log
     log_dir = tempfile.mkdtemp(prefix="logs-", dir=tmp)
@@ -132,7 +132,7 @@ def bare_model(model: str, classes: int) -> Any:
             return torchvision.models.resnet50(num_classes=classes)
         except ImportError:
             pass
-    from ddlbench.workloads.models_torch import build_model
+    from ddlbench.workloads.pytorch.models_torch import build_model
 
     return build_model(model, classes, SIDES[model], seed=0)
 
@@ -241,7 +241,7 @@ def applied_knobs(args: argparse.Namespace, combo: Combo, tmp: str) -> Tuple[str
     import torch
 
     from ddlbench.workloads.common import normalize_run_config
-    from ddlbench.workloads.pytorch import apply_knobs
+    from ddlbench.workloads.pytorch.torch_main import apply_knobs
 
     cfg = normalize_run_config(run_config(args, combo, tmp))
     knobs = apply_knobs(cfg, torch.device(args.device))

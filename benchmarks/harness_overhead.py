@@ -75,7 +75,7 @@ GAPS: list = []  # per round: the window's share spent between steps (the harnes
 
 def workload_throughput(args: argparse.Namespace, tmp: str, i: int) -> float:
     from ddlbench.workloads.common import workload_main
-    from ddlbench.workloads.pytorch import body
+    from ddlbench.workloads.pytorch.torch_main import body
 
     log_dir = os.path.join(tmp, f"w{i}")
     path = os.path.join(tmp, f"run-{i}.json")
@@ -97,7 +97,7 @@ def bare_throughput(args: argparse.Namespace) -> float:
     from torch import nn
 
     from ddlbench.workloads.common import synthetic_batch
-    from ddlbench.workloads.models_torch import build_model
+    from ddlbench.workloads.pytorch.models_torch import build_model
 
     model = build_model(args.model, 1000, args.image_size, seed=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
@@ -128,8 +128,8 @@ def interleaved(args: argparse.Namespace, tmp: str) -> tuple[list, list]:
     import torch
 
     from ddlbench.workloads.common import LRSchedule, Measurement, RankLogger, synthetic_batch
-    from ddlbench.workloads.models_torch import build_model
-    from ddlbench.workloads.pytorch import make_optimizer, make_step_fn
+    from ddlbench.workloads.pytorch.models_torch import build_model
+    from ddlbench.workloads.pytorch.torch_main import make_optimizer, make_step_fn
 
     cfg = run_config(args, os.path.join(tmp, "interleaved"))
     model = build_model(args.model, 1000, args.image_size, seed=0)

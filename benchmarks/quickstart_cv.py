@@ -58,7 +58,7 @@ def spec_text(window: float, repeats: int) -> str:
 
 def cpu_times() -> Tuple[float, float]:
     """(busy, total) jiffies of all CPUs from /proc/stat."""
-    from ddlbench.workloads.preflight import read_proc_stat
+    from ddlbench.workloads.node.preflight import read_proc_stat
 
     busy, total = read_proc_stat()
     return float(busy), float(total)

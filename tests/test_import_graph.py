@@ -286,7 +286,7 @@ def test_the_scanner_finds_what_it_must(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
         "from typing import TYPE_CHECKING\n"
-        "from ddlbench.workloads.gpu_sampler import nvml_call, _hidden\n"
+        "from ddlbench.workloads.node.gpu_sampler import nvml_call, _hidden\n"
         "import ddlbench.collect.data_files as files\n"
         "if TYPE_CHECKING:\n"
         "    from ddlbench.execute.store import CampaignStore\n"
@@ -296,7 +296,7 @@ def test_the_scanner_finds_what_it_must(tmp_path):
     )
     found = scan("ddlbench.report.sample", sample)
     edges = {(e.target, e.where) for e in found.edges}
-    assert ("ddlbench.workloads.gpu_sampler", MODULE_LEVEL) in edges
+    assert ("ddlbench.workloads.node.gpu_sampler", MODULE_LEVEL) in edges
     assert ("ddlbench.workloads", MODULE_LEVEL) in edges  # its __init__ runs
     assert ("ddlbench.collect.data_files", MODULE_LEVEL) in edges
     assert ("ddlbench.collect.freshness", IN_FUNCTION) in edges
@@ -305,7 +305,7 @@ def test_the_scanner_finds_what_it_must(tmp_path):
     assert sorted(name for _, name, _ in found.private) == [
         "ddlbench.collect.data_files._secret",
         "ddlbench.execute.store.CampaignStore._conn",
-        "ddlbench.workloads.gpu_sampler._hidden",
+        "ddlbench.workloads.node.gpu_sampler._hidden",
     ]
     two = [Edge("ddlbench.a", "ddlbench.b", 1), Edge("ddlbench.b", "ddlbench.a", 2, IN_FUNCTION)]
     assert _circles_of(two) == [{"ddlbench.a", "ddlbench.b"}]

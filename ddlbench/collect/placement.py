@@ -3,7 +3,7 @@
 Read from the newest attempt folder of a run that has them:
 
 - ``logs/attempt-<k>/placement/rank-<r>.json`` (format ``ddlbench-placement/1``, written by
-  ``ddlbench.workloads.rank_start``): each rank's host, device identity (a GPU's UUID and PCI
+  ``ddlbench.workloads.node.rank_start``): each rank's host, device identity (a GPU's UUID and PCI
   bus id) and the CPUs it was bound to;
 - ``logs/attempt-<k>/nccl/rank-<r>.<host>.<pid>.log``: NCCL's INIT and NET debug lines of each
   rank of the first node (``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,NET``).

@@ -1,7 +1,8 @@
 """Readers of the per-node GPU telemetry logs and pre-flight reports of a run.
 
 Formats ``ddlbench-telemetry/1`` and ``ddlbench-preflight/1`` (docs/telemetry.md), written on
-the compute nodes by ``ddlbench.workloads.gpu_sampler`` and ``ddlbench.workloads.preflight``.
+the compute nodes by ``ddlbench.workloads.node.gpu_sampler`` and
+``ddlbench.workloads.node.preflight``.
 Unreadable lines (a sampler killed mid-write) are skipped.
 """
 

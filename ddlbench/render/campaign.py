@@ -38,6 +38,7 @@ from ddlbench.plan import Plan, Run
 from ddlbench.render.context import run_context
 from ddlbench.render.own_workload import copy_workdir, program_config
 from ddlbench.render.shell import ShellSafe, to_shell
+from ddlbench.render.template_check import check_templates
 from ddlbench.spec.diagnosis import run_config_fields
 from ddlbench.spec.experiment import mllog_run_config
 from ddlbench.workloads.vocabulary import model_shape
@@ -297,6 +298,7 @@ def _compiled_templates(plan: Plan, profile_path: str) -> Dict[str, jinja2.Templ
                 raise InputError(
                     Problem(f"no template {name} for framework '{run.framework}'")
                 ) from None
+    check_templates(env, list(templates))
     return templates
 
 
@@ -367,6 +369,7 @@ def render_campaign(
     digest = spec_digest(spec_text, profile_text)
     paths = CampaignPaths(root)
     created = _creation_time(paths, campaign, digest)
+    templates = _compiled_templates(plan, profile_path)  # refused templates: nothing written
     root.mkdir(parents=True, exist_ok=True)
     paths.runs.mkdir(exist_ok=True)
     paths.jobs.mkdir(exist_ok=True)
@@ -375,7 +378,6 @@ def render_campaign(
     _atomic_write(paths.spec, spec_text)
     _atomic_write(paths.cluster, profile_text)
 
-    templates = _compiled_templates(plan, profile_path)
     job = _ScriptJob(plan, campaign, root, paths.pkg, results_root.resolve(), templates)
     workers = _workers(len(plan.runs))
     children = _start_workers(job, plan.runs, workers)

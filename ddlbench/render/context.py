@@ -12,6 +12,7 @@ from ddlbench.render.launch import interface_env, launch_fragments
 from ddlbench.render.shell import ShellSafe, to_shell
 from ddlbench.spec.cluster import ClusterProfile, EnvSetup, expand_path
 from ddlbench.spec.experiment import ExperimentSpec
+from ddlbench.workloads.vocabulary import workload_module
 
 
 def sbatch_options(
@@ -154,6 +155,7 @@ def run_context(
     job_name = f"{campaign}.{run.run_id}"
     ctx: Dict[str, Any] = {
         "run": run,
+        "workload_module": workload_module(run.workload),
         "campaign": campaign,
         "job_name": job_name,
         "run_dir": str(run_dir),

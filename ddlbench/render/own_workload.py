@@ -1,7 +1,7 @@
 """The run.json part and the frozen copy of a spec's own program (docs/your-own-workload.md).
 
 The command's placeholders are replaced here, each value becoming (part of) one argv element
-that run.json carries as a JSON list: ``ddlbench.workloads.own_program`` starts it without a
+that run.json carries as a JSON list: ``ddlbench.workloads.own.own_program`` starts it without a
 shell, so no value is ever read by one. The workdir is copied into the campaign's ``pkg/``
 once, at the first render, so every run of a campaign (retries and later scales included)
 runs the same code, as ddlbench's own workloads are frozen into ``pkg/``.

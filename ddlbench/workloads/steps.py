@@ -13,7 +13,7 @@ or ``step_done(samples=n, loss=x)`` after each step (a step then lasts from the 
 ``with comm():`` around the code that communicates splits the step into compute and
 communication time (``compute_s``, ``comm_s`` of docs/log-format.md).
 
-Under ddlbench (``DDLBENCH_MARK_FD`` set by ``ddlbench.workloads.own_program``) every step is
+Under ddlbench (``DDLBENCH_MARK_FD`` set by ``ddlbench.workloads.own.own_program``) every step is
 one JSON line down that pipe, and ddlbench writes the rank log; anywhere else the marks do
 nothing, so the program still runs on its own. Standard library only; Python 3.8 syntax; the
 whole of ddlbench that a program needs on the compute nodes (the campaign's ``pkg/`` is on

@@ -60,6 +60,22 @@ TRAINING_MODES: Tuple[str, ...] = ("throughput", "convergence")
 MODES: Tuple[str, ...] = TRAINING_MODES + ("allreduce",)
 #: the workload that runs a spec's own program (docs/your-own-workload.md), for any framework
 OWN_WORKLOAD = "own_program"
+#: each shipped workload's name (run.json's ``workload``, the tables' ``workload`` column) ->
+#: its module under ``ddlbench.workloads`` (docs/architecture.md#the-workloads-folder). The
+#: names stay as they were when the modules moved into per-framework folders, so that
+#: campaigns and tables keep their values; a name not listed is the module
+#: ``ddlbench.workloads.<name>`` itself.
+WORKLOAD_MODULES: Dict[str, str] = {
+    "pytorch": "pytorch.torch_main",
+    "tensorflow": "tf.tf_main",
+    "keras": "tf.keras_main",
+    "mxnet": "mx.mxnet_main",
+    "horovod_torch": "hvd.horovod_torch",
+    "horovod_tf": "hvd.horovod_tf",
+    "allreduce_torch": "comm.allreduce_torch",
+    "allreduce_horovod": "comm.allreduce_horovod",
+    OWN_WORKLOAD: "own.own_program",
+}
 DEFAULT_MODE = "throughput"
 DEVICES: Tuple[str, ...] = ("cpu", "gpu")
 DEFAULT_DEVICE = "cpu"
@@ -243,3 +259,8 @@ def precision_fallback(
     if asked == "bf16" and gpu and not bf16_ok:
         return "amp", "precision bf16 is not supported by this GPU; running amp (fp16 + scaling)"
     return asked, None
+
+
+def workload_module(name: str) -> str:
+    """The module ``python -m`` runs for the workload ``name`` (``WORKLOAD_MODULES``)."""
+    return "ddlbench.workloads." + WORKLOAD_MODULES.get(name, name)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ddlbench.workloads import health
-from ddlbench.workloads.health import gpu_checks, recorded_nvml, summary
+from ddlbench.workloads.node import health
+from ddlbench.workloads.node.health import gpu_checks, recorded_nvml, summary
 
 #: answers recorded from a healthy A100 node (idle, NVLink readable, no errors)
 HEALTHY = {

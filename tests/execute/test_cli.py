@@ -133,7 +133,7 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
 # mid-run; the port helper runs for real.
 FAKE_PYTHON = """\
 #!/bin/bash
-if [[ " $* " == *" ddlbench.workloads.ports "* ]]; then exec {python} "$@"; fi
+if [[ " $* " == *" ddlbench.workloads.node.ports "* ]]; then exec {python} "$@"; fi
 set -o noclobber
 log="$DDLBENCH_LOG_DIR/rank-$SLURM_PROCID.jsonl"
 echo '{{"type": "meta", "restart": '"${{SLURM_RESTART_COUNT:-0}}"'}}' > "$log"

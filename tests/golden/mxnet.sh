@@ -215,7 +215,7 @@ declare -A ddlbench_iface=()
 while read -r ddlbench_name ddlbench_node_addr; do
   ddlbench_iface["${ddlbench_name}"]=${ddlbench_node_addr}
 done < <(srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-  python -m ddlbench.workloads.iface_addr ib0)
+  python -m ddlbench.workloads.node.iface_addr ib0)
 DDLBENCH_ADDRS=""
 for ddlbench_h in "${ddlbench_hosts[@]}"; do
   [[ -n "${ddlbench_iface[${ddlbench_h}]:-}" ]] || { echo "ddlbench: no address on ib0 for ${ddlbench_h}" >&2; false; }
@@ -230,7 +230,7 @@ export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
 # to itself on one, and jobs that share a node are not given the same ports
 # (only the first node binds them)
 DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-  python -m ddlbench.workloads.ports --count 1)
+  python -m ddlbench.workloads.node.ports --count 1)
 DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
 export DDLBENCH_PORTS DDLBENCH_PORT
 echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
@@ -265,7 +265,7 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 # other processes' CPU use over a short window (/proc/stat), after the port steps above have
 # imported any container image: neither that import nor the 1-minute load average counts
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
-  python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
+  python -m ddlbench.workloads.node.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
 # (a step of its own would need the node's GPUs beside the workers'), on cores no rank is bound
 # to (not local rank 0's), stopped with the ranks
@@ -298,13 +298,13 @@ export DMLC_PS_ROOT_PORT="${DDLBENCH_PORT}"
 export DMLC_NUM_WORKER=8
 export DMLC_NUM_SERVER=2
 DMLC_ROLE=scheduler srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --mem=1G --mpi=none --cpu-bind=none --gres=none --cpus-per-task="${SLURM_CPUS_ON_NODE}" \
-  python -m ddlbench.workloads.mxnet "${DDLBENCH_RUN_DIR}/run.json" &
+  python -m ddlbench.workloads.mx.mxnet_main "${DDLBENCH_RUN_DIR}/run.json" &
 DDLBENCH_BG_PIDS+=("$!")
 DMLC_ROLE=server srun --overlap --nodes=2 --ntasks=2 --gres=none --mpi=none --cpu-bind=none --cpus-per-task="${SLURM_CPUS_ON_NODE}" \
-  python -m ddlbench.workloads.mxnet "${DDLBENCH_RUN_DIR}/run.json" &
+  python -m ddlbench.workloads.mx.mxnet_main "${DDLBENCH_RUN_DIR}/run.json" &
 DDLBENCH_BG_PIDS+=("$!")
 DMLC_ROLE=worker ddlbench_workers srun --overlap --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \
-  python -m ddlbench.workloads.rank_start mxnet "${DDLBENCH_RUN_DIR}/run.json"
+  python -m ddlbench.workloads.node.rank_start mxnet "${DDLBENCH_RUN_DIR}/run.json"
 # the scheduler and servers leave once the workers have finalised the kvstore
 for pid in "${DDLBENCH_BG_PIDS[@]}"; do
   timeout 60 tail --pid="$pid" -f /dev/null || kill "$pid" 2>/dev/null || true

@@ -218,7 +218,7 @@ declare -A ddlbench_iface=()
 while read -r ddlbench_name ddlbench_node_addr; do
   ddlbench_iface["${ddlbench_name}"]=${ddlbench_node_addr}
 done < <(srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-  python -m ddlbench.workloads.iface_addr ib0)
+  python -m ddlbench.workloads.node.iface_addr ib0)
 DDLBENCH_ADDRS=""
 for ddlbench_h in "${ddlbench_hosts[@]}"; do
   [[ -n "${ddlbench_iface[${ddlbench_h}]:-}" ]] || { echo "ddlbench: no address on ib0 for ${ddlbench_h}" >&2; false; }
@@ -233,7 +233,7 @@ export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
 # to itself on one, and jobs that share a node are not given the same ports
 # (only the first node binds them)
 DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-  python -m ddlbench.workloads.ports --count 1)
+  python -m ddlbench.workloads.node.ports --count 1)
 DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
 export DDLBENCH_PORTS DDLBENCH_PORT
 echo "ddlbench: ports ${DDLBENCH_PORTS} on ${DDLBENCH_FIRST_HOST}"
@@ -268,7 +268,7 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 # other processes' CPU use over a short window (/proc/stat), after the port steps above have
 # imported any container image: neither that import nor the 1-minute load average counts
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
-  python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
+  python -m ddlbench.workloads.node.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
 # (a step of its own would need the node's GPUs beside the workers'), on cores no rank is bound
 # to (not local rank 0's), stopped with the ranks
@@ -289,6 +289,6 @@ echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JO
 export MASTER_ADDR="${DDLBENCH_FIRST_ADDR}"
 export MASTER_PORT="${DDLBENCH_PORT}"
 srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \
-  python -m ddlbench.workloads.rank_start pytorch "${DDLBENCH_RUN_DIR}/run.json"
+  python -m ddlbench.workloads.node.rank_start pytorch "${DDLBENCH_RUN_DIR}/run.json"
 echo "ddlbench: ${DDLBENCH_RUN_ID} finished"
 echo 0 > "${DDLBENCH_RUN_DIR}/exit_code"

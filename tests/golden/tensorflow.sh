@@ -214,7 +214,7 @@ declare -A ddlbench_iface=()
 while read -r ddlbench_name ddlbench_node_addr; do
   ddlbench_iface["${ddlbench_name}"]=${ddlbench_node_addr}
 done < <(srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-  python -m ddlbench.workloads.iface_addr ib0)
+  python -m ddlbench.workloads.node.iface_addr ib0)
 DDLBENCH_ADDRS=""
 for ddlbench_h in "${ddlbench_hosts[@]}"; do
   [[ -n "${ddlbench_iface[${ddlbench_h}]:-}" ]] || { echo "ddlbench: no address on ib0 for ${ddlbench_h}" >&2; false; }
@@ -230,9 +230,9 @@ export DDLBENCH_HOSTS DDLBENCH_ADDRS DDLBENCH_FIRST_HOST DDLBENCH_FIRST_ADDR
 # (each node then checks the ports its own workers bind, drawing again when one is in use)
 ddlbench_try=0
 until DDLBENCH_PORTS=$(srun --overlap --nodes=1 --ntasks=1 --nodelist="${DDLBENCH_FIRST_HOST}" --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-    python -m ddlbench.workloads.ports --count 8) &&
+    python -m ddlbench.workloads.node.ports --count 8) &&
   srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none \
-    python -m ddlbench.workloads.ports --verify "${DDLBENCH_PORTS}" --per-node 4; do
+    python -m ddlbench.workloads.node.ports --verify "${DDLBENCH_PORTS}" --per-node 4; do
   (( ++ddlbench_try < 5 )) || { echo "ddlbench: found no ports free on every node" >&2; false; }
 done
 DDLBENCH_PORT=${DDLBENCH_PORTS%%,*}
@@ -269,7 +269,7 @@ lscpu > "${DDLBENCH_RUN_DIR}/provenance/cpu.txt" 2>/dev/null || true
 # other processes' CPU use over a short window (/proc/stat), after the port steps above have
 # imported any container image: neither that import nor the 1-minute load average counts
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none \
-  python -m ddlbench.workloads.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
+  python -m ddlbench.workloads.node.preflight --policy warn --out "${DDLBENCH_RUN_DIR}/provenance/preflight"
 # --- GPU telemetry: local rank 0 of each node starts the sampler inside the workers' step -----
 # (a step of its own would need the node's GPUs beside the workers'), on cores no rank is bound
 # to (not local rank 0's), stopped with the ranks
@@ -291,6 +291,6 @@ echo "ddlbench: starting ${DDLBENCH_RUN_ID} on ${DDLBENCH_HOSTS} (job ${SLURM_JO
 # (TF's SlurmClusterResolver assumes GPUs and fails on CPU nodes, so it is not used).
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --kill-on-bad-exit=1 --cpus-per-task=7 --distribution=block:cyclic --cpu-bind=none \
-  python -m ddlbench.workloads.rank_start tensorflow "${DDLBENCH_RUN_DIR}/run.json"
+  python -m ddlbench.workloads.node.rank_start tensorflow "${DDLBENCH_RUN_DIR}/run.json"
 echo "ddlbench: ${DDLBENCH_RUN_ID} finished"
 echo 0 > "${DDLBENCH_RUN_DIR}/exit_code"

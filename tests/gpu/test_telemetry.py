@@ -13,7 +13,7 @@ import pytest
 from ddlbench.analyse.energy import NodeSeries, joules_per_sample, window_energy
 from ddlbench.collect.gpu_columns import preflight_fields, telemetry_fields
 from ddlbench.collect.telemetry import read_preflight, read_run_telemetry
-from ddlbench.workloads import preflight
+from ddlbench.workloads.node import preflight
 
 
 def run_module(module, *args, env=None):
@@ -24,7 +24,9 @@ def run_module(module, *args, env=None):
 
 def test_sampler_without_gpu_says_so_once_and_exits_0(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURMD_NODENAME", "n7")
-    proc = run_module("ddlbench.workloads.gpu_sampler", "--out", str(tmp_path), "--duration", "5")
+    proc = run_module(
+        "ddlbench.workloads.node.gpu_sampler", "--out", str(tmp_path), "--duration", "5"
+    )
     assert proc.returncode == 0
     assert proc.stderr.count("no GPU telemetry on n7") == 1 and "the run goes on" in proc.stderr
     (rec,) = [json.loads(x) for x in (tmp_path / "n7.jsonl").read_text().splitlines()]
@@ -39,13 +41,15 @@ def test_sampler_and_preflight_with_nvml_installed_but_no_driver(tmp_path, monke
     with pytest.raises(pynvml.NVMLError):
         pynvml.nvmlInit()  # this test means something only where NVML cannot start
     monkeypatch.setenv("SLURMD_NODENAME", "n8")
-    proc = run_module("ddlbench.workloads.gpu_sampler", "--out", str(tmp_path), "--duration", "5")
+    proc = run_module(
+        "ddlbench.workloads.node.gpu_sampler", "--out", str(tmp_path), "--duration", "5"
+    )
     assert proc.returncode == 0, proc.stderr
     (rec,) = [json.loads(x) for x in (tmp_path / "n8.jsonl").read_text().splitlines()]
     assert rec["type"] == "unavailable" and rec["reason"].startswith("NVML is not usable: ")
     assert proc.stderr.count("no GPU telemetry on n8") == 1
     out = tmp_path / "preflight"
-    proc = run_module("ddlbench.workloads.preflight", "--policy", "warn", "--out", str(out))
+    proc = run_module("ddlbench.workloads.node.preflight", "--policy", "warn", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     gpu = json.loads((out / "n8.json").read_text())["gpu"]
     assert gpu["available"] is False and gpu["reason"].startswith("NVML is not usable: ")
@@ -143,7 +147,7 @@ def test_preflight_cpu_part_and_no_gpu(tmp_path):
     env = {"SLURMD_NODENAME": "n3", "DDLBENCH_PREFLIGHT_LOAD_FRACTION": "1000", "PATH": "/usr/bin"}
     out = tmp_path / "provenance" / "preflight"
     proc = run_module(
-        "ddlbench.workloads.preflight", "--policy", "fail", "--out", str(out), env=env
+        "ddlbench.workloads.node.preflight", "--policy", "fail", "--out", str(out), env=env
     )
     assert proc.returncode == 0, proc.stderr  # quiet: no load reaches 1000 x the CPUs
     rep = json.loads((out / "n3.json").read_text())
@@ -154,7 +158,7 @@ def test_preflight_cpu_part_and_no_gpu(tmp_path):
     # below zero: busy whatever the window measured (an idle machine can measure 0 CPUs busy)
     busy = dict(env, DDLBENCH_PREFLIGHT_LOAD_FRACTION="-1")
     proc = run_module(
-        "ddlbench.workloads.preflight", "--policy", "fail", "--out", str(out), env=busy
+        "ddlbench.workloads.node.preflight", "--policy", "fail", "--out", str(out), env=busy
     )
     assert proc.returncode == preflight.EXIT_BUSY and "refusing to measure" in proc.stderr
     fields = preflight_fields(tmp_path)

@@ -156,9 +156,9 @@ def test_quickstart_from_an_installed_wheel(tmp_path):
     assert "6 runs on cluster profile 'local'" in out
     campaign = here / "results" / "quickstart"
     assert len(list((campaign / "jobs").glob("*.sh"))) == 6
-    assert (campaign / "pkg" / "ddlbench" / "workloads" / "pytorch.py").is_file()
+    assert (campaign / "pkg" / "ddlbench" / "workloads" / "pytorch" / "torch_main.py").is_file()
     script = (campaign / "jobs" / "pytorch-lenet-n1x2-b32-r0.sh").read_text()
-    assert "ddlbench.workloads.rank_start pytorch" in script and str(ROOT) not in script
+    assert "ddlbench.workloads.node.rank_start pytorch" in script and str(ROOT) not in script
 
     doctor = run([ddlbench, "doctor", "quickstart.yaml", "--json"], here, env)
     assert doctor.returncode == 0, doctor.stderr

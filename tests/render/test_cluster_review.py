@@ -103,7 +103,7 @@ def test_background_steps_are_watched_and_a_failing_one_ends_the_job(tmp_path, h
 def test_ports_drawn_once_and_checked_only_where_a_node_binds_them(tmp_path, home):
     scripts = _scripts(tmp_path, "[2]")
     tf = _joined(scripts["tensorflow-resnet50-n2x4-b32-r0.sh"])
-    assert "python -m ddlbench.workloads.ports --count 8)" in tf
+    assert "python -m ddlbench.workloads.node.ports --count 8)" in tf
     assert '--verify "${DDLBENCH_PORTS}" --per-node 4;' in tf
     # one port, bound on the first node only: the first node's draw is the check
     for name in ("pytorch-resnet50-n2x4-b32-r0.sh", "mxnet-resnet50-n2x4-b32-r0.sh"):
@@ -170,7 +170,7 @@ def test_pyxis_container_is_removed_on_every_node_once(tmp_path, home):
 def test_iris_puts_every_framework_on_infiniband_with_exact_adapters(tmp_path, home):
     scripts = _scripts(tmp_path, "[2]", "iris")
     for name, text in scripts.items():
-        assert "python -m ddlbench.workloads.iface_addr ib0" in _joined(text), name
+        assert "python -m ddlbench.workloads.node.iface_addr ib0" in _joined(text), name
         for line in ("NCCL_SOCKET_IFNAME=ib0", "GLOO_SOCKET_IFNAME=ib0", "DMLC_INTERFACE=ib0"):
             assert f"export {line}\n" in text, (name, line)
         # "=": exactly these adapters, not every name mlx5 prefixes

@@ -58,7 +58,7 @@ def test_apptainer_and_singularity_exec(tmp_path, runtime):
     want = (
         f"{runtime} exec --nv --bind /scratch/data:/data:ro --bind {results} --bind {pkg} "
         f"--env PYTHONPATH={pkg},PYTHONNOUSERSITE=1 --contain /images/torch.sif python3 -m "
-        "ddlbench.workloads.rank_start pytorch"
+        "ddlbench.workloads.node.rank_start pytorch"
     )
     assert want in text
     assert "--cleanenv" not in text
@@ -73,8 +73,10 @@ def test_pyxis_srun_options(tmp_path):
     mounts = f"--container-mounts=/scratch/data:/data:ro,{results}:{results},"
     assert mounts + f"{results / 'pyxis' / 'pkg'}:{results / 'pyxis' / 'pkg'}" in text
     # the interpreter is the container's: nothing wraps it on the srun line
-    (launch,) = [ln for ln in text.splitlines() if "ddlbench.workloads.rank_start" in ln]
-    assert launch.strip().startswith("python3 -m ddlbench.workloads.rank_start pytorch"), launch
+    (launch,) = [ln for ln in text.splitlines() if "ddlbench.workloads.node.rank_start" in ln]
+    assert launch.strip().startswith("python3 -m ddlbench.workloads.node.rank_start pytorch"), (
+        launch
+    )
 
 
 def test_charliecloud_ch_run(tmp_path):
@@ -82,6 +84,6 @@ def test_charliecloud_ch_run(tmp_path):
     results = tmp_path / "results"
     want = (
         f"ch-run -b /scratch/data:/data:ro -b {results} -b {results / 'charliecloud' / 'pkg'} "
-        "/images/debian-python3 -- python3 -m ddlbench.workloads.rank_start pytorch"
+        "/images/debian-python3 -- python3 -m ddlbench.workloads.node.rank_start pytorch"
     )
     assert want in text

@@ -59,14 +59,14 @@ def test_pyxis_gets_every_exported_name_and_one_named_container(pyxis_scripts):
 def test_helper_steps_hold_no_gpu_and_one_cpu(pyxis_scripts):
     for text in pyxis_scripts.values():
         for cmd in _sruns(text):
-            if "ddlbench.workloads.rank_start" in cmd:  # the workers
+            if "ddlbench.workloads.node.rank_start" in cmd:  # the workers
                 assert "--cpus-per-task=10 --distribution=block:cyclic --cpu-bind=none" in cmd
                 assert "--gres=none" not in cmd
             elif "DMLC_ROLE=server" in cmd or "DMLC_ROLE=scheduler" in cmd:
                 # the whole node's CPUs (--overlap), bound in the step to the spare cores
                 assert "--mpi=none" in cmd and "--cpu-bind=none" in cmd and "--gres=none" in cmd
                 assert '--cpus-per-task="${SLURM_CPUS_ON_NODE}"' in cmd
-            elif "workloads.preflight" in cmd:  # before the workers; reads the GPUs
+            elif "workloads.node.preflight" in cmd:  # before the workers; reads the GPUs
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none" in cmd
             else:  # port probe, rendezvous server: beside the workers
                 assert "--cpus-per-task=1 --mem=1G --mpi=none --cpu-bind=none --gres=none" in cmd

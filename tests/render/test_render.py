@@ -221,7 +221,7 @@ def test_one_gpu_benchmark_campaign_renders(tmp_path, fixed_home, monkeypatch):
     text = scripts[0].read_text()
     assert "source '/opt/cuda torch/venv/bin/activate'" in text
     assert 'export DDLBENCH_TELEMETRY_DIR="${DDLBENCH_RUN_DIR}/telemetry"' in text
-    assert "-m ddlbench.workloads.preflight --policy warn" in text
+    assert "-m ddlbench.workloads.node.preflight --policy warn" in text
     proc = subprocess.run([shellcheck, "--severity=info", str(scripts[0])], capture_output=True)
     assert proc.returncode == 0, proc.stdout
     shipped = read_run_config(rendered.root / "runs" / scripts[-1].stem, scripts[-1])

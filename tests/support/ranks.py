@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from ddlbench.workloads.vocabulary import workload_module
 from tests.support.envs import require_env
 from tests.support.repo import ROOT
 
@@ -227,7 +228,7 @@ def launch(
         outs.append((out, err))
         procs.append(
             subprocess.Popen(
-                [python, "-m", f"ddlbench.workloads.{workload}", str(run_dir / "run.json")],
+                [python, "-m", workload_module(workload), str(run_dir / "run.json")],
                 env=penv,
                 cwd=str(run_dir),
                 stdout=out,
@@ -321,7 +322,7 @@ def launch_ps(
     cfg["global_batch_size"] = cfg["batch_size"] * workers
     (run_dir / "run.json").write_text(json.dumps(cfg, indent=2))
     job_id = pick_job_id()
-    cmd = [python, "-m", "ddlbench.workloads.mxnet", str(run_dir / "run.json")]
+    cmd = [python, "-m", "ddlbench.workloads.mx.mxnet_main", str(run_dir / "run.json")]
     procs: List[subprocess.Popen] = []
     names: List[str] = []
     files = []

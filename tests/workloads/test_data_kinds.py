@@ -155,17 +155,17 @@ from ddlbench.workloads.common import RankInfo, normalize_run_config
 framework, configs = sys.argv[1], json.loads(sys.argv[2])
 if framework == "torch":
     import torch
-    from ddlbench.workloads.pytorch import make_data
+    from ddlbench.workloads.pytorch.torch_main import make_data
     load = lambda cfg, info: make_data(cfg, info, torch.device("cpu"))
     arrays = lambda b: (b[0].numpy(), b[1].numpy())
 elif framework == "tensorflow":
     import tensorflow as tf
-    from ddlbench.workloads.tensorflow import make_data
+    from ddlbench.workloads.tf.tf_main import make_data
     load = lambda cfg, info: make_data(tf, cfg, info, "/CPU:0")
     arrays = lambda b: (b[0].numpy(), b[1].numpy())
 else:
     import mxnet as mx
-    from ddlbench.workloads.mxnet import make_data
+    from ddlbench.workloads.mx.mxnet_main import make_data
     load = lambda cfg, info: make_data(mx, cfg, info, mx.cpu())
     arrays = lambda b: (b[0].asnumpy(), b[1].asnumpy())
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ddlbench.workloads.horovod_rendezvous import (
+from ddlbench.workloads.hvd.horovod_rendezvous import (
     horovod_env_from_slurm,
     iface_for_address,
     wait_for_server,
@@ -80,12 +80,12 @@ def test_wait_for_server():
 
 
 # -- real ranks ---------------------------------------------------------------------------------
-RENDEZVOUS = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
+RENDEZVOUS = ["ddlbench.workloads.hvd.horovod_rendezvous", "--tasks-per-node", "2"]
 
 
 def _launch(launch_ranks, cfg, nodes=1, **kwargs):
     # as job.sh: --hosts defaults to DDLBENCH_ADDRS, one address per (emulated) node
-    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", str(2 // nodes)]
+    server = ["ddlbench.workloads.hvd.horovod_rendezvous", "--tasks-per-node", str(2 // nodes)]
     return launch_ranks(
         cfg["workload"], cfg, env="horovod", background=server, timeout=180, nodes=nodes, **kwargs
     )

@@ -37,8 +37,8 @@ def run_probe(env: str, code: str) -> dict:
 
 TORCH_PROBE = r"""
 import json, torch
-from ddlbench.workloads.pytorch import apply_knobs, make_optimizer, make_step_fn
-from ddlbench.workloads.models_torch import build_model
+from ddlbench.workloads.pytorch.torch_main import apply_knobs, make_optimizer, make_step_fn
+from ddlbench.workloads.pytorch.models_torch import build_model
 cfg = {"precision": "bf16", "layout": "channels_last", "compile": True, "mode": "throughput",
        "steps": {"warmup": 1, "measure": 2}, "framework_options": {"compile_mode": "default"},
        "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}}
@@ -78,7 +78,7 @@ def test_torch_without_compile_runs_eager_and_says_so():
     code = (
         "import json, torch\n"
         "del torch.compile\n"
-        "from ddlbench.workloads.pytorch import apply_knobs\n"
+        "from ddlbench.workloads.pytorch.torch_main import apply_knobs\n"
         'cfg = {"compile": True, "mode": "throughput", "steps": {"warmup": 1, "measure": 2}}\n'
         'k = apply_knobs(cfg, torch.device("cpu"))\n'
         'print(json.dumps({"meta": k.knobs.meta(), "mode": k.compile_mode}))\n'
@@ -161,7 +161,7 @@ def test_tf_and_keras_xla_and_bf16_policy(workload, launch_ranks, run_config, va
 
 MXNET_PROBE = r"""
 import json
-from ddlbench.workloads import mxnet as w, models_mxnet as m
+from ddlbench.workloads.mx import mxnet_main as mxnet as w, models_mxnet as m
 knobs = w.apply_knobs({"precision": "amp", "layout": "channels_last", "compile": True,
                        "device": "cpu", "mode": "throughput", "steps": {"warmup": 9, "measure": 1}})
 import mxnet
@@ -199,7 +199,7 @@ def test_horovod_torch_bf16_channels_last(launch_ranks, run_config, check_data_p
         layout="channels_last",
         steps={"warmup": 2, "measure": 4},
     )
-    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
+    server = ["ddlbench.workloads.hvd.horovod_rendezvous", "--tasks-per-node", "2"]
     result = launch_ranks("horovod_torch", cfg, env="horovod", background=server, timeout=300)
     check_data_parallel(result)
     for records in result.logs:

@@ -114,7 +114,7 @@ def test_loss_on_real_text_falls(launch_ranks, run_config):
 
 COUNTS = r"""
 import json, torch
-from ddlbench.workloads.models_lm_torch import build_lm
+from ddlbench.workloads.pytorch.models_lm_torch import build_lm
 from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
 out = {}
 for name in TRANSFORMER_SHAPES:
@@ -173,7 +173,7 @@ def test_horovod_trains_the_transformer_like_ddp(launch_ranks, run_config, mode_
         pytest.skip("horovod environment not built")
     cfg = lm_config(run_config, "ddp", framework="horovod")
     cfg["framework_options"] = {"wraps": "pytorch", "controller": "gloo"}
-    server = ["ddlbench.workloads.horovod_rendezvous", "--tasks-per-node", "2"]
+    server = ["ddlbench.workloads.hvd.horovod_rendezvous", "--tasks-per-node", "2"]
     result = launch_ranks(
         "horovod_torch", cfg, world_size=2, env="horovod", background=server, timeout=300
     )

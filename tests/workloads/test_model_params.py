@@ -33,7 +33,7 @@ TF_PROBE = r"""
 import json, os
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 import keras
-from ddlbench.workloads import models_tf as m
+from ddlbench.workloads.tf import models_tf as m
 out = {"counts": {}}
 for name in m.MODELS:
     side, classes = (28, 10) if name == "lenet" else (224, 1000)
@@ -57,7 +57,7 @@ print("RESULT " + json.dumps(out))
 MX_PROBE = r"""
 import json
 import mxnet as mx
-from ddlbench.workloads import models_mxnet as m
+from ddlbench.workloads.mx import models_mxnet as m
 out = {"counts": {}}
 for name in m.MODELS:
     side, classes = (28, 10) if name == "lenet" else (224, 1000)
@@ -156,7 +156,7 @@ def test_torch_agrees_when_built():
     """The PyTorch definitions (tested in test_pytorch.py) give the same counts."""
     code = (
         "import json, torch\n"
-        "from ddlbench.workloads.models_torch import MODELS, build_model, param_count\n"
+        "from ddlbench.workloads.pytorch.models_torch import MODELS, build_model, param_count\n"
         "out = {}\n"
         "for n in MODELS:\n"
         "    side, classes = (28, 10) if n == 'lenet' else (224, 1000)\n"

@@ -1,4 +1,4 @@
-"""The wrapper that runs a spec's own program on a rank (ddlbench.workloads.own_program) and
+"""The wrapper that runs a spec's own program on a rank (ddlbench.workloads.own.own_program) and
 the marks module (ddlbench.workloads.steps), on small standard-library programs: no framework,
 no scheduler. docs/your-own-workload.md."""
 
@@ -59,7 +59,7 @@ def _run(
     env.update(SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_NTASKS="2")
     env.update(DDLBENCH_RUN_DIR=str(tmp), DDLBENCH_FIRST_ADDR="127.0.0.1", DDLBENCH_PORT="1")
     out = subprocess.run(
-        [sys.executable, "-m", "ddlbench.workloads.own_program", str(tmp / "run.json")],
+        [sys.executable, "-m", "ddlbench.workloads.own.own_program", str(tmp / "run.json")],
         capture_output=True,
         text=True,
         env=env,

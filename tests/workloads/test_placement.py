@@ -90,7 +90,7 @@ def _rank_start(tmp_path, **env):
     base.update(SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0", SLURMD_NODENAME="n1")
     base.update(DDLBENCH_LOG_DIR=str(tmp_path), PYTHONPATH=str(ROOT), **env)
     return subprocess.run(
-        [sys.executable, "-m", "ddlbench.workloads.rank_start", "ports", "--count", "1"],
+        [sys.executable, "-m", "ddlbench.workloads.node.rank_start", "node.ports", "--count", "1"],
         env=base,
         capture_output=True,
         text=True,
@@ -111,7 +111,7 @@ def test_rank_start_refuses_a_gpu_task_that_would_share_a_gpu(tmp_path):
 def test_rank_start_records_the_binding_and_runs_the_workload(tmp_path):
     proc = _rank_start(tmp_path, DDLBENCH_DEVICE="cpu", DDLBENCH_CPU_BIND="slurm")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().isdigit()  # ddlbench.workloads.ports ran: a free port
+    assert proc.stdout.strip().isdigit()  # ddlbench.workloads.node.ports ran: a free port
     rec = json.loads((tmp_path / "placement" / "rank-0.json").read_text())
     assert rec["format"] == "ddlbench-placement/1" and rec["host"] == "n1"
     assert rec["device"] == {"kind": "cpu", "uuid": "cpu:n1:0"}
@@ -121,12 +121,12 @@ def test_rank_start_records_the_binding_and_runs_the_workload(tmp_path):
 
 
 def test_interface_address():
-    from ddlbench.workloads.iface_addr import ipv4_of
+    from ddlbench.workloads.node.iface_addr import ipv4_of
 
     assert ipv4_of("lo") == "127.0.0.1"
     assert ipv4_of("no-such-if0") is None
     proc = subprocess.run(
-        [sys.executable, "-m", "ddlbench.workloads.iface_addr", "no-such-if0"],
+        [sys.executable, "-m", "ddlbench.workloads.node.iface_addr", "no-such-if0"],
         env={**os.environ, "PYTHONPATH": str(ROOT), "SLURMD_NODENAME": "n7"},
         capture_output=True,
         text=True,
@@ -136,7 +136,7 @@ def test_interface_address():
 
 def test_mxnet_keeps_dmlc_interface_over_node_host():
     """ps-lite prefers DMLC_NODE_HOST to DMLC_INTERFACE: with an interface named, no host."""
-    from ddlbench.workloads.mxnet import prepare_ps_environment
+    from ddlbench.workloads.mx.mxnet_main import prepare_ps_environment
 
     env = {"DMLC_ROLE": "worker", "DDLBENCH_HOSTS": "n1,n2", "SLURMD_NODENAME": "n2"}
     env["DDLBENCH_ADDRS"] = "10.0.0.1,10.0.0.2"

@@ -1,4 +1,4 @@
-"""Ports chosen free at job start (ddlbench.workloads.ports), as the job scripts use them."""
+"""Ports chosen free at job start (ddlbench.workloads.node.ports), as the job scripts use them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from ddlbench.workloads.common.env import job_ports, port_base
-from ddlbench.workloads.ports import EXIT_BUSY, busy_port, pick_ports
-from ddlbench.workloads.tfconfig import worker_addresses
+from ddlbench.workloads.node.ports import EXIT_BUSY, busy_port, pick_ports
+from ddlbench.workloads.tf.tfconfig import worker_addresses
 
 
 def test_picked_ports_are_distinct_and_free():
@@ -29,7 +29,7 @@ def test_verify_names_a_port_someone_listens_on():
         free = pick_ports(1)[0]
         assert busy_port([free, taken]) == taken
         proc = subprocess.run(
-            [sys.executable, "-m", "ddlbench.workloads.ports", "--verify", f"{free},{taken}"],
+            [sys.executable, "-m", "ddlbench.workloads.node.ports", "--verify", f"{free},{taken}"],
             capture_output=True,
             text=True,
         )
@@ -39,7 +39,7 @@ def test_verify_names_a_port_someone_listens_on():
 
 def test_the_command_prints_a_comma_list_and_the_workloads_read_it():
     out = subprocess.run(
-        [sys.executable, "-m", "ddlbench.workloads.ports", "--count", "3"],
+        [sys.executable, "-m", "ddlbench.workloads.node.ports", "--count", "3"],
         capture_output=True,
         text=True,
         check=True,
@@ -62,7 +62,7 @@ def test_the_command_prints_a_comma_list_and_the_workloads_read_it():
 
 
 def test_ports_are_drawn_below_the_ephemeral_range(tmp_path):
-    from ddlbench.workloads.ports import candidate_range, ephemeral_range
+    from ddlbench.workloads.node.ports import candidate_range, ephemeral_range
 
     range_file = tmp_path / "ip_local_port_range"
     range_file.write_text("32768\t60999\n")
@@ -78,7 +78,7 @@ def test_ports_are_drawn_below_the_ephemeral_range(tmp_path):
 
 
 def test_each_node_checks_only_the_ports_its_workers_bind():
-    from ddlbench.workloads.ports import node_ports
+    from ddlbench.workloads.node.ports import node_ports
 
     ports = list(range(20000, 20008))
     assert node_ports(ports, 4, 0) == ports[:4]
@@ -92,7 +92,7 @@ def test_each_node_checks_only_the_ports_its_workers_bind():
         listed = ",".join(str(p) for p in [taken, free[0], free[1], free[2]])
         for node, code in (("0", EXIT_BUSY), ("1", 0)):
             proc = subprocess.run(
-                [sys.executable, "-m", "ddlbench.workloads.ports", "--verify", listed,
+                [sys.executable, "-m", "ddlbench.workloads.node.ports", "--verify", listed,
                  "--per-node", "2"],
                 env={"SLURM_NODEID": node, "PYTHONPATH": ":".join(sys.path)},
                 capture_output=True,

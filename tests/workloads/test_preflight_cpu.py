@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ddlbench.workloads import preflight
+from ddlbench.workloads.node import preflight
 
 
 def test_proc_stat_busy_and_total(tmp_path):

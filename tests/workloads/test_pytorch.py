@@ -14,7 +14,7 @@ pytestmark = pytest.mark.frameworks
 
 COUNTS = r"""
 import json
-from ddlbench.workloads.models_torch import MODELS, build_model, param_count
+from ddlbench.workloads.pytorch.models_torch import MODELS, build_model, param_count
 import torch
 out = {}
 for name in MODELS:

@@ -30,7 +30,7 @@ def _python_with(module: str) -> str:
 
 
 def _marks(python: str, program: str, tmp: Path) -> list:
-    """Run ``program`` with a mark pipe, as ddlbench.workloads.own_program does."""
+    """Run ``program`` with a mark pipe, as ddlbench.workloads.own.own_program does."""
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, PYTHONPATH=str(ROOT), DDLBENCH_MARK_FD=str(write_fd))
     proc = subprocess.Popen(

@@ -14,7 +14,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.stops import stopped_values
 from ddlbench.workloads.common import normalize_run_config
 from ddlbench.workloads.common.runner import EXIT_STOPPED, STOPPED_MESSAGE
-from ddlbench.workloads.rank_start import nccl_debug, place, sampler_cpus
+from ddlbench.workloads.node.rank_start import nccl_debug, place, sampler_cpus
 from tests.support.repo import ROOT
 
 #: a workload whose rank logs a step and then blocks where Python cannot run a handler soon:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ddlbench.workloads.tfconfig import (
+from ddlbench.workloads.tf.tfconfig import (
     TFConfigError,
     build_tf_config,
     ensure_tf_config,
@@ -153,7 +153,7 @@ def test_lenet_digits_two_nodes_convergence(launch_ranks, run_config, check_data
 
 def test_worker_ports_stay_in_the_job_block_beyond_64_workers():
     """80 workers on 20 nodes: every port is in the job's 64-port block, addresses distinct."""
-    from ddlbench.workloads.tfconfig import worker_addresses
+    from ddlbench.workloads.tf.tfconfig import worker_addresses
 
     env = {
         "DDLBENCH_PORT_BASE": "12000",

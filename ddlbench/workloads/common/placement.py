@@ -1,6 +1,6 @@
 """Where a rank runs: its device's identity and the cores it is bound to (docs/launching.md).
 
-Standard library only, Python 3.8 syntax: used by ``ddlbench.workloads.rank_start`` before
+Standard library only, Python 3.8 syntax: used by ``ddlbench.workloads.node.rank_start`` before
 any framework is imported, and by the tests on recorded ``nvidia-smi`` output and ``/sys``
 trees (``tests/fixtures/placement/``).
 

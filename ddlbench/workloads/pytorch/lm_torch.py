@@ -1,0 +1,344 @@
+"""The transformer language-model path of the ``pytorch`` workload (docs/workloads.md#transformers).
+
+``pytorch.body`` hands a run whose model is a transformer shape to :func:`lm_body`: the model
+of ``models_lm_torch``, the tokens of ``data_lm``, the parallelism of ``parallel_torch``
+(``lm.parallel``), activation checkpointing (``lm.activation_checkpointing``), gradient
+accumulation (``lm.grad_accum``) and AdamW. It records tokens per step, the FLOPs per token
+under each convention (``flops_lm``), the time to the first step split into its parts, and the
+peak memory of the rank.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..common import Context, framework_options, param_checksum
+from ..common.data_lm import lm_settings, lm_train_data, tokens_per_step
+from ..flops_lm import flops_per_token
+from .models_lm_torch import build_lm, lm_loss, lm_shape, split_batch
+from .parallel_torch import gradient_sync, make_lm_optimizer, wrap_parallel
+
+
+def process_start_time() -> Optional[float]:
+    """This process's start as a Unix time (Linux: ``/proc``), else None."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+
+
+def _status_kib(field: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+#: glibc's mallopt parameter and the fixed threshold set on the CPU (see :func:`exact_rss`)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def exact_rss() -> Optional[int]:
+    """On glibc, fix the mmap threshold at 128 KiB (``mallopt(M_MMAP_THRESHOLD)``): every
+    tensor above it gets its own mapping, returned to the system when freed, instead of heap
+    memory that glibc keeps after a free (by default the threshold rises to 32 MiB with the
+    first such free). The resident set then follows the live tensors, which is what the memory
+    prediction counts. Returns the threshold set, or None where glibc is not the allocator."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        if libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1:
+            return MMAP_THRESHOLD_BYTES
+    except (OSError, AttributeError):
+        pass
+    return None
+
+
+def warm_imports() -> None:
+    """Import what building, sharding and the first optimizer step import lazily (about 65 MiB
+    of Python objects for torch.optim and torch.distributed), so that the memory measured after
+    it is the run's tensors."""
+    import torch.distributed.fsdp  # noqa: F401
+    import torch.distributed.optim  # noqa: F401
+    import torch.nn.parallel  # noqa: F401
+
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+
+
+class PeakMemory:
+    """Peak memory of the rank while training: on a GPU the allocator's peak allocated and
+    reserved bytes; on the CPU the peak resident set (``VmHWM``) above the resident set just
+    before the model was built (the peak is reset there through ``/proc/self/clear_refs``), so
+    that the interpreter, the libraries and the data set are not counted."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.baseline_kib: Optional[int] = None
+        self.mmap_threshold = None if self.cuda else exact_rss()
+
+    def start(self) -> None:
+        warm_imports()
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            return
+        self.baseline_kib = _status_kib("VmRSS")
+
+    def fields(self) -> Dict[str, Any]:
+        if self.cuda:
+            return {
+                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+            }
+        peak = _status_kib("VmHWM")
+        out: Dict[str, Any] = {
+            "peak_rss_bytes": None if peak is None else peak * 1024,
+            "malloc_mmap_threshold": self.mmap_threshold,
+        }
+        if peak is not None and self.baseline_kib is not None:
+            out["peak_rss_model_bytes"] = (peak - self.baseline_kib) * 1024
+        return out
+
+
+def make_lm_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    accum: int,
+    autocast: Optional[torch.dtype],
+    fixed: Optional[torch.Tensor],
+) -> Callable[[Any, float], float]:
+    """One optimizer step over ``accum`` micro-batches; returns the step's mean loss."""
+
+    def forward_loss(chunk: torch.Tensor) -> torch.Tensor:
+        x, y = split_batch(chunk)
+        if autocast is None:
+            return lm_loss(model(x), y)
+        with torch.autocast(device.type, dtype=autocast):
+            return lm_loss(model(x), y)
+
+    def step_fn(batch: Any, lr: float) -> float:
+        tokens = fixed if batch is None else batch[0]
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
+        total = torch.zeros((), device=device)
+        for i, chunk in enumerate(tokens.chunk(accum)):
+            context, _ = gradient_sync(model, i == accum - 1)
+            with context:
+                loss = forward_loss(chunk) / accum
+                loss.backward()
+            total += loss.detach()
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return float(total.item())
+
+    return step_fn
+
+
+def _lm_meta(cfg: Dict[str, Any], lm: Dict[str, Any], startup: Dict[str, Any]) -> Dict[str, Any]:
+    shape = lm_shape(cfg["model"])
+    tokens = tokens_per_step(cfg)
+    return dict(
+        lm=dict(lm),
+        tokens_per_step=tokens,
+        tokens_per_sample=int(lm["seq_len"]),
+        flops_per_token=flops_per_token(shape, int(lm["seq_len"]), lm["activation_checkpointing"]),
+        startup=startup,
+    )
+
+
+def build_parallel_model(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, bf16: bool
+) -> Tuple[nn.Module, nn.Module]:
+    """``(model, module to train)``: the seeded model, checkpointing set, then wrapped."""
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model.set_recompute(str(lm["activation_checkpointing"]))
+    train_model = wrap_parallel(
+        model,
+        str(lm["parallel"]),
+        device,
+        int(cfg.get("nodes") or 1),
+        int(cfg.get("tasks_per_node") or 1),
+        bf16,
+        distributed,
+    )
+    return model, train_model
+
+
+def lm_checksum(model: nn.Module) -> Tuple[float, str]:
+    """Checksum of the full parameters (FSDP shards gathered first: a collective)."""
+    tensors = []
+    for p in model.parameters():
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        tensors.append(full.detach().float().cpu().numpy())
+    return param_checksum(tensors)
+
+
+def horovod_model(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, hvd: Any
+) -> Tuple[nn.Module, torch.optim.Optimizer]:
+    """The seeded model and ``hvd.DistributedOptimizer(AdamW)``: gradients averaged by
+    Horovod as they are produced, once per ``grad_accum`` backward passes."""
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model.set_recompute(str(lm["activation_checkpointing"]))
+    optimizer = make_lm_optimizer(cfg, model, "ddp", False)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(
+        optimizer,
+        named_parameters=model.named_parameters(),
+        op=hvd.Average,
+        backward_passes_per_step=int(lm["grad_accum"]),
+    )
+    return model, optimizer
+
+
+def _build(
+    cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, hvd: Any
+) -> Tuple[nn.Module, nn.Module, torch.optim.Optimizer]:
+    """``(model, module to train, optimizer)``: Horovod's when ``hvd`` is given."""
+    if hvd is not None:
+        model, optimizer = horovod_model(cfg, lm, device, hvd)
+        return model, model, optimizer
+    bf16 = cfg["precision"] == "bf16"
+    fsdp_bf16 = bf16 and str(lm["parallel"]).startswith(("fsdp", "hsdp"))
+    model, train_model = build_parallel_model(cfg, lm, device, distributed, fsdp_bf16)
+    optimizer = make_lm_optimizer(cfg, train_model, str(lm["parallel"]), distributed)
+    return model, train_model, optimizer
+
+
+def train_lm(
+    ctx: Context,
+    device: torch.device,
+    device_name: str,
+    knobs: Any,
+    distributed: bool,
+    startup: Dict[str, Any],
+    hvd: Any = None,
+    framework: Tuple[str, str, Dict[str, Any]] = ("", "", {}),
+) -> nn.Module:
+    """Data, model, parallelism, optimizer; the meta record; training and the summary.
+    ``hvd``: Horovod's torch module (the ``horovod_torch`` workload); ``framework``: its
+    ``(framework_version, backend, meta extras)``."""
+    cfg, info = ctx.cfg, ctx.info
+    shape = lm_shape(cfg["model"])
+    lm = cfg["lm"] = lm_settings(cfg)
+    data = lm_train_data(cfg, info, lambda a: torch.from_numpy(a).to(device), shape.vocab)
+    memory = PeakMemory(device)
+    memory.start()
+    t0 = time.time()
+    cfg["precision"] = knobs.precision  # the one that runs, after any fallback
+    model, train_model, optimizer = _build(cfg, lm, device, distributed, hvd)
+    startup["build_shard_s"] = time.time() - t0
+    n_params = sum(p.numel() for p in model.parameters())  # global counts, also when sharded
+    version, backend, extra = framework
+    ctx.write_meta(
+        version or torch.__version__,
+        device_name,
+        n_params,
+        backend or str(cfg["backend"]),
+        threads=torch.get_num_threads(),
+        **(extra if hvd is not None else {"ddp": distributed}),
+        **knobs.knobs.meta(),
+        **_lm_meta(cfg, lm, startup),
+    )
+    fixed = data.fixed[0] if data.fixed is not None else None
+    fsdp = str(lm["parallel"]).startswith(("fsdp", "hsdp")) and hvd is None
+    autocast = torch.bfloat16 if knobs.precision == "bf16" and not fsdp else None
+    step_fn = make_lm_step(
+        knobs.compiled(train_model), optimizer, device, int(lm["grad_accum"]), autocast, fixed
+    )
+    loop_cfg = dict(cfg, batch_size=int(cfg["batch_size"]) * int(lm["grad_accum"]))
+    sums = rank_sum(device, distributed, hvd)
+    measurement = _train_loop(ctx, loop_cfg, step_fn, data, sums)
+    fields = measurement.summary_fields()
+    fields.update(_token_fields(cfg, fields), **memory.fields())
+    param_sum, param_sha = lm_checksum(model)
+    ctx.finish(fields, param_sum, param_sha)
+    return train_model
+
+
+def rank_sum(device: torch.device, distributed: bool, hvd: Any) -> Any:
+    """``sum_ranks`` for ``steps.measure_seconds``: floats summed over the ranks by one small
+    allreduce (Horovod's when ``hvd`` is given), between two steps."""
+
+    def sum_ranks(values: Any) -> Any:
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        if hvd is not None:
+            t = hvd.allreduce(t, op=hvd.Sum)
+        elif distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(t)
+        return t.tolist()
+
+    return sum_ranks
+
+
+def _train_loop(
+    ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any, sums: Any = None
+) -> Any:
+    from ..common.loop import run_training
+    from ..common.schedule import LRSchedule
+
+    schedule = LRSchedule.from_config(loop_cfg, data.steps_per_epoch)
+    measurement = ctx.measurement()
+    evaluate = None
+    if loop_cfg["mode"] == "convergence":
+        raise ValueError("transformer models run in throughput mode (convergence: not yet)")
+    return run_training(loop_cfg, measurement, step_fn, schedule, data.batches, evaluate, sums)
+
+
+def _token_fields(cfg: Dict[str, Any], fields: Dict[str, Any]) -> Dict[str, Any]:
+    """``tokens_measured`` and this rank's ``tokens_per_s`` over the measured window."""
+    tokens = int(fields.get("steps_measured") or 0) * tokens_per_step(cfg)
+    window = fields.get("measure_time_s") or 0.0
+    return {"tokens_measured": tokens, "tokens_per_s": tokens / window if window > 0 else None}
+
+
+def lm_body(ctx: Context, setup: Any, init_distributed: Any) -> None:
+    """The body of a transformer run (``setup``: ``pytorch.setup_device`` and
+    ``apply_knobs``; ``init_distributed``: ``pytorch.init_distributed``)."""
+    import torch.distributed as dist
+
+    cfg, info = ctx.cfg, ctx.info
+    started = process_start_time()
+    startup: Dict[str, Any] = {
+        "import_s": None if started is None else max(0.0, ctx.start_time - started)
+    }
+    device, device_name, knobs = setup(cfg, info)
+    distributed = info.world_size > 1 or bool(framework_options(cfg).get("ddp_single_rank"))
+    t0 = time.time()
+    if distributed:
+        init_distributed(cfg, info, device)
+    startup["process_group_s"] = time.time() - t0 if distributed else None
+    kept = []  # the wrapped module outlives the process group's teardown, as DDP expects
+    try:
+        kept.append(train_lm(ctx, device, device_name, knobs, distributed, startup))
+        if distributed:
+            dist.barrier()
+    finally:
+        if distributed and dist.is_initialized():
+            dist.destroy_process_group()

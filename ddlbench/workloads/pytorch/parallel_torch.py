@@ -1,0 +1,123 @@
+"""Data parallelism for the transformer language models, PyTorch (docs/workloads.md#parallel).
+
+``parallel`` (run.json's ``lm.parallel``):
+
+- ``ddp``: ``DistributedDataParallel``; every rank holds the whole model, gradients and
+  optimizer state, and gradients are all-reduced during backward.
+- ``fsdp``: FSDP2 ``fully_shard`` on every block and on the root, full sharding (ZeRO-3):
+  parameters, gradients and optimizer state are sharded over all ranks; parameters are
+  all-gathered before each block's forward and again before its backward
+  (``reshard_after_forward=True``), gradients reduce-scattered.
+- ``fsdp-grad-op``: the same with ``reshard_after_forward=False`` (ZeRO-2-like: the gathered
+  parameters stay between forward and backward, saving the second all-gather).
+- ``hsdp``: hybrid sharding over a 2-D device mesh ``(nodes, tasks per node)``: sharded within a
+  node, replicated across nodes (gradients reduce-scattered in the node, all-reduced across).
+- ``zero1``: DDP with ``ZeroRedundancyOptimizer`` (ZeRO stage 1): the optimizer state is
+  sharded, parameters and gradients are not.
+
+With ``precision: bf16`` the FSDP modes compute in bfloat16 (``MixedPrecisionPolicy
+(param_dtype=bfloat16, reduce_dtype=float32)``, float32 sharded master weights and float32
+gradient reduction); DDP and ZeRO-1 keep float32 weights and gradients and compute the forward
+pass under bf16 autocast, so their reduction is in float32 too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..vocabulary import LM_PARALLEL_MODES as PARALLEL_MODES
+
+FSDP_MODES = ("fsdp", "fsdp-grad-op", "hsdp")
+#: AdamW's betas and epsilon for the language models (GPT-3, Llama)
+ADAM_BETAS = (0.9, 0.95)
+ADAM_EPS = 1e-8
+
+
+def _mesh(mode: str, device: torch.device, nodes: int, per_node: int) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if mode == "hsdp":
+        return init_device_mesh(
+            device.type, (nodes, per_node), mesh_dim_names=("replicate", "shard")
+        )
+    return init_device_mesh(device.type, (nodes * per_node,), mesh_dim_names=("shard",))
+
+
+def shard_fsdp(
+    model: nn.Module, mode: str, device: torch.device, nodes: int, per_node: int, bf16: bool
+) -> nn.Module:
+    """``fully_shard`` every block, then the root (embeddings, final norm, output head)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = _mesh(mode, device, nodes, per_node)
+    mp = MixedPrecisionPolicy()
+    if bf16:
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    reshard = mode != "fsdp-grad-op"
+    blocks = list(model.blocks)  # type: ignore[arg-type]
+    for i, block in enumerate(blocks):
+        # the last block's parameters are needed again at once by backward
+        fully_shard(
+            block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard and i < len(blocks) - 1
+        )
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    return model
+
+
+def wrap_parallel(
+    model: nn.Module,
+    mode: str,
+    device: torch.device,
+    nodes: int,
+    per_node: int,
+    bf16: bool,
+    distributed: bool,
+) -> nn.Module:
+    """The module to train under ``mode`` (``model`` itself when not distributed)."""
+    if mode not in PARALLEL_MODES:
+        raise ValueError(f"parallel {mode!r} is not one of {', '.join(PARALLEL_MODES)}")
+    if not distributed:
+        return model
+    if mode in FSDP_MODES:
+        return shard_fsdp(model, mode, device, nodes, per_node, bf16)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def make_lm_optimizer(
+    cfg: Dict[str, Any], model: nn.Module, mode: str, distributed: bool
+) -> torch.optim.Optimizer:
+    """AdamW with run.json's lr and weight decay; under ``zero1`` a
+    ``ZeroRedundancyOptimizer`` around it (each rank steps its shard, then broadcasts)."""
+    opt = cfg["optimizer"]
+    kwargs: Dict[str, Any] = dict(
+        lr=float(opt["lr"]),
+        betas=ADAM_BETAS,
+        eps=ADAM_EPS,
+        weight_decay=float(opt.get("weight_decay") or 0.0),
+    )
+    if mode == "zero1" and distributed:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(
+            model.parameters(), optimizer_class=torch.optim.AdamW, **kwargs
+        )
+    return torch.optim.AdamW(model.parameters(), **kwargs)
+
+
+def gradient_sync(model: nn.Module, sync: bool) -> Tuple[Any, Optional[Any]]:
+    """``(context, None)`` for DDP (``no_sync()`` when not syncing), or ``(None, setter)`` for
+    FSDP2 (``set_requires_gradient_sync``), so accumulation micro-steps skip the reduction."""
+    import contextlib
+
+    setter = getattr(model, "set_requires_gradient_sync", None)
+    if setter is not None:
+        setter(sync)
+        return contextlib.nullcontext(), setter
+    if sync or not hasattr(model, "no_sync"):
+        return contextlib.nullcontext(), None
+    return model.no_sync(), None
