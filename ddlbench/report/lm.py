@@ -5,11 +5,14 @@ energy" section; absent when no run is a transformer."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, List, Optional
 
 import pandas as pd
 
 from ..analyse.lm_memory import predict_memory
+from ..campaign.paths import LM_COMPARISONS_CSV
+from ..diskfull import atomic_path
 from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
 from .table import Column, Row, TableSpec, col, text
 
@@ -199,3 +202,16 @@ LM_COMPARISONS = TableSpec(
     ],
     note=comparisons_note,
 )
+
+
+def write_comparisons(comparisons: pd.DataFrame, out_dir: Path) -> Optional[Path]:
+    """``lm_comparisons.csv`` in the report folder: every column of
+    :data:`~ddlbench.analyse.lm_verdicts.COLUMNS` (None, and no file, without comparisons; a
+    file from an earlier report is removed then)."""
+    path = out_dir / LM_COMPARISONS_CSV
+    if not len(comparisons):
+        path.unlink(missing_ok=True)
+        return None
+    with atomic_path(path) as tmp:
+        comparisons.to_csv(tmp, index=False, float_format="%.6g")
+    return path

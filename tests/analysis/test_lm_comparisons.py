@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from ddlbench.analyse.analysis import CONFIG_FIELDS, Settings, analyse, config_stats
-from ddlbench.analyse.lm_verdicts import lm_comparisons
+from ddlbench.analyse.lm_verdicts import COLUMNS, lm_comparisons
 from ddlbench.collect.collector import ensure_collected
 from ddlbench.report.lm import LM_COMPARISONS, comparison_sentence
 from ddlbench.report.render import build_report
@@ -140,6 +140,9 @@ def test_report_md_and_html(campaign):
     assert md.count("fsdp vs ddp at pytorch gpt-tiny fp32, 2 ranks (1x2), seq 64") >= 2
     assert "checkpointing full vs none at pytorch gpt-tiny fp32" in html
     assert "verdict same" in md  # zero1 against ddp, in the summary
+    table = pd.read_csv(res.out_dir / "lm_comparisons.csv")
+    assert list(table.columns) == COLUMNS and len(table) == 5
+    assert sorted(table["verdict"]) == ["inconclusive", "inconclusive", "same", "slower", "slower"]
 
 
 def test_no_comparison_without_a_reference_or_a_transformer(analysis):
