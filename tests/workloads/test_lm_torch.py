@@ -2,7 +2,9 @@
 
 Every sharding mode trains gpt-tiny; DDP, FSDP (both reshard settings), HSDP and ZeRO-1
 give the same losses step by step for the same seed (within LOSS_RTOL: the modes differ only
-in the order of the floating-point sums of their collectives); the loss on real text falls.
+in the order of the floating-point sums of their collectives); the loss on real text falls;
+torch.compile of the DDP and the FSDP2 model gives the eager losses, and without a C++ compiler
+for inductor the run says it trained eagerly.
 """
 
 from __future__ import annotations
