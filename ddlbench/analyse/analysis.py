@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..values import missing
+from .lm_verdicts import lm_comparisons
 from .series import series_tables
 from .stats import summarize, t_ci_mean
 from .verdicts import VerdictSettings
@@ -53,6 +54,8 @@ class Analysis:
     allreduce: pd.DataFrame  # per (configuration, message size)
     problem_runs: pd.DataFrame  # failed, incomplete, not run, or ok with problems
     provenance: Dict[str, object] = field(default_factory=dict)
+    #: language models: sharding modes against DDP, checkpointing against none (lm_verdicts)
+    lm_comparisons: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # ------------------------------------------------------------------ configurations
@@ -491,4 +494,5 @@ def analyse(data, settings: Optional[Settings] = None) -> Analysis:
         allreduce=allreduce_table(runs, data.allreduce),
         problem_runs=problem_runs(runs),
         provenance=provenance(data, runs, data.ranks),
+        lm_comparisons=lm_comparisons(runs, configs, CONFIG_FIELDS, settings.verdicts()),
     )

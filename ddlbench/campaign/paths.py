@@ -43,6 +43,8 @@ COLLECT_INFO = "collect.json"
 REPORT_DIR = "report"
 #: the report's formats, each written as ``report.<format>``
 REPORT_FORMATS = ("html", "md")
+#: in the report folder: the language-model comparisons as a table (when there are any)
+LM_COMPARISONS_CSV = "lm_comparisons.csv"
 WORK_DIR = ".ddlbench"
 LOCAL_JOBS_DIR = "jobs"  # under WORK_DIR: one folder per local-executor job
 ARRAYS_DIR = "arrays"  # under WORK_DIR: job array scripts and their own output files

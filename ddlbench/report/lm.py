@@ -5,12 +5,15 @@ energy" section; absent when no run is a transformer."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, List, Optional
 
 import pandas as pd
 
 from ..analyse.lm_memory import predict_memory
-from .format import fbytes, fnum, fpct, fsig, ftext, missing
+from ..campaign.paths import LM_COMPARISONS_CSV
+from ..diskfull import atomic_path
+from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
 from .table import Column, Row, TableSpec, col, text
 
 NOTE = (
@@ -89,3 +92,126 @@ LANGUAGE_MODELS = TableSpec(
     note=NOTE,
     flag=lambda r: not missing(r.get("mfu_flag")),
 )
+
+
+# ------------------------------------------------------------------ comparisons
+
+#: the summary's comparison sentences, at most (the table has them all)
+MAX_SENTENCES = 12
+
+
+def comparison_cell(r: Row) -> str:
+    """``fsdp vs ddp``, ``checkpointing full vs none``."""
+    what = "" if r["key"] == "parallel" else "checkpointing "
+    return f"{what}{r['variant']} vs {r['reference']}"
+
+
+def at_cell(r: Row) -> str:
+    """Where the two were compared: the model, precision, scale, sequence, micro-batch and the
+    other variant key's value (compilation and accumulation when set)."""
+    parts = [
+        f"{ftext(r['framework'])} {ftext(r['model'])} {ftext(r['precision'])}".strip(),
+        f"{fint(r['world_size'])} ranks ({fint(r['nodes'])}x{fint(r['tasks_per_node'])})",
+        f"seq {fint(r['seq_len'])}",
+        f"micro-batch {fint(r['batch_size'])}",
+    ]
+    if not missing(r.get("grad_accum")) and int(r["grad_accum"]) > 1:
+        parts.append(f"{int(r['grad_accum'])} micro-batches per step")
+    if r["key"] == "parallel":
+        parts.append(f"checkpointing {ftext(r['activation_checkpointing'])}")
+    else:
+        parts.append(ftext(r["parallel"]))
+    if str(r.get("compile") or "") not in ("", "off", "eager"):
+        parts.append(str(r["compile"]))
+    return ", ".join(parts)
+
+
+def _signed(v: Any) -> str:
+    return "-" if missing(v) else f"{100 * float(v):+.1f} %"
+
+
+def change_ci_cell(r: Row) -> str:
+    lo, hi = r.get("change_ci95_low"), r.get("change_ci95_high")
+    return "-" if missing(lo) or missing(hi) else f"{_signed(lo)} to {_signed(hi)}"
+
+
+def p_cell(r: Row) -> str:
+    p = r.get("p_value")
+    if missing(p):
+        return "-"
+    return "p < 0.001" if float(p) < 0.001 else f"p = {float(p):.3f}"
+
+
+def comparison_sentence(r: Row) -> str:
+    """One comparison in words: its one statistic, interval, test and verdict."""
+    head = f"{comparison_cell(r)} at {at_cell(r)}"
+    if r["verdict"] == "no data":
+        return f"{head}: no comparison ({r['reason']})."
+    ci = change_ci_cell(r)
+    ci = f"95 % CI {ci}" if ci != "-" else "no interval"
+    p = p_cell(r)
+    p = f", {p}" if p != "-" else ""
+    return (
+        f"{head}: tokens/s {_signed(r['change'])} ({ci}){p}, verdict {r['verdict']} "
+        f"({r['reason']})."
+    )
+
+
+def comparison_sentences(comparisons: pd.DataFrame) -> List[str]:
+    """The summary's sentences: the first :data:`MAX_SENTENCES` comparisons, then a count."""
+    if not len(comparisons):
+        return []
+    out = [comparison_sentence(r) for _, r in comparisons.head(MAX_SENTENCES).iterrows()]
+    if len(comparisons) > MAX_SENTENCES:
+        more = len(comparisons) - MAX_SENTENCES
+        out.append(f"{more} more language-model comparisons are in their table.")
+    return out
+
+
+def comparisons_note(settings: Any) -> str:
+    g = fpct(settings.min_gain, 0) if settings is not None else "5 %"
+    a = f"{settings.alpha:g}" if settings is not None else "0.05"
+    return (
+        "Each sharding mode against DDP, and each activation-checkpointing mode against none, "
+        "at the same scale, sequence length, micro-batch and everything else. tokens/s: the "
+        "geometric mean over the complete repeats; change: the ratio of the geometric means "
+        "minus 1, with the Welch t interval of the difference of the mean logs (the one "
+        f"statistic of the report, docs/metrics.md#language-model-comparisons). faster / "
+        f"slower: one-sided Welch test on the logs at alpha {a} and a change of at least {g}; "
+        f"same: within +/- {g} with confidence (two one-sided tests); inconclusive otherwise, "
+        "with the repeats that would decide. With fewer than 2 complete repeats of either "
+        "side there is no interval and no test."
+    )
+
+
+LM_COMPARISONS = TableSpec(
+    section="efficiency",
+    title="Language models: sharding and checkpointing against DDP and none (tokens/s)",
+    source="lm_comparisons",
+    columns=[
+        Column("comparison", comparison_cell, numeric=False),
+        Column("at", at_cell, numeric=False),
+        Column("repeats", lambda r: f"{r['variant_repeats']} / {r['reference_repeats']}"),
+        col("tokens/s", "variant_tokens_per_s", fnum),
+        col("reference tokens/s", "reference_tokens_per_s", fnum),
+        Column("change", lambda r: _signed(r["change"])),
+        Column("95 % CI", change_ci_cell),
+        Column("p", p_cell),
+        text("verdict", "verdict", ftext),
+        text("why", "reason", ftext),
+    ],
+    note=comparisons_note,
+)
+
+
+def write_comparisons(comparisons: pd.DataFrame, out_dir: Path) -> Optional[Path]:
+    """``lm_comparisons.csv`` in the report folder: every column of
+    :data:`~ddlbench.analyse.lm_verdicts.COLUMNS` (None, and no file, without comparisons; a
+    file from an earlier report is removed then)."""
+    path = out_dir / LM_COMPARISONS_CSV
+    if not len(comparisons):
+        path.unlink(missing_ok=True)
+        return None
+    with atomic_path(path) as tmp:
+        comparisons.to_csv(tmp, index=False, float_format="%.6g")
+    return path

@@ -15,6 +15,7 @@ from ..analyse.analysis import Analysis, Settings
 from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData
 from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
+from .lm import comparison_sentences
 
 
 def _run_count_sentence(runs: pd.DataFrame) -> str:
@@ -130,6 +131,7 @@ def summary(a: Analysis, data: CampaignData) -> List[str]:
     out += _mismatch_lines(a.runs)
     out += _convergence_sentences(a)
     out += _allreduce_sentences(a)
+    out += comparison_sentences(a.lm_comparisons)
     for w in data.info.get("warnings", []):
         if "run(s)" not in w:  # run counts are in the first line already
             out.append(f"Data: {w}.")

@@ -29,6 +29,7 @@ from ..diskfull import atomic_path
 from . import narrative
 from .captions import FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
+from .lm import write_comparisons
 from .missing import check_data
 from .model import (
     campaign_transports,
@@ -257,6 +258,7 @@ def build_report(
             figures["model"] = model_figure(model, out)
         say("writing report")
         files = write_reports(ctx, figures, out, formats)
+        write_comparisons(a.lm_comparisons, out)
     finally:
         if worker is not None:
             worker.close()

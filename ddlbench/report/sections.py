@@ -15,7 +15,7 @@ from ..analyse.analysis import Analysis
 from . import captions
 from .efficiency import EFFICIENCY
 from .format import fbytes, fint, fms, fnum, fpct, frange, fsig, ftext, missing
-from .lm import LANGUAGE_MODELS
+from .lm import LANGUAGE_MODELS, LM_COMPARISONS
 from .table import Column, Row, Table, TableSpec, col, tables_by_section, text
 
 # ------------------------------------------------------------------ cells
@@ -270,6 +270,7 @@ SPECS: Sequence[TableSpec] = (
     _bandwidth_spec("algbw_gbps", "algorithm", captions.ALLREDUCE_NOTE),
     EFFICIENCY,
     LANGUAGE_MODELS,
+    LM_COMPARISONS,
     PROBLEMS,
 )
 

@@ -1,6 +1,7 @@
 """A transformer campaign through the real (loopback) Slurm cluster: gpt-tiny on Shakespeare at
 two emulated nodes, FSDP against HSDP (the 2-D mesh replicates across the two nodes), collected
-into tokens/s, the memory and start-up columns."""
+into tokens/s, the memory and start-up columns; HSDP against DDP (both with full checkpointing)
+in the report's language-model comparisons."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ scale: {points: [2x1]}
 variants:
   - {label: fsdp, parallel: fsdp}
   - {label: hsdp, parallel: hsdp, activation_checkpointing: full}
+  - {label: ddp, parallel: ddp, activation_checkpointing: full}
 slurm: {time: "00:05:00"}
 """
 
@@ -40,7 +42,7 @@ def test_transformer_campaign_on_slurm(tmp_path, slurm_cluster):
     got = ddlbench("collect", "lm-slurm", results=campaign.parent)
     assert got.returncode == 0, got.stderr
     runs = pd.read_parquet(campaign / "data" / "runs.parquet").set_index("parallel")
-    assert set(runs.index) == {"fsdp", "hsdp"}
+    assert set(runs.index) == {"fsdp", "hsdp", "ddp"}
     assert (runs["status"] == "ok").all() and (runs["nodes"] == 2).all()
     for _, row in runs.iterrows():
         assert row["seq_len"] == 64
@@ -52,3 +54,13 @@ def test_transformer_campaign_on_slurm(tmp_path, slurm_cluster):
     assert runs.loc["hsdp", "activation_checkpointing"] == "full"
     # the same seed and data: the two sharding layouts give the same losses
     assert runs.loc["fsdp", "final_loss"] == pytest.approx(runs.loc["hsdp", "final_loss"], rel=1e-4)
+    # the report compares HSDP with DDP at the same checkpointing (one repeat: no test)
+    got = ddlbench("report", "lm-slurm", "--format", "md", "-q", results=campaign.parent)
+    assert got.returncode == 0, got.stderr
+    md = (campaign / "report" / "report.md").read_text()
+    assert "hsdp vs ddp at pytorch gpt-tiny fp32, 2 ranks (2x1), seq 64, micro-batch 2, " in md
+    table = pd.read_csv(campaign / "report" / "lm_comparisons.csv")
+    assert list(zip(table["variant"], table["reference"], table["verdict"])) == [
+        ("hsdp", "ddp", "inconclusive")
+    ]
+    assert "fewer than 2 complete repeats (hsdp: 1, ddp: 1)" in table["reason"][0]

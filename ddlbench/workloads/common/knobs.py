@@ -86,7 +86,8 @@ def resolve_precision(
 def warmup_steps(cfg: Dict[str, Any], knobs: Knobs) -> None:
     """Raise ``steps.warmup`` of a compiled throughput run to :data:`MIN_COMPILE_WARMUP`,
     so that compilation stays outside the measured window; recorded in ``knobs.extra``."""
-    if not knobs.requested["compile"] or cfg.get("mode") != "throughput":
+    compiles = knobs.requested["compile"] and cfg.get("compile", True)  # False: fell back
+    if not compiles or cfg.get("mode") != "throughput":
         return
     steps = cfg["steps"]
     if int(steps["warmup"]) < MIN_COMPILE_WARMUP:

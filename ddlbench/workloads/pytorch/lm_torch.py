@@ -274,7 +274,7 @@ def train_lm(
     sums = rank_sum(device, distributed, hvd)
     measurement = _train_loop(ctx, loop_cfg, step_fn, data, sums)
     fields = measurement.summary_fields()
-    fields.update(_token_fields(cfg, fields), **memory.fields())
+    fields.update(_token_fields(cfg, fields), **memory.fields(), **knobs.compile_counts())
     param_sum, param_sha = lm_checksum(model)
     ctx.finish(fields, param_sum, param_sha)
     return train_model

@@ -35,6 +35,7 @@ from ..common import (
     resolve_precision,
     training_flops,
     warmup_steps,
+    warn,
     watchdog,
     workload_main,
 )
@@ -93,6 +94,20 @@ class TorchKnobs:
             return model
         return torch.compile(model, mode=self.compile_mode)
 
+    def compile_counts(self) -> Dict[str, Any]:
+        """What ``torch.compile`` compiled in this process, from Dynamo's counters: graphs and
+        graph breaks (summary fields ``compiled_graphs``, ``graph_breaks``); a warning when
+        it compiled nothing (every frame ran eagerly). Empty when compilation is off."""
+        if self.compile_mode is None:
+            return {}
+        from torch._dynamo.utils import counters
+
+        graphs = int(counters["stats"]["unique_graphs"])
+        if not graphs:
+            warn("compile: torch.compile compiled no graph; the steps ran eagerly")
+        breaks = int(sum(counters["graph_break"].values()))
+        return {"compiled_graphs": graphs, "graph_breaks": breaks}
+
     def prepare_batch(self, batch: Optional[Batch]) -> Optional[Batch]:
         if batch is None or not self.channels_last:
             return batch
@@ -101,6 +116,21 @@ class TorchKnobs:
 
 
 AUTOCAST_DTYPES = {"amp": torch.float16, "bf16": torch.bfloat16}
+
+
+def cpu_compiler_missing() -> Optional[str]:
+    """Why inductor cannot compile for the CPU on this node (None: it can). Its CPU kernels are
+    C++ built by the compiler that ``$CXX`` names, else ``g++`` (``torch._inductor.config.cpp.
+    cxx``); without one the first compiled step would fail."""
+    import shutil
+
+    cxx = os.environ.get("CXX") or "g++"
+    if shutil.which(cxx) is None:
+        return (
+            "inductor builds its CPU kernels with a C++ compiler ($CXX, else g++) and "
+            f"{cxx!r} is not on this node's PATH"
+        )
+    return None
 
 
 def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
@@ -135,6 +165,10 @@ def apply_knobs(cfg: Dict[str, Any], device: torch.device) -> TorchKnobs:
     if knobs.requested["compile"] and not hasattr(torch, "compile"):
         # torch < 2.0 (a site module validate could not read the version of): eager, said
         knobs.fallback(f"compile: torch {torch.__version__} has no torch.compile (>= 2.0)")
+        cfg["compile"] = False
+    elif knobs.requested["compile"] and not cuda and cpu_compiler_missing():
+        knobs.fallback(f"compile: {cpu_compiler_missing()}; the step runs eagerly")
+        cfg["compile"] = False  # what runs: no compile_s, no longer warmup
     elif knobs.requested["compile"]:
         mode = str(framework_options(cfg).get("compile_mode") or "default")
         knobs.compile = f"torch.compile(mode={mode})"
