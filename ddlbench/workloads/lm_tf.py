@@ -208,7 +208,7 @@ def _build(
 ) -> List[Any]:
     """``[model, optimizer]`` under the strategy's scope (variables mirrored on every worker):
     Keras' AdamW for the keras workload, :class:`TFAdamW` for the tensorflow workload."""
-    from .models_lm_tf import build_lm
+    from .models_lm_tf import build_lm  # imports Keras: after KERAS_BACKEND is set
 
     with strategy.scope():
         model = build_lm(cfg["model"], int(cfg["lm"]["seq_len"]), seed=cfg["seed"])
@@ -246,11 +246,13 @@ def lm_body(ctx: Context, framework: str, tools: Any) -> None:
     t0 = time.time()
     model, optimizer = _build(tf, keras, tools, strategy, cfg, framework)
     startup["build_shard_s"] = time.time() - t0
+    from .models_lm_tf import param_count  # Keras: imported once the environment is set
+
     meta = _framework_meta(tf, keras, framework)
     ctx.write_meta(
         meta.pop("framework_version"),
         device_name,
-        sum(int(v.numpy().size) for v in model.trainable_variables),
+        param_count(model),
         comm_name,
         strategy="MultiWorkerMirroredStrategy",
         threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
