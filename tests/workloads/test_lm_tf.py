@@ -125,3 +125,51 @@ def test_loss_on_real_text_falls(runs):
         assert losses[0] == pytest.approx(10.8, abs=0.3)
         assert sum(losses[-3:]) / 3 < losses[0] - 1.5, losses
     assert _losses(result, 0) != _losses(result, 1)
+
+
+BF16 = r"""
+import json, os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import numpy as np, tensorflow as tf, keras
+keras.mixed_precision.set_global_policy("mixed_bfloat16")
+from ddlbench.workloads.models_lm_tf import build_lm, param_count
+out = {}
+ids = tf.constant(np.random.RandomState(0).randint(0, 50257, (2, 17)).astype("int32"))
+for name in ("gpt-tiny", "llama-tiny"):
+    model = build_lm(name, 16, seed=0)
+    with tf.GradientTape() as tape:
+        logits = model(ids[:, :-1])
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(ids[:, 1:], tf.cast(logits, tf.float32))
+        loss = tf.reduce_mean(ce)
+    grads = tape.gradient(loss, model.trainable_variables)
+    out[name] = {
+        "logits": [list(logits.shape), logits.dtype.name],
+        "variables": sorted({v.dtype for v in model.trainable_variables}),
+        "params": param_count(model),
+        "loss": float(loss),
+        "grads_finite": all(bool(tf.reduce_all(tf.math.is_finite(g))) for g in grads),
+    }
+print(json.dumps(out))
+"""
+
+
+def test_bf16_policy_builds_and_differentiates(framework_python):
+    """Under ``mixed_bfloat16`` (what ``precision: bf16`` sets on a GPU) both styles compute in
+    bfloat16 with float32 variables, and their gradients are finite (one process, the CPU)."""
+    import json
+    import os
+    import subprocess
+
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, transformer_params
+    from tests.support.repo import ROOT
+
+    python = framework_python("tensorflow")
+    if python is None:
+        pytest.skip("tensorflow environment not built")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([python, "-c", BF16], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name, got in json.loads(proc.stdout.splitlines()[-1]).items():
+        assert got["logits"] == [[2, 16, 50257], "bfloat16"] and got["variables"] == ["float32"]
+        assert got["params"] == transformer_params(TRANSFORMER_SHAPES[name])["total"]
+        assert got["loss"] == pytest.approx(10.8, abs=0.3) and got["grads_finite"], name
