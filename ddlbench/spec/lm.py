@@ -31,14 +31,16 @@ LM_DEFAULTS: Dict[str, Any] = {
     "activation_checkpointing": "none",
     "grad_accum": 1,
 }
-#: frameworks that train the transformers (Horovod: wrapping PyTorch, data-parallel only), and
-#: why the others do not
-LM_FRAMEWORKS = ("pytorch", "horovod")
+#: frameworks that train the transformers (Horovod: wrapping PyTorch; Horovod, TensorFlow and
+#: Keras data-parallel only), and why the others do not
+LM_FRAMEWORKS = ("pytorch", "horovod", "tensorflow", "keras")
+#: the frameworks that train data-parallel only (parallel ddp)
+DATA_PARALLEL_ONLY = ("horovod", "tensorflow", "keras")
+#: the TensorFlow-based frameworks: no activation checkpointing, no fp16 loss scaling
+TF_FRAMEWORKS = ("tensorflow", "keras")
 REFUSALS = {
     "mxnet": "MXNet (retired to the Apache attic in 2023) has no sharded data parallelism and "
     "ddlbench builds no transformer in it",
-    "tensorflow": "the TensorFlow transformer is not built yet",
-    "keras": "the Keras transformer is not built yet",
     "horovod": "Horovod trains the transformers wrapping pytorch only (wraps: pytorch); its "
     "TensorFlow transformer is not built yet",
 }
@@ -129,15 +131,28 @@ def lm_problems(spec: Any) -> List[Tuple[Loc, str]]:
     return _transformer_problems(spec)
 
 
-def _horovod_problems(spec: Any) -> List[Tuple[Loc, str]]:
-    """Horovod averages gradients (data parallelism): no sharding mode but ddp."""
-    out: List[Tuple[Loc, str]] = []
-    why = "Horovod is data-parallel only: parallel ddp (use pytorch for fsdp, hsdp, zero1)"
-    if spec.parallel not in (None, "ddp"):
-        out.append((("parallel",), why))
+def _knob_locs(spec: Any, key: str, allowed: Tuple[Any, ...]) -> List[Loc]:
+    """Where the spec or a variant sets ``key`` to a value outside ``allowed``."""
+    locs: List[Loc] = [(key,)] if getattr(spec, key) not in (None,) + allowed else []
     for i, variant in enumerate(spec.variants):
-        if variant.parallel not in (None, "ddp"):
-            out.append((("variants", i, "parallel"), why))
+        if getattr(variant, key, None) not in (None,) + allowed:
+            locs.append(("variants", i, key))
+    return locs
+
+
+def _data_parallel_problems(spec: Any, name: str) -> List[Tuple[Loc, str]]:
+    """Horovod, TensorFlow and Keras average gradients (data parallelism): parallel ddp only;
+    TensorFlow and Keras also without activation checkpointing and fp16 loss scaling."""
+    label = {"horovod": "Horovod", "tensorflow": "TensorFlow", "keras": "Keras"}[name]
+    why = f"{label} is data-parallel only: parallel ddp (use pytorch for fsdp, hsdp, zero1)"
+    out = [(loc, why) for loc in _knob_locs(spec, "parallel", ("ddp",))]
+    if name not in TF_FRAMEWORKS:
+        return out
+    why = f"activation checkpointing is not built for {label} (none; use pytorch)"
+    out += [(loc, why) for loc in _knob_locs(spec, "activation_checkpointing", ("none",))]
+    allowed = ("fp32", "tf32", "bf16")
+    why = f"{label} trains the transformers in fp32, tf32 or bf16 (amp's loss scaling: not built)"
+    out += [(loc, why) for loc in _knob_locs(spec, "precision", allowed)]
     return out
 
 
@@ -152,8 +167,8 @@ def _transformer_problems(spec: Any) -> List[Tuple[Loc, str]]:
             out.append(
                 (("frameworks", i), f"{entry.name} cannot train {model}: {why}; use pytorch")
             )
-        elif entry.name == "horovod":
-            out += _horovod_problems(spec)
+        elif entry.name in DATA_PARALLEL_ONLY:
+            out += _data_parallel_problems(spec, entry.name)
     if spec.data.kind not in LM_DATA_KINDS:
         kinds = " or ".join(LM_DATA_KINDS)
         out.append((("data",), f"{model} trains on data kind {kinds}, not '{spec.data.kind}'"))

@@ -64,3 +64,40 @@ def test_transformer_campaign_on_slurm(tmp_path, slurm_cluster):
         ("hsdp", "ddp", "inconclusive")
     ]
     assert "fewer than 2 complete repeats (hsdp: 1, ddp: 1)" in table["reason"][0]
+
+
+TF_SPEC = """\
+name: lm-tf-slurm
+model: llama-tiny
+data: text
+frameworks:
+  - {name: tensorflow, communication: ring}
+seq_len: 32
+batch_size: 2
+grad_accum: 2
+steps: {warmup: 1, measure: 4, measure_seconds: 0}
+optimizer: {name: adamw, lr: 0.001, weight_decay: 0.0}
+lr_scaling: {rule: none}
+scale: {points: [2x1]}
+slurm: {time: "00:05:00"}
+"""
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_tensorflow_transformer_on_slurm(tmp_path, slurm_cluster):
+    """llama-tiny under MultiWorkerMirroredStrategy across the two nodes (TF_CONFIG from Slurm),
+    collected into the same transformer columns as PyTorch's."""
+    require_envs("tensorflow")
+    from tests.support.cli import ddlbench
+
+    campaign = run_campaign(TF_SPEC, "localslurm", "lm-tf-slurm", tmp_path)
+    got = ddlbench("collect", "lm-tf-slurm", results=campaign.parent)
+    assert got.returncode == 0, got.stderr
+    (row,) = pd.read_parquet(campaign / "data" / "runs.parquet").to_dict("records")
+    assert row["framework"] == "tensorflow" and row["status"] == "ok" and row["nodes"] == 2
+    assert row["parallel"] == "ddp" and row["grad_accum"] == 2 and row["seq_len"] == 32
+    assert row["tokens_per_s"] == pytest.approx(row["throughput"] * 32)
+    assert row["flops_per_token_palm"] > row["flops_per_token_megatron"] > 0
+    assert row["peak_rss_model_bytes"] > 0 and row["startup_process_group_s"] > 0

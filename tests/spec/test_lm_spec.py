@@ -191,3 +191,28 @@ def test_horovod_wrapping_pytorch_is_data_parallel_only():
     assert {r.workload for r in runs} == {"horovod_torch"} and len(runs) == 16
     tf = SPEC.replace("frameworks: [pytorch]", "frameworks: [{name: horovod, wraps: tensorflow}]")
     assert "wrapping pytorch only" in refusal(tf)
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "keras"])
+def test_tensorflow_and_keras_are_data_parallel_without_checkpointing(name):
+    text = SPEC.replace("frameworks: [pytorch]", f"frameworks: [{name}]")
+    with pytest.raises(InputError) as info:
+        plan(text)
+    messages = sorted(str(p) for p in info.value.problems)
+    # the fsdp variant (line 11: parallel and checkpointing), the zero1 variant (line 12)
+    assert len(messages) == 3, messages
+    assert [m.split(":")[1] for m in messages] == ["11", "11", "12"]
+    assert sum("data-parallel only: parallel ddp" in m for m in messages) == 2
+    assert sum("activation checkpointing is not built" in m for m in messages) == 1
+    amp = text.replace("batch_size: [2, 4]", "precision: amp\nbatch_size: [2, 4]")
+    assert any("amp's loss scaling" in str(p) for p in _problems(amp))
+    ddp_only = text.split("  - {label: fsdp-sel")[0] + "  - {label: acc, grad_accum: 2}\n"
+    runs = plan(ddp_only).runs
+    assert {r.workload for r in runs} == {name} and len(runs) == 16
+    assert {r.lm["parallel"] for r in runs} == {"ddp"}
+
+
+def _problems(text: str):
+    with pytest.raises(InputError) as info:
+        plan(text)
+    return info.value.problems

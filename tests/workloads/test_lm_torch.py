@@ -183,6 +183,14 @@ def test_horovod_trains_the_transformer_like_ddp(launch_ranks, run_config, mode_
     meta = result.logs[0][0]
     assert meta["framework_version"].startswith("horovod 0.") and meta["controller"] == "gloo"
     assert meta["tokens_per_step"] == 4 * 64
+    # the same rank-log fields as the pytorch path: start-up split, tokens/s, memory
+    assert set(meta["startup"]) == {"import_s", "process_group_s", "build_shard_s"}
+    assert all(v > 0 for v in meta["startup"].values())
+    summary = result.summary(0)
+    assert summary["tokens_per_s"] == pytest.approx(
+        summary["tokens_measured"] / summary["measure_time_s"]
+    )
+    assert summary["peak_rss_model_bytes"] > 0 and summary["first_step_s"] > 0
     for rank in range(2):
         got = _losses(result, rank)
         assert got == pytest.approx(_losses(mode_losses["ddp"], rank), rel=LOSS_RTOL)

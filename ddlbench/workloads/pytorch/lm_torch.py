@@ -10,7 +10,6 @@ peak memory of the rank.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -18,56 +17,10 @@ import torch
 from torch import nn
 
 from ..common import Context, framework_options, param_checksum
-from ..common.data_lm import lm_settings, lm_train_data, tokens_per_step
-from ..flops_lm import flops_per_token
+from ..common.data_lm import lm_settings, lm_train_data
+from ..common.lm_common import RssPeak, import_seconds, lm_meta, token_fields, train_loop
 from .models_lm_torch import build_lm, lm_loss, lm_shape, split_batch
 from .parallel_torch import gradient_sync, make_lm_optimizer, wrap_parallel
-
-
-def process_start_time() -> Optional[float]:
-    """This process's start as a Unix time (Linux: ``/proc``), else None."""
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration, IndexError):
-        return None
-
-
-def _status_kib(field: str) -> Optional[int]:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-#: glibc's mallopt parameter and the fixed threshold set on the CPU (see :func:`exact_rss`)
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 128 * 1024
-
-
-def exact_rss() -> Optional[int]:
-    """On glibc, fix the mmap threshold at 128 KiB (``mallopt(M_MMAP_THRESHOLD)``): every
-    tensor above it gets its own mapping, returned to the system when freed, instead of heap
-    memory that glibc keeps after a free (by default the threshold rises to 32 MiB with the
-    first such free). The resident set then follows the live tensors, which is what the memory
-    prediction counts. Returns the threshold set, or None where glibc is not the allocator."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        if libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1:
-            return MMAP_THRESHOLD_BYTES
-    except (OSError, AttributeError):
-        pass
-    return None
 
 
 def warm_imports() -> None:
@@ -84,40 +37,27 @@ def warm_imports() -> None:
 class PeakMemory:
     """Peak memory of the rank while training: on a GPU the allocator's peak allocated and
     reserved bytes; on the CPU the peak resident set (``VmHWM``) above the resident set just
-    before the model was built (the peak is reset there through ``/proc/self/clear_refs``), so
-    that the interpreter, the libraries and the data set are not counted."""
+    before the model was built (``lm_common.RssPeak``), so that the interpreter, the libraries
+    and the data set are not counted."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
-        self.baseline_kib: Optional[int] = None
-        self.mmap_threshold = None if self.cuda else exact_rss()
+        self.rss = None if self.cuda else RssPeak()
 
     def start(self) -> None:
         warm_imports()
-        if self.cuda:
+        if self.rss is None:
             torch.cuda.reset_peak_memory_stats()
-            return
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        except OSError:
-            return
-        self.baseline_kib = _status_kib("VmRSS")
+        else:
+            self.rss.start()
 
     def fields(self) -> Dict[str, Any]:
-        if self.cuda:
-            return {
-                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
-                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
-            }
-        peak = _status_kib("VmHWM")
-        out: Dict[str, Any] = {
-            "peak_rss_bytes": None if peak is None else peak * 1024,
-            "malloc_mmap_threshold": self.mmap_threshold,
+        if self.rss is not None:
+            return self.rss.fields()
+        return {
+            "peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
         }
-        if peak is not None and self.baseline_kib is not None:
-            out["peak_rss_model_bytes"] = (peak - self.baseline_kib) * 1024
-        return out
 
 
 def make_lm_step(
@@ -155,18 +95,6 @@ def make_lm_step(
         return float(total.item())
 
     return step_fn
-
-
-def _lm_meta(cfg: Dict[str, Any], lm: Dict[str, Any], startup: Dict[str, Any]) -> Dict[str, Any]:
-    shape = lm_shape(cfg["model"])
-    tokens = tokens_per_step(cfg)
-    return dict(
-        lm=dict(lm),
-        tokens_per_step=tokens,
-        tokens_per_sample=int(lm["seq_len"]),
-        flops_per_token=flops_per_token(shape, int(lm["seq_len"]), lm["activation_checkpointing"]),
-        startup=startup,
-    )
 
 
 def build_parallel_model(
@@ -262,7 +190,7 @@ def train_lm(
         threads=torch.get_num_threads(),
         **(extra if hvd is not None else {"ddp": distributed}),
         **knobs.knobs.meta(),
-        **_lm_meta(cfg, lm, startup),
+        **lm_meta(cfg, lm, startup),
     )
     fixed = data.fixed[0] if data.fixed is not None else None
     fsdp = str(lm["parallel"]).startswith(("fsdp", "hsdp")) and hvd is None
@@ -272,9 +200,9 @@ def train_lm(
     )
     loop_cfg = dict(cfg, batch_size=int(cfg["batch_size"]) * int(lm["grad_accum"]))
     sums = rank_sum(device, distributed, hvd)
-    measurement = _train_loop(ctx, loop_cfg, step_fn, data, sums)
+    measurement = train_loop(ctx, loop_cfg, step_fn, data, sums)
     fields = measurement.summary_fields()
-    fields.update(_token_fields(cfg, fields), **memory.fields(), **knobs.compile_counts())
+    fields.update(token_fields(cfg, fields), **memory.fields(), **knobs.compile_counts())
     param_sum, param_sha = lm_checksum(model)
     ctx.finish(fields, param_sum, param_sha)
     return train_model
@@ -297,37 +225,13 @@ def rank_sum(device: torch.device, distributed: bool, hvd: Any) -> Any:
     return sum_ranks
 
 
-def _train_loop(
-    ctx: Context, loop_cfg: Dict[str, Any], step_fn: Any, data: Any, sums: Any = None
-) -> Any:
-    from ..common.loop import run_training
-    from ..common.schedule import LRSchedule
-
-    schedule = LRSchedule.from_config(loop_cfg, data.steps_per_epoch)
-    measurement = ctx.measurement()
-    evaluate = None
-    if loop_cfg["mode"] == "convergence":
-        raise ValueError("transformer models run in throughput mode (convergence: not yet)")
-    return run_training(loop_cfg, measurement, step_fn, schedule, data.batches, evaluate, sums)
-
-
-def _token_fields(cfg: Dict[str, Any], fields: Dict[str, Any]) -> Dict[str, Any]:
-    """``tokens_measured`` and this rank's ``tokens_per_s`` over the measured window."""
-    tokens = int(fields.get("steps_measured") or 0) * tokens_per_step(cfg)
-    window = fields.get("measure_time_s") or 0.0
-    return {"tokens_measured": tokens, "tokens_per_s": tokens / window if window > 0 else None}
-
-
 def lm_body(ctx: Context, setup: Any, init_distributed: Any) -> None:
     """The body of a transformer run (``setup``: ``pytorch.setup_device`` and
     ``apply_knobs``; ``init_distributed``: ``pytorch.init_distributed``)."""
     import torch.distributed as dist
 
     cfg, info = ctx.cfg, ctx.info
-    started = process_start_time()
-    startup: Dict[str, Any] = {
-        "import_s": None if started is None else max(0.0, ctx.start_time - started)
-    }
+    startup = import_seconds(ctx)
     device, device_name, knobs = setup(cfg, info)
     distributed = info.world_size > 1 or bool(framework_options(cfg).get("ddp_single_rank"))
     t0 = time.time()

@@ -35,11 +35,13 @@ See docs/workloads.md.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from ..common import Context, SGDSettings, eval_result, workload_main
+from ..vocabulary import TRANSFORMER_SHAPES
 from . import models_tf
 from .tf_main import (
     after,
@@ -194,6 +196,10 @@ def body(ctx: Context) -> None:
     cfg, info = ctx.cfg, ctx.info
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is not provided by the keras workload")
+    if cfg["model"] in TRANSFORMER_SHAPES:  # a language model: lm_tf, this module's helpers
+        from .lm_tf import lm_body
+
+        return lm_body(ctx, "keras", sys.modules[__name__])
     tf_config = prepare_environment(cfg, info)
     tf, keras = import_keras()
     device, device_name = setup_device(tf, cfg, info)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -51,6 +52,7 @@ from ..common import (
     warmup_steps,
     workload_main,
 )
+from ..vocabulary import TRANSFORMER_SHAPES
 from . import models_tf
 from .tfconfig import ensure_tf_config, tf_config_rank, tf_config_world_size
 
@@ -525,6 +527,10 @@ def body(ctx: Context) -> None:
     cfg, info = ctx.cfg, ctx.info
     if cfg["mode"] == "allreduce":
         raise ValueError("mode allreduce is not provided by the tensorflow workload")
+    if cfg["model"] in TRANSFORMER_SHAPES:  # a language model: lm_tf, this module's helpers
+        from .lm_tf import lm_body
+
+        return lm_body(ctx, "tensorflow", sys.modules[__name__])
     tf_config = prepare_environment(cfg, info)
     import tensorflow as tf
 
