@@ -122,6 +122,7 @@ def test_cpu_share_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
     assert list(slowed["summary_cpu_share_by"]) == [expected]
     assert list(slowed["summary_injected_steps"]) == [4]
     assert other["summary_cpu_share_by"].isna().all()  # never slowed: nothing made
-    for path in root.glob("runs/*/logs/rank-1.jsonl"):
-        pid = json.loads(path.read_text().splitlines()[0])["pid"]
-        assert not (Path("/sys/fs/cgroup/cpu") / f"ddlbench-{pid}").exists()
+    (run_dir,) = (root / "runs").iterdir()
+    logs = {p.name: p for p in RunPaths(run_dir).rank_logs()}
+    pid = json.loads(logs["rank-1.jsonl"].read_text().splitlines()[0])["pid"]
+    assert not (Path("/sys/fs/cgroup/cpu") / f"ddlbench-{pid}").exists()

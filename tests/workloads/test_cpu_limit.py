@@ -68,9 +68,11 @@ def test_v1_quota_is_written_per_step_and_restored(v1_home):
         assert {_cpu_cgroup(f"self/task/{t}") for t in tasks} == {f"/{v1_home.name}/{child.name}"}
         assert (child / "cpu.cfs_quota_us").read_text().strip() == "-1"
         period = int((child / "cpu.cfs_period_us").read_text())
+        assert (child / "cpu.shares").read_text().strip() == "1024"
         limit.set(4)
         quota = int((child / "cpu.cfs_quota_us").read_text())
         assert quota == int(limit.cores * period / 4)
+        assert (child / "cpu.shares").read_text().strip() == "256"  # 1024 / 4
         t0, c0 = time.perf_counter(), time.process_time()
         while time.perf_counter() - t0 < 0.5:
             pass
@@ -78,6 +80,7 @@ def test_v1_quota_is_written_per_step_and_restored(v1_home):
         assert rate < 1.3 * quota / period  # the kernel holds the process to its quota
         limit.set(1)
         assert (child / "cpu.cfs_quota_us").read_text().strip() == "-1"
+        assert (child / "cpu.shares").read_text().strip() == "1024"
     finally:
         limit.close()
         done.set()
@@ -178,10 +181,13 @@ def test_v2_writes_cpu_max_on_a_delegated_tree(tmp_path, monkeypatch):
     assert (child / "cgroup.procs").read_text() == str(os.getpid())  # moved first,
     assert (home / "cgroup.subtree_control").read_text() == "+cpu"  # then cpu enabled
     assert (child / "cpu.max").read_text() == f"max {limit.period}"
+    assert (child / "cpu.weight").read_text() == "100"
     limit.set(5)
     assert (child / "cpu.max").read_text() == f"{limit.period // 5} {limit.period}"
+    assert (child / "cpu.weight").read_text() == "20"
     limit.set(1.2)  # rounds to 1: no limit
     assert (child / "cpu.max").read_text() == f"max {limit.period}"
+    assert (child / "cpu.weight").read_text() == "100"
     limit.close()
     assert (home / "cgroup.subtree_control").read_text() == "-cpu"
     assert (home / "cgroup.procs").read_text() == str(os.getpid())  # back home

@@ -2,17 +2,21 @@
 
 A rank that may be slowed moves itself (its whole process: every thread, including torch's
 intra-op and gloo's threads, and any process it starts afterwards) into a child cgroup of
-its own cgroup, ``ddlbench-<pid>``, and writes that child's CPU quota per step:
+its own cgroup, ``ddlbench-<pid>``, and writes that child's CPU quota and weight per step:
 
-- cgroup v1 (``cpu`` controller): ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, ``-1``
-  for a normal step;
-- cgroup v2 (a delegated subtree with the ``cpu`` controller): ``cpu.max``, ``max`` for a
-  normal step. The rank's own cgroup must hold no other process (v2 forbids processes
-  beside a child with a controller), as a Slurm task cgroup or a per-rank scope does.
+- cgroup v1 (``cpu`` controller): ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` (``-1``
+  for a normal step) and ``cpu.shares`` (1024 for a normal step);
+- cgroup v2 (a delegated subtree with the ``cpu`` controller): ``cpu.max`` (``max`` for a
+  normal step) and ``cpu.weight`` (100). The rank's own cgroup must hold no other process
+  (v2 forbids processes beside a child with a controller), as a Slurm task cgroup or a
+  per-rank scope does.
 
-A slowed step gets ``allowance / round(factor)`` cores, the allowance being the cores the
-rank may use when nothing limits it: its CPU affinity, the quotas of its own cgroup and of
-those above it, and the threads it computes with. At the end (:meth:`CgroupLimit.close`,
+A step slowed ``n = round(factor)`` times gets a quota of ``allowance / n`` cores, the
+allowance being the cores the rank may use when nothing limits it (its CPU affinity, the
+quotas of its own cgroup and of those above it, and the threads it computes with), and
+``1 / n`` of a normal process's weight: the quota slows it ``n`` times where it has its
+cores to itself, the weight where it competes for them (a cap alone would slow a rank that
+gets only part of a core anyway by less). At the end (:meth:`CgroupLimit.close`,
 also from :func:`release_all` before the rank's ``os._exit``, and at interpreter exit) the
 rank moves back and removes the child; a child left by a rank that was killed is removed by
 the next rank that starts there once its process is gone.
@@ -29,6 +33,7 @@ import atexit
 import contextlib
 import math
 import os
+import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -40,6 +45,10 @@ PREFIX = "ddlbench-"
 MIN_QUOTA_US = 1000
 #: the default period (us): short, so that a slowed step of tens of ms is throttled evenly
 PERIOD_US = 20000
+#: the weight of a process that nothing slows (v1 ``cpu.shares``, v2 ``cpu.weight``) ...
+WEIGHT = {1: 1024, 2: 100}
+#: ... and the least the kernel takes
+WEIGHT_MIN = {1: 2, 2: 1}
 #: a directory of each hierarchy holds this file
 MARKER = {1: "cpu.cfs_quota_us", 2: "cgroup.controllers"}
 
@@ -57,7 +66,7 @@ def _write(path: Path, text: str) -> None:
 
 def _unescape(field: str) -> str:
     """A path of /proc/self/mountinfo (spaces and such are octal escapes)."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _mounts() -> List[Tuple[str, str, str, List[str]]]:
@@ -223,11 +232,15 @@ class CgroupLimit:
             self.enabled_cpu = True
         self._write_quota(-1)
 
-    def _write_quota(self, quota: int) -> None:
+    def _write_quota(self, quota: int, n: int = 1) -> None:
+        """The quota (-1: none) and the weight of a step slowed ``n`` times."""
+        weight = max(WEIGHT_MIN[self.version], round(WEIGHT[self.version] / n))
         if self.version == 1:
             _write(self.dir / "cpu.cfs_quota_us", str(quota))
+            _write(self.dir / "cpu.shares", str(weight))
         else:
             _write(self.dir / "cpu.max", f"{'max' if quota < 0 else quota} {self.period}")
+            _write(self.dir / "cpu.weight", str(weight))
         self.quota = quota
 
     def quota_for(self, factor: float) -> int:
@@ -241,7 +254,7 @@ class CgroupLimit:
         """The quota of a step slowed by ``factor`` (1: no limit) from now on."""
         quota = self.quota_for(factor)
         if quota != self.quota:
-            self._write_quota(quota)
+            self._write_quota(quota, max(1, int(round(factor))))
 
     def close(self) -> None:
         """No limit, back in the cgroup the process came from, the child removed; every part
