@@ -68,11 +68,11 @@ def test_v1_quota_is_written_per_step_and_restored(v1_home):
         assert {_cpu_cgroup(f"self/task/{t}") for t in tasks} == {f"/{v1_home.name}/{child.name}"}
         assert (child / "cpu.cfs_quota_us").read_text().strip() == "-1"
         period = int((child / "cpu.cfs_period_us").read_text())
-        assert (child / "cpu.shares").read_text().strip() == "1024"
+        assert (child / "cpu.shares").read_text().strip() == "2048"  # 1.5 cores: 2 threads
         limit.set(4)
         quota = int((child / "cpu.cfs_quota_us").read_text())
         assert quota == int(limit.cores * period / 4)
-        assert (child / "cpu.shares").read_text().strip() == "256"  # 1024 / 4
+        assert (child / "cpu.shares").read_text().strip() == "512"  # 2048 / 4
         t0, c0 = time.perf_counter(), time.process_time()
         while time.perf_counter() - t0 < 0.5:
             pass
@@ -80,7 +80,7 @@ def test_v1_quota_is_written_per_step_and_restored(v1_home):
         assert rate < 1.3 * quota / period  # the kernel holds the process to its quota
         limit.set(1)
         assert (child / "cpu.cfs_quota_us").read_text().strip() == "-1"
-        assert (child / "cpu.shares").read_text().strip() == "1024"
+        assert (child / "cpu.shares").read_text().strip() == "2048"
     finally:
         limit.close()
         done.set()

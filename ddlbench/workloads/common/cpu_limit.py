@@ -14,12 +14,15 @@ its own cgroup, ``ddlbench-<pid>``, and writes that child's CPU quota and weight
 A step slowed ``n = round(factor)`` times gets a quota of ``allowance / n`` cores, the
 allowance being the cores the rank may use when nothing limits it (its CPU affinity, the
 quotas of its own cgroup and of those above it, and the threads it computes with), and
-``1 / n`` of a normal process's weight: the quota slows it ``n`` times where it has its
-cores to itself, the weight where it competes for them (a cap alone would slow a rank that
-gets only part of a core anyway by less). At the end (:meth:`CgroupLimit.close`,
-also from :func:`release_all` before the rank's ``os._exit``, and at interpreter exit) the
-rank moves back and removes the child; a child left by a rank that was killed is removed by
-the next rank that starts there once its process is gone.
+``1 / n`` of the weight of its threads (one normal thread's weight per core of the
+allowance): the quota slows it ``n`` times where it has its cores to itself, the weight where
+it competes for them (a cap alone would slow a rank that gets only part of a core anyway by
+less). In a normal step the child has that whole weight, as its threads had beside others.
+
+At the end (:meth:`CgroupLimit.close`, also from :func:`release_all` before the rank's
+``os._exit``, and at interpreter exit) the rank moves back and removes the child; a child
+left by a rank that was killed is removed by the next rank that starts there once its
+process is gone.
 
 ``DDLBENCH_CGROUP_DIR`` names the cgroup directory to make the child in, instead of the
 rank's own cgroup (tests point it at a missing or unsuitable directory to check the fallback).
@@ -45,10 +48,11 @@ PREFIX = "ddlbench-"
 MIN_QUOTA_US = 1000
 #: the default period (us): short, so that a slowed step of tens of ms is throttled evenly
 PERIOD_US = 20000
-#: the weight of a process that nothing slows (v1 ``cpu.shares``, v2 ``cpu.weight``) ...
+#: the weight of one thread that nothing slows (v1 ``cpu.shares``, v2 ``cpu.weight``) ...
 WEIGHT = {1: 1024, 2: 100}
-#: ... and the least the kernel takes
+#: ... and the least and the most the kernel takes
 WEIGHT_MIN = {1: 2, 2: 1}
+WEIGHT_MAX = {1: 262144, 2: 10000}
 #: a directory of each hierarchy holds this file
 MARKER = {1: "cpu.cfs_quota_us", 2: "cgroup.controllers"}
 
@@ -234,7 +238,9 @@ class CgroupLimit:
 
     def _write_quota(self, quota: int, n: int = 1) -> None:
         """The quota (-1: none) and the weight of a step slowed ``n`` times."""
-        weight = max(WEIGHT_MIN[self.version], round(WEIGHT[self.version] / n))
+        # a normal step: the weight of the allowance's threads, as beside the others
+        base = WEIGHT[self.version] * max(1, math.ceil(self.cores))
+        weight = min(WEIGHT_MAX[self.version], max(WEIGHT_MIN[self.version], round(base / n)))
         if self.version == 1:
             _write(self.dir / "cpu.cfs_quota_us", str(quota))
             _write(self.dir / "cpu.shares", str(weight))
