@@ -393,6 +393,7 @@ _SUMMARY = [
     ("param_sha256", "text", "digest of the final parameters"),
     ("injected_steps", "float", "measured steps slowed on purpose (straggler injection)"),
     ("injected_s", "float", "their total injected delay (s)"),
+    ("cpu_share_by", "text", "cpu-share straggler: cgroup-v1, cgroup-v2 or competitors"),
     ("backup_workers", "float", "backup workers of the run (null: plain DDP)"),
     ("dropped_steps", "float", "measured steps whose gradient of this rank was dropped"),
     ("applied_samples", "float", "measured samples of this rank whose gradient was applied"),

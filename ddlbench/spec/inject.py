@@ -10,14 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 #: the kinds whose slowdown is rounded to a whole number, and why
 WHOLE_KINDS = {
     "compute": "runs each layer slowdown times",
-    "cpu-share": "runs slowdown - 1 competing processes on each core of the rank",
+    "cpu-share": "gives the rank 1/slowdown of its cores (a cgroup quota, or slowdown - 1 "
+    "competing processes on each core)",
 }
 
 
 class StragglerSpec(BaseModel):
     """``inject.straggler``: a fixed slowdown of chosen ranks, or a random one, made by
     ``kind``: ``sleep`` (an injected sleep), ``compute`` (layers run ``round(factor)`` times),
-    ``data`` (a slow input pipeline before the step), ``cpu-share`` (competing processes).
+    ``data`` (a slow input pipeline before the step), ``cpu-share`` (a cgroup CPU quota or
+    competing processes, ``cpu_share_by``).
 
     Fixed: ``{ranks: [1], slowdown: 1.5}``. Random: ``{probability: 0.1}`` plus optionally
     ``distribution`` (``pareto``), ``shape``, ``min_slowdown``, ``max_slowdown``, ``seed``
@@ -36,6 +38,8 @@ class StragglerSpec(BaseModel):
     seed: int = Field(default=0, ge=0)
     #: random mode: a draw holds for this many consecutive steps (a slow node stays slow)
     persist_steps: Optional[int] = Field(default=None, ge=1)
+    #: cpu-share: a cgroup CPU quota, competing processes, or the quota where allowed (auto)
+    cpu_share_by: Optional[Literal["auto", "cgroup", "competitors"]] = None
 
     @field_validator("ranks")
     @classmethod
@@ -77,6 +81,11 @@ class StragglerSpec(BaseModel):
             raise ValueError(
                 "persist_steps is random mode's (give 'probability'); fixed mode slows its "
                 "ranks in every step"
+            )
+        if self.cpu_share_by is not None and self.kind != "cpu-share":
+            raise ValueError(
+                f"cpu_share_by says how kind cpu-share limits the rank's CPU; this straggler "
+                f"is kind {self.kind} (did you mean kind: cpu-share?)"
             )
         whole = self.slowdown is None or (self.slowdown == round(self.slowdown) >= 2)
         if self.kind in WHOLE_KINDS and not whole:

@@ -5,6 +5,8 @@ real Slurm cluster."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +86,43 @@ def test_backup_workers_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
     require_envs("pytorch")
     root = run_campaign(SPEC.format(point="2x1"), "localslurm", "bw-slurm", tmp_path)
     _check(root)
+
+
+CPU_SHARE = SPEC.replace(
+    "straggler: {{kind: compute, ranks: [1], slowdown: 5}}",
+    "straggler: {{kind: cpu-share, ranks: [1], slowdown: 2}}",
+).replace("measure: 12", "measure: 4")
+
+
+def _cgroup_v1_writable() -> bool:
+    probe = Path("/sys/fs/cgroup/cpu") / f"pytest-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.frameworks
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_cpu_share_on_real_slurm_two_nodes(tmp_path, slurm_cluster):
+    """``cpu_share_by: auto`` in a Slurm job step: a cgroup quota where the rank may make one
+    (root, cgroup v1, no task/cgroup plugin on the project's cluster), else competitors; the
+    child cgroup is gone after the run."""
+    require_envs("pytorch")
+    lines = CPU_SHARE.format(point="2x1").splitlines(keepends=True)
+    spec = "".join(line for line in lines if "label: backup1" not in line)  # plain DDP only
+    root = run_campaign(spec, "localslurm", "cpu-share-slurm", tmp_path)
+    data = ensure_collected(root)
+    assert data.runs["params_consistent"].all()
+    slowed, other = (data.ranks[data.ranks["rank"] == r] for r in (1, 0))
+    expected = "cgroup-v1" if _cgroup_v1_writable() else "competitors"
+    assert list(slowed["summary_cpu_share_by"]) == [expected]
+    assert list(slowed["summary_injected_steps"]) == [4]
+    assert other["summary_cpu_share_by"].isna().all()  # never slowed: nothing made
+    (run_dir,) = (root / "runs").iterdir()
+    logs = {p.name: p for p in RunPaths(run_dir).rank_logs()}
+    pid = json.loads(logs["rank-1.jsonl"].read_text().splitlines()[0])["pid"]
+    assert not (Path("/sys/fs/cgroup/cpu") / f"ddlbench-{pid}").exists()

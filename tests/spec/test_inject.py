@@ -113,6 +113,19 @@ _DEFAULTS = {
         ),
         (
             "{ranks: [1], slowdown: 1.5}",
+            "{kind: cpu-share, cpu_share_by: cgrop, ranks: [1], slowdown: 2}",
+            "bw.yaml:15:43: variants[0].inject.straggler.cpu_share_by: 'cgrop' is not one of "
+            "auto, cgroup, competitors (did you mean 'cgroup'?)",
+        ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
+            "{kind: compute, cpu_share_by: cgroup, ranks: [1], slowdown: 2}",
+            "bw.yaml:15:14: variants[0].inject.straggler: cpu_share_by says how kind cpu-share "
+            "limits the rank's CPU; this straggler is kind compute (did you mean kind: "
+            "cpu-share?)",
+        ),
+        (
+            "{ranks: [1], slowdown: 1.5}",
             "{ranks: [1], slowdown: 1.5, persist_steps: 5}",
             "bw.yaml:15:14: variants[0].inject.straggler: persist_steps is random mode's (give "
             "'probability'); fixed mode slows its ranks in every step",
@@ -147,6 +160,15 @@ def test_straggler_kinds_reach_run_json(tmp_path):
     assert fixed["kind"] == "compute" and fixed["slowdown"] == 5
     assert configs["sync-lenet-n1x3-b32-random-r0"]["inject"]["straggler"]["kind"] == "data"
     # the default kind (sleep) leaves run.json as before: test_inject_and_backups_reach_run_json
+    plan = _plan(
+        SPEC.replace(
+            "{ranks: [1], slowdown: 1.5}",
+            "{kind: cpu-share, ranks: [1], slowdown: 2, cpu_share_by: competitors}",
+        )
+    )
+    run = next(r for r in plan.runs if r.run_id == "sync-lenet-n1x3-b32-fixed-r0")
+    straggler = run_config(run, plan, "bw", tmp_path)["inject"]["straggler"]
+    assert straggler["cpu_share_by"] == "competitors"
 
 
 def test_plan_json_unchanged_without_inject(tmp_path):

@@ -11,6 +11,7 @@ import signal
 import statistics
 import threading
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.ranks import read_log
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 DIGEST = {"DDLBENCH_STATE_DIGEST": "1"}
+V1 = Path("/sys/fs/cgroup/cpu")
 
 
 def _config(run_config, kind: Optional[str], backups: int, **over: Any) -> Dict[str, Any]:
@@ -72,12 +74,43 @@ def test_fast_ranks_do_not_wait_for_a_dropped_rank(
 
 
 def test_cpu_share_straggler_keeps_every_rank_equal(launch_ranks, run_config, check_data_parallel):
+    """By a cgroup CPU quota (cgroup v1 here, where the rank may make one): every rank ends
+    every step with the same state, and the rank's child cgroup is gone after the run."""
+    home = V1 / f"pytest-cpu-share-{os.getpid()}"
+    try:
+        home.mkdir()
+    except OSError as exc:
+        pytest.skip(f"no writable cgroup v1 cpu controller here: {exc}")
     cfg = _config(run_config, "cpu-share", 1, steps={"warmup": 2, "measure": 8})
-    cfg["inject"]["straggler"]["slowdown"] = 2
-    result = launch_ranks("pytorch", cfg, world_size=3, extra_env=DIGEST)
+    cfg["inject"]["straggler"].update(slowdown=2, cpu_share_by="cgroup")
+    try:
+        result = launch_ranks(
+            "pytorch", cfg, world_size=3, extra_env=dict(DIGEST, DDLBENCH_CGROUP_DIR=str(home))
+        )
+        left = list(home.glob("ddlbench-*"))
+    finally:
+        for child in home.glob("ddlbench-*"):
+            child.rmdir()
+        home.rmdir()
     _check_state(result, check_data_parallel)
     assert all(s["slowdown"] == 2 for s in result.records(2, "step"))
     assert result.summary(2)["injected_steps"] == 8
+    assert result.summary(2)["cpu_share_by"] == "cgroup-v1"
+    assert "cpu_share_by" not in result.summary(0)  # never slowed: no limit made
+    assert left == []
+
+
+def test_cpu_share_falls_back_to_competitors(launch_ranks, run_config, check_data_parallel):
+    """Plain DDP, 2 ranks, no cgroup directory to make a child in: competitors, logged."""
+    cfg = _config(run_config, "cpu-share", 0, steps={"warmup": 1, "measure": 3})
+    del cfg["framework_options"]["backup_workers"]
+    cfg["inject"]["straggler"].update(ranks=[1], slowdown=2)
+    result = launch_ranks(
+        "pytorch", cfg, world_size=2, extra_env={"DDLBENCH_CGROUP_DIR": "/nonexistent/cgroup"}
+    )
+    check_data_parallel(result)
+    assert result.summary(1)["cpu_share_by"] == "competitors"
+    assert result.summary(1)["injected_steps"] == 3
 
 
 def test_batchnorm_buffers_follow_the_lowest_kept_rank(

@@ -21,8 +21,10 @@ run.json's ``inject.straggler`` (docs/stragglers.md) slows chosen ranks on purpo
   in the autograd graph: real work no check can cut short;
 - ``data``: before the step, an uninterruptible wait of ``(factor - 1) x`` the rank's last
   compute time, as a slow input pipeline (storage, decoding) would hold it;
-- ``cpu-share``: :class:`CpuShare` runs ``round(factor) - 1`` busy processes on each of the
-  rank's cores, so the rank gets about ``1 / factor`` of its CPU time.
+- ``cpu-share``: the rank gets about ``1 / factor`` of its CPU time, by a cgroup CPU quota
+  (``cpu_limit.py``) where the rank may make one, else by :class:`CpuShare`'s
+  ``round(factor) - 1`` busy processes on each of the rank's cores (``cpu_share_by``:
+  ``auto``, ``cgroup`` or ``competitors``; :func:`cpu_share` chooses).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from .cpu_limit import CgroupLimit, Unavailable
 
 #: the step-record fields these features add (docs/log-format.md)
 STEP_FIELDS = ("injected_s", "slowdown", "dropped")
@@ -56,6 +60,7 @@ class StragglerInjector:
         self.seed = int(spec.get("seed") or 0)
         self.kind = str(spec.get("kind") or "sleep")
         self.persist = int(spec.get("persist_steps") or 1)
+        self.cpu_share_by = str(spec.get("cpu_share_by") or "auto")
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any], rank: int) -> Optional[StragglerInjector]:
@@ -109,15 +114,16 @@ def _pin_and_tie(core: int) -> None:
 
 
 class CpuShare:
-    """``cpu-share``: busy processes pinned to this rank's cores, stopped (SIGSTOP) and
-    resumed (SIGCONT) per step so that ``round(factor) - 1`` of them run on every core. They
-    end with the rank (each checks its parent) and with :meth:`close`."""
+    """``cpu-share`` by competitors: busy processes pinned to this rank's cores, stopped
+    (SIGSTOP) and resumed (SIGCONT) per step so that ``round(factor) - 1`` of them run on
+    every core. They end with the rank (each checks its parent) and with :meth:`close`."""
 
     def __init__(self, most: float) -> None:
         self.cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.per_core = max(0, int(round(most)) - 1)
         self.procs: List[List[subprocess.Popen]] = []
         self.running = 0
+        self.by = "competitors"
         for _ in range(self.per_core):
             row = []
             for core in self.cores:
@@ -148,6 +154,25 @@ class CpuShare:
         self.procs, self.running = [], 0
 
 
+def cpu_share(
+    most: float, by: str = "auto", threads: Optional[int] = None, rank: int = 0
+) -> Optional[Union[CgroupLimit, CpuShare]]:
+    """``cpu-share``'s means for a rank that may be slowed by up to ``most`` (None when it is
+    never slowed): a :class:`CgroupLimit` for ``by`` ``cgroup``, or for ``auto`` where one
+    can be made, else :class:`CpuShare` competitors. ``cgroup`` where none can be made
+    raises RuntimeError with the reason; ``auto`` says on stderr why it fell back."""
+    if most <= 1.0:
+        return None
+    if by != "competitors":
+        try:
+            return CgroupLimit(most, threads)
+        except Unavailable as exc:
+            if by == "cgroup":
+                raise RuntimeError(f"inject.straggler.cpu_share_by is cgroup, but {exc}") from exc
+            sys.stderr.write(f"ddlbench: rank {rank}: cpu-share by competitors: {exc}\n")
+    return CpuShare(most)
+
+
 def sleep(
     seconds: float, stop: Optional[Callable[[], bool]] = None, poll_s: float = 0.002
 ) -> float:
@@ -172,12 +197,18 @@ class StepExtras:
     ``injected_steps`` (steps slowed on purpose), ``injected_s`` (their total delay),
     ``dropped_steps`` (steps whose gradient of this rank was dropped) and, with backup
     workers, ``backup_workers`` and ``applied_samples``/``dropped_samples`` (this rank's
-    measured samples whose gradient was applied or dropped)."""
+    measured samples whose gradient was applied or dropped) and, for a rank that ``cpu-share``
+    may slow, ``cpu_share_by`` (``cgroup-v1``, ``cgroup-v2`` or ``competitors``)."""
 
     def __init__(
-        self, rank: int, backup_workers: Optional[int] = None, batch_size: int = 0
+        self,
+        rank: int,
+        backup_workers: Optional[int] = None,
+        batch_size: int = 0,
+        cpu_share_by: Optional[str] = None,
     ) -> None:
         self.rank = rank
+        self.cpu_share_by = cpu_share_by
         self.backup_workers = backup_workers
         self.batch_size = batch_size
         self.injected_steps = 0
@@ -204,6 +235,8 @@ class StepExtras:
         out: Dict[str, Any] = {}
         if self.seen:
             out.update(injected_steps=self.injected_steps, injected_s=self.injected_s)
+        if self.cpu_share_by is not None:
+            out.update(cpu_share_by=self.cpu_share_by)
         if self.backup_workers is not None:
             out.update(
                 backup_workers=self.backup_workers,

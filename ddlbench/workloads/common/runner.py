@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Tuple
 
-from . import diagnose, watchdog
+from . import cpu_limit, diagnose, watchdog
 from .config import load_run_config
 from .data import TrainData
 from .env import RankInfo, rank_info
@@ -255,6 +255,7 @@ def _stop_on_usr1(ctx: Context, fd: int) -> None:
             break  # after the summary the run is complete: it ends as it would have
     sys.stderr.write(f"ddlbench: rank {ctx.info.rank}: {STOPPED_MESSAGE}\n")
     _log_error(ctx, STOPPED_MESSAGE, None)
+    cpu_limit.release_all()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -307,7 +308,9 @@ def end_process(code: int) -> NoReturn:
     is never turned into a failure by a library's exit-time destructors. Gloo's threads
     (and the TCP store's on rank 0) can abort that teardown with SIGABRT ("terminate called
     without an active exception") after the process group was destroyed. Nothing is lost:
-    the rank log is written with ``os.write``, and stdout and stderr are flushed here."""
+    the rank log is written with ``os.write``, and stdout and stderr are flushed here, and a
+    ``cpu-share`` cgroup is removed (``cpu_limit.release_all``)."""
+    cpu_limit.release_all()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

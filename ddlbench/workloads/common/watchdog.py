@@ -47,6 +47,8 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, Optional
 
+from .cpu_limit import release_all
+
 #: the exit code of a rank whose watchdog fired (distinct from 1: a failure, 2: usage,
 #: 3: a busy node in the pre-flight)
 EXIT_HUNG = 86
@@ -155,6 +157,7 @@ class Watchdog:
             self.dump(waited, limit, None)
         finally:
             time.sleep(self.grace_s)
+            release_all()  # a cpu-share cgroup (os._exit skips atexit)
             os._exit(EXIT_HUNG)
 
     def dump(self, waited: float, limit: float, requested_by: Optional[int]) -> None:

@@ -205,7 +205,8 @@ def make_sync(
     sync.injection = make_injection(model, cfg, info.rank, device)
     if sync.injection is not None and backups > 0:
         sync.injection.stop = sync.abandoned
-    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]))
+    by = None if sync.injection is None else sync.injection.cpu_share_by
+    ctx.step_extras = StepExtras(info.rank, backups, int(cfg["batch_size"]), by)
     return sync
 
 

@@ -9,7 +9,7 @@ backup workers: the four kinds of ``common/inject.py`` on a torch model.
   stay the same; on a GPU the device itself is busy that much longer;
 - ``data``: :meth:`TorchInjection.before_compute` blocks ``(factor - 1) x 3 x`` the rank's
   last forward time before the step's compute (a slow input pipeline);
-- ``cpu-share``: :class:`CpuShare` competitors run beside the rank.
+- ``cpu-share``: a cgroup CPU quota or :class:`CpuShare` competitors (``cpu_share``).
 
 Standard library and torch only; Python 3.8 syntax.
 """
@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Optional
 import torch
 from torch import nn
 
-from ..common.inject import CpuShare, StepExtras, StragglerInjector, sleep
+from ..common.inject import StepExtras, StragglerInjector, cpu_share, sleep
 
 #: seconds between two checks of ``stop`` while an injected sleep runs
 POLL_S = 0.002
@@ -46,7 +46,12 @@ class TorchInjection:
         self.factor = 1.0
         #: with backup workers: whether the step no longer needs this rank
         self.stop: Optional[Callable[[], bool]] = None
-        self.cpu = CpuShare(injector.most()) if self.kind == "cpu-share" else None
+        self.cpu = None
+        if self.kind == "cpu-share":
+            by, threads = injector.cpu_share_by, torch.get_num_threads()
+            self.cpu = cpu_share(injector.most(), by, threads, injector.rank)
+        #: the summary's cpu_share_by (None: this rank is never slowed by cpu-share)
+        self.cpu_share_by = None if self.cpu is None else self.cpu.by
         model.register_forward_pre_hook(self._pre)
         model.register_forward_hook(self._post)
         if self.kind == "compute":
@@ -132,5 +137,5 @@ def with_injection(ctx: Any, model: nn.Module, device: torch.device, step_fn: An
     injection = make_injection(model, ctx.cfg, ctx.info.rank, device)
     if injection is None:
         return step_fn
-    ctx.step_extras = StepExtras(ctx.info.rank)
+    ctx.step_extras = StepExtras(ctx.info.rank, cpu_share_by=injection.cpu_share_by)
     return injection.wrap(step_fn)
