@@ -1,23 +1,26 @@
 """Draw the report's figures in a second process, in parallel with the rest of the report.
 
-``build_report`` starts the worker first thing: while the main process collects (parsing
-is multi-threaded, the rest is single-threaded Python), the worker imports matplotlib on the
-other core; later it draws the figures while the main process writes the data files and
-renders the tables. Plain ``subprocess`` with a pickled request on stdin and a pickled answer
-on stdout (``multiprocessing`` would re-run ``python -m ddlbench`` in the child).
+``ddlbench report`` starts the worker before its own imports (:func:`early_worker`; a
+``build_report`` called without one starts it first thing): while the main process imports
+pandas and collects, the worker imports pandas and matplotlib on the other core; later it
+draws the figures while the main process writes the data files and renders the tables. It
+shares the drawing with a forked child (:func:`_draw_split`), so that both cores draw. Plain
+``subprocess`` with a pickled request on stdin and a pickled answer on stdout
+(``multiprocessing`` would re-run ``python -m ddlbench`` in the child).
 
 ``DDLBENCH_REPORT_WORKER=0`` draws in-process; any failure of the worker does the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
 ENV = "DDLBENCH_REPORT_WORKER"
 
@@ -115,15 +118,37 @@ class FigureWorker:
         self.proc = None
 
 
+def start() -> Optional[FigureWorker]:
+    """A started worker, or None when it is switched off (:data:`ENV`) or cannot start."""
+    if not enabled():
+        return None
+    try:
+        return FigureWorker()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def early_worker() -> Iterator[Optional[FigureWorker]]:
+    """A worker started now, before the caller's heavy imports, for ``build_report``'s
+    ``figure_worker``; stopped on the way out if it was never used."""
+    worker = start()
+    try:
+        yield worker
+    finally:
+        if worker is not None:
+            worker.close()
+
+
 def _serve() -> int:
-    from ddlbench.report import plots  # the slow import, done while the parent works
+    from ddlbench.report import figures  # the slow import, done while the parent works
 
     request = pickle.loads(sys.stdin.buffer.read())
     fig_input, directory = request["input"], Path(request["dir"])
-    figures = _draw_split(plots, fig_input, directory)
-    if figures is None:
-        figures = plots.make_figures(fig_input, directory)
-    sys.stdout.buffer.write(pickle.dumps(_as_strings(figures)))
+    drawn = _draw_split(figures, fig_input, directory)
+    if drawn is None:
+        drawn = figures.make_figures(fig_input, directory)
+    sys.stdout.buffer.write(pickle.dumps(_as_strings(drawn)))
     sys.stdout.buffer.flush()
     return 0
 
@@ -133,38 +158,38 @@ def _as_strings(figures) -> Dict[str, Dict[str, str]]:
     return {k: {e: str(p) for e, p in v.items()} for k, v in figures.items()}
 
 
-def _draw_split(plots, fig_input: FigureInput, directory: Path):
-    """Draw the PNGs in a forked child and the SVGs here, at once: the parent waits idle
-    for the figures, so the second core is free. The files are the same as drawn in one
-    process. ``None`` when forking is not possible or the child failed (then the caller
-    draws everything itself)."""
+def _draw_split(figures, fig_input: FigureInput, directory: Path):
+    """Draw half of the figures in a forked child and the other half here, at once
+    (``figures.part_of``): the parent waits idle for the figures, so the second core is free.
+    The files are the same as drawn in one process. ``None`` when forking is not possible or
+    the child failed (then the caller draws everything itself)."""
     import threading
 
     if not hasattr(os, "fork") or threading.active_count() != 1:
         return None
-    first, rest = plots.FORMATS[:1], plots.FORMATS[1:]
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never returns into the parent's code
         code = 1
         try:
             os.close(read_fd)
-            drawn = plots.make_figures(fig_input, directory, formats=first)
+            drawn = figures.make_figures(fig_input, directory, part=0)
             with os.fdopen(write_fd, "wb") as out:
                 pickle.dump(_as_strings(drawn), out)
             code = 0
         finally:
             os._exit(code)
     os.close(write_fd)
-    figures = plots.make_figures(fig_input, directory, formats=rest)
+    mine = figures.make_figures(fig_input, directory, part=1)
     with os.fdopen(read_fd, "rb") as src:
         data = src.read()
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return None
-    for key, paths in pickle.loads(data).items():
-        figures.setdefault(key, {}).update({e: Path(p) for e, p in paths.items()})
-    return figures
+    drawn: Dict[str, Dict[str, Path]] = {}
+    for key, paths in list(pickle.loads(data).items()) + list(_as_strings(mine).items()):
+        drawn.setdefault(key, {}).update({e: Path(p) for e, p in paths.items()})
+    return drawn
 
 
 if __name__ == "__main__":
