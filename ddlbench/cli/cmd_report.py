@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from ddlbench.campaign.paths import REPORT_FORMATS
-from ddlbench.cli.common import campaign_dir, deprecated_option, results_option
+from ddlbench.cli.common import campaign_dir, deprecated_option, exit_quickly, results_option
 
 _FORMAT_LIST = ", ".join(REPORT_FORMATS)
 
@@ -116,9 +116,7 @@ def command(
         raise InputError(
             f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use {_FORMAT_LIST}"
         )
-    # the figure worker imports pandas and matplotlib on the other core while this process
-    # imports its own modules and collects
-    with early_worker() as worker:
+    with early_worker() as worker:  # imports matplotlib on the other core while this one works
         eff = _fraction(efficiency_threshold, "efficiency-threshold")
         noise = _fraction(noise_threshold, "noise-threshold")
         gain = _fraction(min_gain, "min-gain")
@@ -143,6 +141,7 @@ def command(
                 calibration=cal_root,
                 figure_worker=worker,
             )
+    exit_quickly()  # every file is written, the figure worker has ended
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")
     if res.missing:
