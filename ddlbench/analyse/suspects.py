@@ -20,7 +20,7 @@ from ddlbench.campaign.evidence import health_failures, node_comm_records
 from ddlbench.campaign.hangs import describe, hang_summary
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import CampaignPaths
-from ddlbench.spec.cluster import preflight_policy
+from ddlbench.spec.preflight_policy import preflight_policy
 
 K_MAD = 3.0
 REL = 0.2
