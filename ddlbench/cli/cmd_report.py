@@ -116,13 +116,12 @@ def command(
         raise InputError(
             f"--format: unknown format(s) {', '.join(bad) or '(none)'}; use {_FORMAT_LIST}"
         )
+    eff = _fraction(efficiency_threshold, "efficiency-threshold")
+    noise = _fraction(noise_threshold, "noise-threshold")
+    gain = _fraction(min_gain, "min-gain")
+    root = campaign_dir(results, campaign)
+    cal_root = campaign_dir(results, calibration) if calibration else None
     with early_worker() as worker:  # imports matplotlib on the other core while this one works
-        eff = _fraction(efficiency_threshold, "efficiency-threshold")
-        noise = _fraction(noise_threshold, "noise-threshold")
-        gain = _fraction(min_gain, "min-gain")
-        root = campaign_dir(results, campaign)
-        cal_root = campaign_dir(results, calibration) if calibration else None
-
         from ddlbench.analyse.analysis import Settings
         from ddlbench.collect.progress import progress
         from ddlbench.collect.states import store_states

@@ -262,3 +262,32 @@ def test_split_drawing_writes_the_same_files(demo_report, tmp_path):
         "ranks": {"png", "svg"},
         "curves": {"png", "svg"},
     }
+
+
+def test_forked_worker_draws_the_same_files_and_says_why_it_failed(demo_report, tmp_path):
+    """The figure worker forked from this process (pandas already imported) draws the same
+    bytes as the report did; a failure in it comes back as an error with its reason, and an
+    unused worker is stopped."""
+    from ddlbench.analyse.analysis import analyse
+    from ddlbench.collect.collector import ensure_collected
+    from ddlbench.report.worker import FigureInput, FigureWorker, can_fork
+
+    if not can_fork():
+        pytest.skip("threads are running: the worker would not fork here")
+    camp, res = demo_report
+    fig_input = FigureInput.of(analyse(ensure_collected(camp)))
+    worker = FigureWorker(fork=True)
+    worker.submit(fig_input, tmp_path / "forked")
+    got = worker.result()
+    assert set(got) == set(res.figures) - {"model"}  # the model figure is drawn by the caller
+    for key, paths in got.items():
+        for ext, path in paths.items():
+            assert path.read_bytes() == res.figures[key][ext].read_bytes(), (key, ext)
+    (tmp_path / "file").write_text("a file where the plots folder should be")
+    broken = FigureWorker(fork=True)
+    broken.submit(fig_input, tmp_path / "file" / "plots")
+    with pytest.raises(RuntimeError, match="figure worker exited 1: .*Error"):
+        broken.result()
+    unused = FigureWorker(fork=True)
+    unused.close()
+    assert unused.proc is None
