@@ -1,6 +1,6 @@
 """``python -m ddlbench`` runs the command line."""
 
-from ddlbench.cli import main
+from ddlbench.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

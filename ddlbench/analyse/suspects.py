@@ -20,10 +20,12 @@ from ddlbench.campaign.evidence import health_failures, node_comm_records
 from ddlbench.campaign.hangs import describe, hang_summary
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import CampaignPaths
-from ddlbench.spec.cluster import preflight_policy
+from ddlbench.spec.preflight_policy import preflight_policy
 
 K_MAD = 3.0
 REL = 0.2
+#: why evidence from a run on one node names no suspect
+ONE_NODE = "a run on one node: no other node to compare with, so not a suspect"
 THRESHOLD_TEXT = (
     f"below r - max({K_MAD:g} x 1.4826 x MAD, {REL:.0%} of r), r and MAD over the upper half "
     "of the values (r: their median)"
@@ -100,74 +102,119 @@ def from_records(records: Sequence[Dict]) -> Dict[str, object]:
 
 # ---------------------------------------------------------------- the campaign's suspects
 
+#: one piece of evidence: the node it names, its kind, what was seen
+Evidence = List[Tuple[str, str, Dict[str, Any]]]
+
 
 def _add(suspects: Dict[str, Dict[str, Any]], node: str, kind: str, item: Dict) -> None:
     entry = suspects.setdefault(node, {"node": node, "evidence": []})
     entry["evidence"].append(dict(item, kind=kind))
 
 
-def _hang_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> None:
+def _hang_evidence(row: Dict[str, Any], run_dir: Path) -> Evidence:
     summary = hang_summary(run_dir)
     if summary is None:
-        return
+        return []
     row["hang"] = summary
     row["reason"] = describe(summary)
+    out: Evidence = []
     for h in summary["not_arrived"]:
         item = {"run_id": row["run_id"], "rank": h["rank"], "phase": h["phase"]}
         item.update(last_step=h["last_step"], stacks=h["stacks"])
-        _add(suspects, str(h["host"]), "hang", item)
+        out.append((str(h["host"]), "hang", item))
+    return out
 
 
-def _pairwise_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> None:
+def _pairwise_evidence(row: Dict[str, Any], run_dir: Path) -> Evidence:
     records = node_comm_records(run_dir)
     if not records:
-        return
+        return []
     found = from_records(records)
     row["pairwise"] = found
+    out: Evidence = []
     for named in found["named"]:
         item = {"run_id": row["run_id"], "why": named["why"], "slow_pairs": found["slow_pairs"]}
-        _add(suspects, str(named["node"]), "pairwise", item)
+        out.append((str(named["node"]), "pairwise", item))
+    return out
 
 
-def _health_evidence(row: Dict[str, Any], run_dir: Path, suspects: Dict) -> None:
+def _health_evidence(row: Dict[str, Any], run_dir: Path) -> Evidence:
     bad = health_failures(run_dir)
     if bad:
         row["bad_nodes"] = bad
-        for b in bad:
-            checks = [c.get("check") for c in b["failed"]]
-            _add(suspects, b["node"], "health", {"run_id": row["run_id"], "checks": checks})
+    return [
+        (
+            b["node"],
+            "health",
+            {"run_id": row["run_id"], "checks": [c.get("check") for c in b["failed"]]},
+        )
+        for b in bad
+    ]
 
 
-def _evidence_sources(campaign_dir: Path) -> Tuple[set, bool]:
+def spans_nodes(planned_nodes: Any, row: Dict[str, Any], evidence: Evidence) -> bool:
+    """Whether a run ran on more than one node: planned for more than one (Slurm allocates
+    them all), its scheduler's node list names more than one, or its evidence does (the
+    Slurm nodes of its ranks' hang records, its failed health checks). Evidence from a run on
+    one node names no suspect: there is no other node to compare with."""
+    from ddlbench.execute.hostlist import expand
+
+    nodes = {node for node, _kind, _item in evidence}
+    hang = row.get("hang") or {}
+    nodes.update(str(h.get("host")) for h in hang.get("ranks", []) + hang.get("no_record", []))
+    nodes.update(expand(str(row.get("nodelist") or "")))
+    nodes.discard("None")
+    planned = planned_nodes if isinstance(planned_nodes, int) else 1
+    return max(planned, len(nodes)) > 1
+
+
+def _file(evidence: Evidence, spans: bool, suspects: Dict, seen: Dict) -> None:
+    """Evidence of a run on several nodes names suspects; on one node it is only seen."""
+    for node, kind, item in evidence:
+        _add(suspects if spans else seen, node, kind, item)
+
+
+def _evidence_sources(campaign_dir: Path) -> Tuple[set, bool, Dict[str, Any]]:
     """Which runs can hold evidence, from the manifest alone, so that ``status`` reads no rank
     log or pre-flight folder of a run that cannot have any: the ``mode: allreduce`` runs of a
-    spec with ``allreduce.pairwise``, and the pre-flight reports only when its policy is on."""
+    spec with ``allreduce.pairwise``, and the pre-flight reports only when its policy is on;
+    and the planned nodes of every run."""
     raw = load_campaign(campaign_dir).raw
     spec, cluster = raw.get("spec") or {}, raw.get("cluster") or {}
     pairwise = set()
     if (spec.get("allreduce") or {}).get("pairwise"):
         pairwise = {str(r["run_id"]) for r in raw["runs"] if r.get("mode") == "allreduce"}
-    return pairwise, preflight_policy(cluster.get("preflight")) != "off"
+    planned = {str(r["run_id"]): r.get("nodes") for r in raw.get("runs", [])}
+    return pairwise, preflight_policy(cluster.get("preflight")) != "off", planned
+
+
+def _sorted(found: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return sorted(found.values(), key=lambda s: s["node"])
 
 
 def annotate_status(campaign_dir: Path, status: Dict[str, Any]) -> Dict[str, Any]:
     """Add ``hang``, ``pairwise`` and ``bad_nodes`` to the rows of ``status`` (a
-    ``campaign_status`` dict) and the campaign's ``suspects``: one entry per node with every
-    piece of evidence against it (hang, pairwise, health)."""
+    ``campaign_status`` dict), the campaign's ``suspects`` (one entry per node with every
+    piece of evidence against it: hang, pairwise, health, from runs on more than one node) and
+    ``seen_on_one_node`` (the same for runs on one node: what was seen there, no suspect)."""
     paths = CampaignPaths.of(campaign_dir)
-    pairwise, health = _evidence_sources(campaign_dir)
+    pairwise, health, planned = _evidence_sources(campaign_dir)
     suspects: Dict[str, Dict[str, Any]] = {}
+    seen: Dict[str, Dict[str, Any]] = {}
     for row in status.get("runs", []):
         if row.get("state") == S.NOT_SUBMITTED:
             continue
         run_dir = paths.run_dir(row["run_id"])
+        evidence: Evidence = []
         if row.get("state") in (S.HUNG, S.FAILED):
-            _hang_evidence(row, run_dir, suspects)
+            evidence += _hang_evidence(row, run_dir)
         if row.get("state") == S.COMPLETED and row["run_id"] in pairwise:
-            _pairwise_evidence(row, run_dir, suspects)
+            evidence += _pairwise_evidence(row, run_dir)
         if health:
-            _health_evidence(row, run_dir, suspects)
-    status["suspects"] = sorted(suspects.values(), key=lambda s: s["node"])
+            evidence += _health_evidence(row, run_dir)
+        _file(evidence, spans_nodes(planned.get(row["run_id"]), row, evidence), suspects, seen)
+    status["suspects"] = _sorted(suspects)
+    status["seen_on_one_node"] = _sorted(seen)
     return status
 
 
@@ -184,11 +231,18 @@ def evidence_text(e: Dict[str, Any]) -> str:
     return f"{e['run_id']}: health check failed ({', '.join(map(str, e['checks']))})"
 
 
-def suspects_lines(suspects: Sequence[Dict[str, Any]]) -> List[str]:
-    """One text line per suspected node."""
-    return [
+def suspects_lines(
+    suspects: Sequence[Dict[str, Any]], seen: Sequence[Dict[str, Any]] = ()
+) -> List[str]:
+    """One text line per suspected node, then one per node of a one-node run with evidence."""
+    lines = [
         f"suspect node {s['node']}: " + "; ".join(evidence_text(e) for e in s["evidence"])
         for s in suspects
+    ]
+    return lines + [
+        f"seen on node {s['node']} ({ONE_NODE}): "
+        + "; ".join(evidence_text(e) for e in s["evidence"])
+        for s in seen
     ]
 
 
@@ -220,29 +274,38 @@ def campaign_suspects(
     campaign_dir: Path, run_ids: Sequence[str], stragglers: Any = None, complete: Any = ()
 ) -> Dict[str, Any]:
     """Every suspected node of the campaign's runs with its evidence (hang, straggler,
-    pairwise, health), and the pairwise results per run: ``{"suspects", "pairwise"}``.
+    pairwise, health), what hang and health evidence saw on runs on one node (no suspects,
+    :func:`spans_nodes`), and the pairwise results per run:
+    ``{"suspects", "seen_on_one_node", "pairwise"}``.
 
     Rank logs and pre-flight folders are read only where evidence can be (as in
     :func:`annotate_status`): hang records in runs not in ``complete`` (a fired watchdog ends
     its rank before the summary), pairwise records in the pairwise allreduce runs, pre-flight
     reports when the profile's pre-flight is on."""
     paths = CampaignPaths.of(campaign_dir)
-    pairwise_runs, health = _evidence_sources(campaign_dir)
+    pairwise_runs, health, planned = _evidence_sources(campaign_dir)
     done = set(map(str, complete))
     suspects: Dict[str, Dict[str, Any]] = {}
+    seen: Dict[str, Dict[str, Any]] = {}
     pairwise: Dict[str, Dict[str, Any]] = {}
     for run_id in run_ids:
         row: Dict[str, Any] = {"run_id": run_id}
         run_dir = paths.run_dir(run_id)
+        evidence: Evidence = []
         if run_id not in done:
-            _hang_evidence(row, run_dir, suspects)
+            evidence += _hang_evidence(row, run_dir)
         if run_id in pairwise_runs:
-            _pairwise_evidence(row, run_dir, suspects)
+            evidence += _pairwise_evidence(row, run_dir)
         if "pairwise" in row:
             pairwise[run_id] = row["pairwise"]
         if health:
-            _health_evidence(row, run_dir, suspects)
+            evidence += _health_evidence(row, run_dir)
+        _file(evidence, spans_nodes(planned.get(run_id), row, evidence), suspects, seen)
     for host, items in straggler_evidence(stragglers).items():
         for item in items:
             _add(suspects, host, "straggler", item)
-    return {"suspects": sorted(suspects.values(), key=lambda s: s["node"]), "pairwise": pairwise}
+    return {
+        "suspects": _sorted(suspects),
+        "seen_on_one_node": _sorted(seen),
+        "pairwise": pairwise,
+    }

@@ -113,5 +113,27 @@ def main() -> None:
     """
 
 
+def run() -> None:
+    """The ``ddlbench`` program (console script, ``python -m ddlbench``): :func:`main`, then
+    a quick exit (output flushed, no teardown) after a command that asked for it
+    (:func:`ddlbench.cli.common.exit_quickly`)."""
+    from ddlbench.cli.common import quick_exit_requested
+
+    try:
+        main()
+    except SystemExit as exc:
+        if not quick_exit_requested() or not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        code = exc.code or 0
+    else:  # pragma: no cover - click's standalone main always raises SystemExit
+        code = 0
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing left to say
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -8,7 +8,7 @@ from typing import Optional
 
 import click
 
-from ddlbench.cli.common import campaign_dir, no_out_option, results_option
+from ddlbench.cli.common import campaign_dir, exit_quickly, no_out_option, results_option
 
 
 def summary_lines(data) -> list:
@@ -56,6 +56,7 @@ def command(campaign: Optional[str], results: Path, as_json: bool, quiet: bool) 
     root = campaign_dir(results, campaign)
     with progress("ddlbench collect", quiet=quiet or as_json) as say:
         data = collect_campaign(root, run_states=store_states, progress=say)
+    exit_quickly()  # every data file is written
     if as_json:
         out = dict(data.info)
         out["data_dir"] = str(data.data_dir)

@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from ddlbench.campaign.paths import REPORT_FORMATS
-from ddlbench.cli.common import campaign_dir, deprecated_option, results_option
+from ddlbench.cli.common import campaign_dir, deprecated_option, exit_quickly, results_option
 
 _FORMAT_LIST = ", ".join(REPORT_FORMATS)
 
@@ -104,12 +104,12 @@ def command(
 ) -> None:
     """Write the report of CAMPAIGN (default: the latest campaign) and say where it is."""
     from ddlbench.errors import InputError
+    from ddlbench.report.worker import early_worker
 
     if old_out is not None:
         if report_dir is not None and Path(report_dir) != Path(old_out):
             raise InputError("--out and --report-dir name different folders; use --report-dir")
         report_dir = old_out
-
     fmts = [f.strip().lower() for f in formats.split(",") if f.strip()]
     bad = [f for f in fmts if f not in REPORT_FORMATS]
     if bad or not fmts:
@@ -121,24 +121,26 @@ def command(
     gain = _fraction(min_gain, "min-gain")
     root = campaign_dir(results, campaign)
     cal_root = campaign_dir(results, calibration) if calibration else None
+    with early_worker() as worker:  # imports matplotlib on the other core while this one works
+        from ddlbench.analyse.analysis import Settings
+        from ddlbench.collect.progress import progress
+        from ddlbench.collect.states import store_states
+        from ddlbench.report.render import build_report
 
-    from ddlbench.analyse.analysis import Settings
-    from ddlbench.collect.progress import progress
-    from ddlbench.collect.states import store_states
-    from ddlbench.report.render import build_report
-
-    settings = Settings(efficiency_threshold=eff, noise_threshold=noise, min_gain=gain)
-    with progress("ddlbench report", quiet=quiet) as say:
-        res = build_report(
-            root,
-            out_dir=report_dir,
-            formats=fmts,
-            settings=settings,
-            run_states=store_states,
-            progress=say,
-            force_collect=recollect,
-            calibration=cal_root,
-        )
+        settings = Settings(efficiency_threshold=eff, noise_threshold=noise, min_gain=gain)
+        with progress("ddlbench report", quiet=quiet) as say:
+            res = build_report(
+                root,
+                out_dir=report_dir,
+                formats=fmts,
+                settings=settings,
+                run_states=store_states,
+                progress=say,
+                force_collect=recollect,
+                calibration=cal_root,
+                figure_worker=worker,
+            )
+    exit_quickly()  # every file is written, the figure worker has ended
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")
     if res.missing:

@@ -161,7 +161,7 @@ def _print(status: Dict) -> None:
     from ddlbench.analyse.suspects import suspects_lines
 
     click.echo(render_table(status, color=_use_color()))
-    for line in suspects_lines(status.get("suspects", [])):
+    for line in suspects_lines(status.get("suspects", []), status.get("seen_on_one_node", [])):
         click.echo(line)
     for note in status["notes"]:
         click.echo(f"note: {note}")

@@ -16,6 +16,8 @@ from .table import Column, Table, col, make_table, text
 
 
 def scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say: Callable):
+    if calibration is None and not len(a.allreduce):
+        return None  # no sweep to build it from (the model's modules are not even imported)
     from ..analyse.scaling_model import build
 
     cal = None
@@ -170,6 +172,8 @@ TRANSPORTS: List[Column] = [
 def campaign_transports(a: Analysis, data: CampaignData):
     """The campaign's transport comparison (None where no point ran over both transports),
     with the model's side from the profile's ``network.presets`` (its ``cluster.yaml``)."""
+    if "transport" not in a.configs or a.configs["transport"].dropna().nunique() < 2:
+        return None  # one transport: nothing to compare, no profile to read
     import yaml
 
     from ..analyse.transports import compare_transports, profile_presets

@@ -41,6 +41,8 @@ from .model import (
 )
 from .sections import report_tables, stderr_tails
 from .suspects import suspect_tables
+from .worker import FigureInput, FigureWorker
+from .worker import start as start_worker
 
 TEMPLATES = Path(__file__).parent / "templates"
 FORMATS = REPORT_FORMATS
@@ -123,7 +125,7 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
     transports = campaign_transports(a, data)
     if transports is not None:
         tables["model"] = tables.get("model", []) + [transport_table(transports)]
-    tables["suspects"] = suspect_tables(a, data)
+    tables.update(suspect_tables(a, data))  # "suspects" and "seen" (on one node)
     return {
         "title": f"ddlbench report: {data.name}",
         "campaign": data.name,
@@ -144,35 +146,29 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
     }
 
 
+def load_templates(formats: Sequence[str]) -> Dict[str, Any]:
+    """The compiled template of each format (compiled while the figure worker draws)."""
+    env = _env()
+    return {fmt: env.get_template(f"report.{fmt}.j2") for fmt in formats}
+
+
 def write_reports(
     ctx: Dict[str, Any],
     figures: Dict[str, Dict[str, Path]],
     out_dir: Path,
     formats: Sequence[str],
+    templates: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Path]:
     """Render each format's template with ``ctx`` and the figures, each file written whole."""
-    env = _env()
+    templates = templates or load_templates(formats)
     ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats))
     out: Dict[str, Path] = {}
     for fmt in formats:
-        tpl = env.get_template(f"report.{fmt}.j2")
         path = out_dir / f"report.{fmt}"
         with atomic_path(path) as tmp:
-            tmp.write_text(tpl.render(**ctx), encoding="utf-8")
+            tmp.write_text(templates[fmt].render(**ctx), encoding="utf-8")
         out[fmt] = path
     return out
-
-
-def _start_figure_worker():
-    """A worker process that draws the figures on the other core (None: draw here)."""
-    from .worker import FigureWorker, enabled
-
-    if not enabled():
-        return None
-    try:
-        return FigureWorker()  # imports matplotlib on the other core meanwhile
-    except OSError:
-        return None
 
 
 def _copy_data_files(data: CampaignData, out: Path) -> None:
@@ -193,7 +189,7 @@ def _figures(
             return worker.result()
         except RuntimeError as exc:
             say(f"{exc}; drawing in this process")
-    from .plots import make_figures
+    from .figures import make_figures
 
     return make_figures(fig_input, out / "plots")
 
@@ -216,6 +212,7 @@ def build_report(
     data: Optional[CampaignData] = None,
     force_collect: bool = False,
     calibration: Union[str, Path, None] = None,
+    figure_worker: Optional[FigureWorker] = None,
 ) -> ReportResult:
     """Collect if needed, analyse, plot and write the report; returns the paths.
 
@@ -223,13 +220,12 @@ def build_report(
     ``calibration``: another campaign whose allreduce sweep feeds the scaling model
     (default: this campaign's own allreduce runs, if any). Without a complete run:
     :func:`~ddlbench.report.missing.check_data` (``missing``, or nothing written).
+    ``figure_worker``: one started earlier (:func:`.worker.early_worker`), else started now.
     """
     say = progress or (lambda _m: None)
     campaign_dir = Path(campaign_dir)
     _check_formats(formats)
-    from .worker import FigureInput
-
-    worker = _start_figure_worker()
+    worker = figure_worker if figure_worker is not None else start_worker()
     try:
         if data is None:
             data = ensure_collected(
@@ -253,11 +249,12 @@ def build_report(
         _copy_data_files(data, out)
         model = scaling_model(a, data, calibration, run_states, say)
         ctx = report_context(a, data, out, model)
+        templates = load_templates(formats)
         figures = _figures(worker, fig_input, out, say)
         if model is not None:
             figures["model"] = model_figure(model, out)
         say("writing report")
-        files = write_reports(ctx, figures, out, formats)
+        files = write_reports(ctx, figures, out, formats, templates)
         write_comparisons(a.lm_comparisons, out)
     finally:
         if worker is not None:

@@ -3,7 +3,8 @@
 One table of suspects (node, kind of evidence, run, what was seen: hang, straggler, pairwise,
 health; :func:`ddlbench.analyse.suspects.campaign_suspects`), then per run of the per-node and
 pairwise tests the nodes and the pairs ranked by bandwidth, the outliers highlighted, with the
-threshold stated.
+threshold stated. Hangs and failed health checks of runs on one node are no evidence against
+it (nothing to compare with): the "Seen on one node" section lists them (:func:`seen_tables`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from ..collect.collector import CampaignData
 from .table import Table
 
 
-def _suspects_table(suspects: List[Dict[str, Any]]) -> Table:
-    rows = [
+def _rows(entries: List[Dict[str, Any]]) -> List[List[str]]:
+    return [
         [s["node"], e["kind"], str(e["run_id"]), evidence_text(e).split(": ", 1)[1]]
-        for s in suspects
+        for s in entries
         for e in s["evidence"]
     ]
+
+
+def _suspects_table(suspects: List[Dict[str, Any]]) -> Table:
+    rows = _rows(suspects)
     return Table(
         "Suspected nodes and the evidence",
         ["node", "evidence", "run", "what was seen"],
@@ -55,8 +60,21 @@ def _pairwise_tables(run_id: str, found: Dict[str, Any]) -> List[Table]:
     return [nodes, pairs]
 
 
-def suspect_tables(a: Any, data: CampaignData) -> List[Table]:
-    """The section's tables (none when nothing is suspected and no pairwise test ran)."""
+def _seen_table(seen: List[Dict[str, Any]]) -> Table:
+    return Table(
+        "Seen on runs on one node",
+        ["node", "evidence", "run", "what was seen"],
+        _rows(seen),
+        [False] * 4,
+        note="hang: the ranks that never arrived (stack dumps beside the rank logs); health: the "
+        "pre-flight checks that failed. Each of these runs ran on one node: there is no other "
+        "node to compare with, so none is a suspect.",
+    )
+
+
+def suspect_tables(a: Any, data: CampaignData) -> Dict[str, List[Table]]:
+    """The tables of the "Suspected nodes" section (``suspects``: none when nothing is
+    suspected and no pairwise test ran) and of the "Seen on one node" one (``seen``)."""
     runs = data.runs
     run_ids = [str(r) for r in runs["run_id"]] if "run_id" in runs else []
     done = [str(r) for r in runs.loc[runs["complete"], "run_id"]] if "complete" in runs else []
@@ -64,4 +82,5 @@ def suspect_tables(a: Any, data: CampaignData) -> List[Table]:
     tables = [_suspects_table(found["suspects"])] if found["suspects"] else []
     for run_id, result in sorted(found["pairwise"].items()):
         tables += _pairwise_tables(run_id, result)
-    return tables
+    seen = found["seen_on_one_node"]
+    return {"suspects": tables, "seen": [_seen_table(seen)] if seen else []}

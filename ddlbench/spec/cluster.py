@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from ddlbench.names import ENV_NAME, check_safe_name
+from ddlbench.spec.preflight_policy import preflight_policy
 
 # Slurm names (partitions, accounts, QOS, GPU types, constraints) reach #SBATCH lines; keep
 # them to characters Slurm itself allows so no quoting question arises.
@@ -74,16 +75,6 @@ def expand_path(value: str, environ: Optional[Dict[str, str]] = None) -> str:
         raise UnsetVariable(name, value)
 
     return os.path.expanduser(_VAR.sub(repl, value))
-
-
-#: the pre-flight policy of a profile that sets none: on CPU profiles too, since other
-#: processes on a CPU node take the very cores that are measured (docs/telemetry.md)
-DEFAULT_PREFLIGHT = "warn"
-
-
-def preflight_policy(preflight: Optional[str]) -> str:
-    """A profile's pre-flight policy from its ``preflight`` key (None: the default)."""
-    return preflight or DEFAULT_PREFLIGHT
 
 
 class Strict(BaseModel):
@@ -293,7 +284,8 @@ class ClusterProfile(Strict):
     #: a directory of site templates searched before ddlbench's slurm_templates/
     templates: Optional[str] = None
     #: interference pre-flight before the measured steps (docs/telemetry.md): warn, fail or
-    #: off; default :data:`DEFAULT_PREFLIGHT` on every profile, CPU ones included
+    #: off; default ``DEFAULT_PREFLIGHT`` of :mod:`ddlbench.spec.preflight_policy` on every
+    #: profile, CPU ones included
     preflight: Optional[Literal["warn", "fail", "off"]] = None
     #: per-node GPU telemetry sampler (NVML, about 10 Hz) beside the ranks; GPU profiles only
     telemetry: bool = True

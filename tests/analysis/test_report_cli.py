@@ -232,23 +232,62 @@ def test_markdown_marks_only_flagged_rows(demo_report):
 
 
 def test_split_drawing_writes_the_same_files(demo_report, tmp_path):
-    """The figure worker draws PNGs in a forked child and SVGs itself; the files are the
-    same bytes as drawing everything in one process."""
+    """The figure worker draws half of the figures in a forked child and the other half itself
+    (the last of an odd count split by format); the files are the same bytes as drawing
+    everything in one process."""
     import threading
 
     from ddlbench.analyse.analysis import analyse
     from ddlbench.collect.collector import ensure_collected
-    from ddlbench.report import plots
+    from ddlbench.report import figures
     from ddlbench.report.worker import FigureInput, _draw_split
 
     if threading.active_count() != 1:
         pytest.skip("threads are running: the worker would not fork here")
     camp, _res = demo_report
     fig_input = FigureInput.of(analyse(ensure_collected(camp)))
-    split = _draw_split(plots, fig_input, tmp_path / "split")
-    whole = plots.make_figures(fig_input, tmp_path / "whole")
+    split = _draw_split(figures, fig_input, tmp_path / "split")
+    whole = figures.make_figures(fig_input, tmp_path / "whole")
     assert split is not None and set(split) == set(whole) and len(whole) == 6
     for key, paths in whole.items():
         assert set(split[key]) == {"png", "svg"}
         for ext, path in paths.items():
             assert split[key][ext].read_bytes() == path.read_bytes(), (key, ext)
+    # each process draws its share: both formats of every other figure, the last one halved
+    parts = [figures.make_figures(fig_input, tmp_path / f"part{i}", part=i) for i in (0, 1)]
+    drawn = sorted((k, e) for part in parts for k, v in part.items() for e in v)
+    assert drawn == sorted((k, e) for k, v in whole.items() for e in v)
+    assert {k: set(v) for k, v in parts[0].items()} == {
+        "throughput": {"png", "svg"},
+        "ranks": {"png", "svg"},
+        "curves": {"png", "svg"},
+    }
+
+
+def test_forked_worker_draws_the_same_files_and_says_why_it_failed(demo_report, tmp_path):
+    """The figure worker forked from this process (pandas already imported) draws the same
+    bytes as the report did; a failure in it comes back as an error with its reason, and an
+    unused worker is stopped."""
+    from ddlbench.analyse.analysis import analyse
+    from ddlbench.collect.collector import ensure_collected
+    from ddlbench.report.worker import FigureInput, FigureWorker, can_fork
+
+    if not can_fork():
+        pytest.skip("threads are running: the worker would not fork here")
+    camp, res = demo_report
+    fig_input = FigureInput.of(analyse(ensure_collected(camp)))
+    worker = FigureWorker(fork=True)
+    worker.submit(fig_input, tmp_path / "forked")
+    got = worker.result()
+    assert set(got) == set(res.figures) - {"model"}  # the model figure is drawn by the caller
+    for key, paths in got.items():
+        for ext, path in paths.items():
+            assert path.read_bytes() == res.figures[key][ext].read_bytes(), (key, ext)
+    (tmp_path / "file").write_text("a file where the plots folder should be")
+    broken = FigureWorker(fork=True)
+    broken.submit(fig_input, tmp_path / "file" / "plots")
+    with pytest.raises(RuntimeError, match="figure worker exited 1: .*Error"):
+        broken.result()
+    unused = FigureWorker(fork=True)
+    unused.close()
+    assert unused.proc is None

@@ -1,6 +1,6 @@
 """A node made bad by the test hook fails the pre-flight health check on the real Slurm
-cluster (preflight: fail): it is named in status, and ``retry --exclude-bad-nodes`` runs the
-new attempt on the other node."""
+cluster (preflight: fail): status names it as seen on a one-node run (no suspect), and
+``retry --exclude-bad-nodes`` runs the new attempt on the other node."""
 
 from __future__ import annotations
 
@@ -47,9 +47,14 @@ def test_bad_node_named_and_excluded(tmp_path, slurm_cluster, monkeypatch):
     assert row["state"] == "FAILED" and row["nodelist"] == "n1"
     (bad,) = row["bad_nodes"]
     assert bad["node"] == "n1" and bad["failed"][0]["check"] == "gpu_count"
-    assert status["suspects"][0]["node"] == "n1"
-    assert status["suspects"][0]["evidence"][0]["kind"] == "health"
-    assert "suspect node n1: " in ddlbench("status", "health", results=results).stdout
+    # a run on one node: the failed check is seen on n1, which is no suspect (nothing to
+    # compare with), and still excluded on request
+    assert status["suspects"] == []
+    assert status["seen_on_one_node"][0]["node"] == "n1"
+    assert status["seen_on_one_node"][0]["evidence"][0]["kind"] == "health"
+    assert (
+        "seen on node n1 (a run on one node" in ddlbench("status", "health", results=results).stdout
+    )
     monkeypatch.delenv("DDLBENCH_EXCLUDE_NODES")
     retried = ddlbench("retry", "health", "--exclude-bad-nodes", results=results)
     assert retried.returncode == 0, retried.stderr
