@@ -175,9 +175,11 @@ def _p(p: Optional[float]) -> str:
 
 
 def pairs(df: pd.DataFrame) -> List[Tuple[str, str, str]]:
+    """The comparisons of the study, as ``(new, base, why)``; a backup configuration that keeps
+    fewer than 2 gradients (``N = R - b < 2``) is no data-parallel SGD and is left out."""
     out = []
     for ranks in sorted(df["ranks"].unique()):
-        for b in sorted(x for x in df["backups"].dropna().unique() if x > 0):
+        for b in sorted(x for x in df["backups"].dropna().unique() if 0 < x <= ranks - 2):
             out.append((f"backup{int(b)}@{ranks}", f"backup0@{ranks}", "same path, b = 0"))
             out.append((f"backup{int(b)}@{ranks}", f"sync@{ranks - int(b)}", "DDP with N ranks"))
         out.append((f"backup0@{ranks}", f"sync@{ranks}", "the mechanism's cost"))
