@@ -160,15 +160,23 @@ class _ForkedChild:
         return (answer, b"") if self.returncode == 0 else (b"", answer)
 
     def poll(self) -> Optional[int]:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
+        return self._reap(os.WNOHANG)
 
     def wait(self) -> int:
+        code = self._reap(0)
+        return -1 if code is None else code
+
+    def _reap(self, flags: int) -> Optional[int]:
+        """The child's exit code once it has ended. The talking thread and ``close`` (after an
+        error elsewhere) may both wait for it: the one that does not reap it gets ECHILD,
+        which must not replace the error being reported, so it reads as an unknown code."""
         if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped by the other thread
+                return self.returncode if self.returncode is not None else -1
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def kill(self) -> None:
