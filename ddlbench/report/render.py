@@ -171,8 +171,10 @@ def write_reports(
     return out
 
 
-def _copy_data_files(data: CampaignData, out: Path) -> None:
-    """The collected data files, linked (else copied) into the report's data folder."""
+def _copy_data_files(data: CampaignData, out: Path, comparisons: Any) -> None:
+    """The collected data files, linked (else copied) into the report's data folder, and
+    the language models' comparisons as a CSV (:func:`.lm.write_comparisons`)."""
+    write_comparisons(comparisons, out)
     (out / REPORT_DATA_DIR).mkdir(exist_ok=True)
     for name in DATA_FILES:
         src = data.data_dir / name
@@ -246,7 +248,7 @@ def build_report(
             worker.submit(fig_input, out / "plots")
         # while the worker draws: the data files, the scaling model and the report's text
         finish_write(data)
-        _copy_data_files(data, out)
+        _copy_data_files(data, out, a.lm_comparisons)
         model = scaling_model(a, data, calibration, run_states, say)
         ctx = report_context(a, data, out, model)
         templates = load_templates(formats)
@@ -255,7 +257,6 @@ def build_report(
             figures["model"] = model_figure(model, out)
         say("writing report")
         files = write_reports(ctx, figures, out, formats, templates)
-        write_comparisons(a.lm_comparisons, out)
     finally:
         if worker is not None:
             worker.close()
