@@ -41,7 +41,7 @@ def _start(tmp_path, procid: int, mark: str) -> subprocess.Popen:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 def test_pin_ranks_binds_every_thread_of_each_rank(bench, tmp_path):
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    ranks = [_start(tmp_path, r, "ddlbench.workloads.rank_start") for r in range(3)]
+    ranks = [_start(tmp_path, r, "ddlbench.workloads.node.rank_start") for r in range(3)]
     other = _start(tmp_path, 2, "not-a-workload")  # same folder, no workload: left alone
     started = time.monotonic() + 20
     while time.monotonic() < started and not all(

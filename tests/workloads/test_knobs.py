@@ -161,7 +161,7 @@ def test_tf_and_keras_xla_and_bf16_policy(workload, launch_ranks, run_config, va
 
 MXNET_PROBE = r"""
 import json
-from ddlbench.workloads.mx import mxnet_main as mxnet as w, models_mxnet as m
+from ddlbench.workloads.mx import mxnet_main as w, models_mxnet as m
 knobs = w.apply_knobs({"precision": "amp", "layout": "channels_last", "compile": True,
                        "device": "cpu", "mode": "throughput", "steps": {"warmup": 9, "measure": 1}})
 import mxnet
