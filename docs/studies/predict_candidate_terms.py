@@ -1,63 +1,102 @@
 """Candidate terms against the scaling model's out-of-sample bias (docs/scaling-model.md,
-"Out of sample: published points kept apart"): each candidate is evaluated without changing
-the model, by wrapping the what-if step time, and printed with the acceptance figures over the
-published tables and the three kept-apart points.
+"Costs looked for against the bias"): each candidate is evaluated without changing the model,
+by wrapping the what-if step time, over the published tables and the three kept-apart points;
+then the second reading of the two ResNet-50 kept-apart points (the same publisher's one-node,
+8-GPU throughput as the base). Prints the two tables of that section, as markdown rows
+(tests/analysis/test_predict_candidate_terms.py checks that the doc has them).
 
     .venv/bin/python docs/studies/predict_candidate_terms.py
 
 Candidates (their sources in docs/scaling-model.md):
 
-* ``none``: the model as it is;
-* ``interference-flat``: compute slowed while a collective overlaps it, by the average 18.9 %
-  (range 0-40 %) that Lee et al. 2025 (arXiv 2507.03114) measured on 4 x A100/H100/MI250/MI210,
-  applied to the overlapped communication time whatever the link;
-* ``interference-by-rate``: the same, scaled by the ring's bus bandwidth over 230 GB/s (the
-  A100 NVLink ring of that measurement): the contention is for memory bandwidth and SMs, which
-  a collective uses in proportion to its data rate;
-* ``jitter-2.5``: the default per-rank coefficient of variation 2.5 % (1.5-4.5 %) instead of
-  2 % (1-4 %): GPU-to-GPU variability added to the step jitter.
-
-And the second reading of the two ResNet-50 kept-apart points: the same publisher's one-node
-(8 GPU) throughput as the base.
+* the model as it is;
+* compute slowed while a collective overlaps it, by the average 18.9 % (interval 0-40 %) that
+  Lee et al. 2025 (arXiv 2507.03114) measured on 4 x A100/H100/MI250/MI210, on the overlapped
+  communication time, whatever the link ("flat");
+* the same, scaled by the ring's bus bandwidth over 230 GB/s (the A100 NVLink ring of that
+  measurement): the contention is for memory bandwidth and SMs, which a collective uses in
+  proportion to its data rate ("by data rate");
+* the default per-rank coefficient of variation 2.5 % (1.5-4.5 %) instead of 2 % (1-4 %):
+  GPU-to-GPU variability added to the step jitter.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 from ddlbench.analyse import costs, hierarchy, validation, whatif
 
-Wrap = Callable[[dict, hierarchy.Topology, float, str], float]
-#: (label, model, batch, precision, base rate per device, base devices, G, K, intra, inter,
-#: bucket MB, fusion cycle ms, published efficiency against the base)
-KEPT_APART: List[Tuple] = [
-    ("ResNet-50 fp32, 4 x 8 V100, EDR", "resnet50", 112, "fp32", 367, 1, 8, 4,
-     "nvlink-v100", "edr", 25, 0, 0.929),
-    ("ResNet-50 amp, 4 x 8 V100, EDR", "resnet50", 256, "amp", 1200, 1, 8, 4,
-     "nvlink-v100", "edr", 25, 0, 0.878),
-    ("VGG-16, 16 x 4 GPUs, 40 GbE TCP", "vgg16", 64, "fp32", 154, 1, 4, 16,
-     "pcie3", "40gbe", 64, 5, 0.635),
+Extra = Callable[[dict, hierarchy.Topology, float, str], float]
+
+
+class Point(NamedTuple):
+    label: str
+    model: str
+    batch: int
+    precision: str
+    rate: float  # per device at the base
+    base_devices: int
+    gpus_per_node: int
+    nodes: int
+    intra: str
+    inter: str
+    bucket_mb: float
+    cycle_ms: float
+    published: float  # efficiency against the base
+
+
+KEPT_APART = [
+    Point("ResNet-50 fp32, 4 x 8 V100, EDR, 32 GPUs", "resnet50", 112, "fp32", 367, 1, 8, 4,
+          "nvlink-v100", "edr", 25, 0, 0.929),
+    Point("ResNet-50 amp, the same cluster", "resnet50", 256, "amp", 1200, 1, 8, 4,
+          "nvlink-v100", "edr", 25, 0, 0.878),
+    Point("VGG-16, 16 x 4 GPUs, 40 GbE TCP, 64 GPUs", "vgg16", 64, "fp32", 154, 1, 4, 16,
+          "pcie3", "40gbe", 64, 5, 0.635),
 ]  # fmt: skip
-#: the same publisher's 8-GPU throughput (NVIDIA DeepLearningExamples, DGX-1 V100, the rows of
-#: reference/published_scaling.csv); the published 32-GPU efficiency against it is
-#: E32 x 32 x rate1 / (4 x thr8)
-SECOND_READING = {"fp32": 2855.0, "amp": 8322.0}
+#: the same publisher's 8-GPU throughput (NVIDIA DeepLearningExamples, DGX-1 V100: the
+#: nvidia-dle-pytorch rows of reference/published_scaling.csv); the published 32-GPU
+#: efficiency against it is E32 x 32 x rate1 / (4 x thr8)
+EIGHT_GPU = {"fp32": 2855.0, "amp": 8322.0}
+SLOWDOWN = {"mid": 0.189, "pess": 0.40, "opt": 0.0}
+REFERENCE_GBPS = 230.0
 
 
-def interference(slowdown: Dict[str, float], by_rate: bool) -> Wrap:
+def no_term(d: dict, topo: hierarchy.Topology, compute: float, end: str) -> float:
+    return 0.0
+
+
+def overlap_slowdown(by_rate: bool) -> Extra:
+    """The step's growth: the slowdown times the overlapped communication time."""
+
     def extra(d: dict, topo: hierarchy.Topology, compute: float, end: str) -> float:
         if topo.ranks <= 1:
             return 0.0
-        s = slowdown[end]
+        s = SLOWDOWN[end]
         if by_rate:
-            s *= min(1.0, hierarchy.ring_busbw_gbps(topo)[0] / 230.0)
+            s *= min(1.0, hierarchy.ring_busbw_gbps(topo)[0] / REFERENCE_GBPS)
         return s * min(max(0.0, d["comm_s"] - d["exposed_comm_s"]), compute)
 
     return extra
 
 
-def evaluate(extra: Wrap) -> None:
+def predict(p: Point) -> Dict[str, float]:
+    first = whatif.overlap.DDP_FIRST_BUCKET_BYTES if not p.cycle_ms else 0
+    case = whatif.Case(p.model, p.batch, p.rate, bucket_mb=p.bucket_mb,
+                       fusion_cycle_ms=p.cycle_ms, precision=p.precision,
+                       first_bucket_bytes=first, base_devices=p.base_devices)  # fmt: skip
+    links = hierarchy.preset(p.intra, "intra"), hierarchy.preset(p.inter, "inter")
+    topo = hierarchy.Topology(p.gpus_per_node, p.nodes, *links, 1, hierarchy.base_latency_s())
+    g = min(p.base_devices, p.gpus_per_node)
+    base = dataclasses.replace(topo, gpus_per_node=g, nodes=max(1, p.base_devices // g))
+    r = whatif.point(case, topo, base)
+    eff, lo, hi = (float(r[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))  # type: ignore[arg-type]
+    return {"efficiency": eff, "low": lo, "high": hi, "error": eff / p.published - 1}
+
+
+def evaluate(extra: Extra) -> Tuple[Dict[str, float], List[Dict[str, float]]]:
+    """The acceptance figures over the published tables and the kept-apart predictions, with
+    ``extra`` added to every step time the model computes."""
     original = whatif._step
 
     def step(case, topo, layers, compute, end):  # type: ignore[no-untyped-def]
@@ -67,61 +106,73 @@ def evaluate(extra: Wrap) -> None:
 
     whatif._step = step
     try:
-        a = validation.acceptance(validation.rows())
-        print(
-            f"  in sample: mean |err| {100 * a['mean_abs']:.1f} %,"
-            f" worst {100 * a['max_abs']:.1f} %,"
-            f" bias {100 * a['mean_signed']:+.1f} %, inside {100 * a['inside']:.0f} %,"
-            f" mean width {100 * a['mean_width']:.1f} points"
-        )
-        errors = [kept_apart(row) for row in KEPT_APART]
-        print(f"  kept apart: mean {100 * sum(errors) / len(errors):+.1f} %")
+        return validation.acceptance(validation.rows()), [predict(p) for p in KEPT_APART]
     finally:
         whatif._step = original
 
 
-def kept_apart(row: Tuple) -> float:
-    label, model, batch, prec, rate, bd, g, k, intra, inter, bucket, cycle, pub = row
-    first = whatif.overlap.DDP_FIRST_BUCKET_BYTES if not cycle else 0
-    case = whatif.Case(model, batch, rate, bucket_mb=bucket, fusion_cycle_ms=cycle,
-                       precision=prec, first_bucket_bytes=first, base_devices=bd)  # fmt: skip
-    links = hierarchy.preset(intra, "intra"), hierarchy.preset(inter, "inter")
-    one = hierarchy.Topology(g, k, *links, 1, hierarchy.base_latency_s())
-    base = dataclasses.replace(one, gpus_per_node=min(bd, g), nodes=max(1, bd // g))
-    p = whatif.point(case, one, base)
-    err = float(p["efficiency"]) / pub - 1
-    lo, hi = float(p["efficiency_low"]), float(p["efficiency_high"])
-    flag = "" if lo <= pub <= hi else " (outside)"
-    print(
-        f"    {label}: published {100 * pub:.1f} %, predicted {100 * float(p['efficiency']):.1f} %"
-        f" ({100 * lo:.1f}-{100 * hi:.1f} %{flag}), error {100 * err:+.1f} %"
-    )
-    return err
+def with_jitter(cv: float, low: float, high: float):  # type: ignore[no-untyped-def]
+    """:func:`evaluate` with another default jitter (and its range)."""
+    saved_range, saved_case = costs.JITTER_CV_RANGE, whatif.Case
+    costs.JITTER_CV_RANGE = (low, high)
+    whatif.Case = lambda *a, **kw: dataclasses.replace(saved_case(*a, **kw), jitter_cv=cv)  # type: ignore[misc]
+    try:
+        return evaluate(no_term)
+    finally:
+        costs.JITTER_CV_RANGE, whatif.Case = saved_range, saved_case  # type: ignore[misc]
+
+
+def candidates() -> Dict[str, Tuple[Dict[str, float], List[Dict[str, float]]]]:
+    return {
+        "the model as it is": evaluate(no_term),
+        "overlap slowdown, flat: the overlapped communication time x 18.9 % (interval 0-40 %)":
+            evaluate(overlap_slowdown(False)),
+        "overlap slowdown by data rate: the same x ring busbw / 230 GB/s":
+            evaluate(overlap_slowdown(True)),
+        "default jitter 2.5 % (1.5-4.5 %): the GPU variability added to the 2 %":
+            with_jitter(0.025, 0.015, 0.045),
+    }  # fmt: skip
+
+
+def candidate_rows() -> List[str]:
+    out = []
+    for name, (a, kept) in candidates().items():
+        errors = [k["error"] for k in kept]
+        ins = (f"{100 * a['mean_abs']:.1f} %, {100 * a['max_abs']:.1f} %, "
+               f"{100 * a['mean_signed']:+.1f} %, {100 * a['inside']:.0f} %, "
+               f"{100 * a['mean_width']:.1f} points")  # fmt: skip
+        out_ = ", ".join(f"{100 * e:+.1f} %" for e in errors)
+        out.append(f"| {name} | {ins} | {out_} ({100 * sum(errors) / len(errors):+.1f} %) |")
+    return out
+
+
+def second_reading() -> List[Tuple[Point, Dict[str, float]]]:
+    """The two ResNet-50 points from the publisher's 8-GPU throughput."""
+    out = []
+    for p in KEPT_APART[:2]:
+        thr8 = EIGHT_GPU[p.precision]
+        q = p._replace(rate=thr8 / 8, base_devices=8,
+                       published=p.published * 32 * p.rate / (4 * thr8))  # fmt: skip
+        out.append((q, predict(q)))
+    return out
+
+
+def second_reading_rows() -> List[str]:
+    rows = []
+    for q, r in second_reading():
+        flag = "" if r["low"] <= q.published <= r["high"] else " (outside)"
+        rows.append(
+            f"| {q.label} | {8 * q.rate:.0f}, 8 | {100 * q.published:.1f} % "
+            f"| {100 * r['efficiency']:.1f} % | {100 * r['low']:.1f}-{100 * r['high']:.1f} %{flag} "
+            f"| {100 * r['error']:+.1f} % |"
+        )
+    return rows
 
 
 def main() -> None:
-    zero: Wrap = lambda d, topo, compute, end: 0.0  # noqa: E731
-    flat = {"mid": 0.189, "pess": 0.40, "opt": 0.0}
-    for name, extra in (("none", zero), ("interference-flat", interference(flat, False)),
-                        ("interference-by-rate", interference(flat, True))):  # fmt: skip
-        print(name)
-        evaluate(extra)
-    print("jitter-2.5")
-    saved, cv_case = costs.JITTER_CV_RANGE, whatif.Case
-    try:
-        costs.JITTER_CV_RANGE = (0.015, 0.045)
-        whatif.Case = lambda *a, **kw: dataclasses.replace(cv_case(*a, **kw), jitter_cv=0.025)  # type: ignore[misc]
-        evaluate(zero)
-    finally:
-        costs.JITTER_CV_RANGE = saved
-        whatif.Case = cv_case  # type: ignore[misc]
-    print("second reading (base: the publisher's 8-GPU throughput)")
-    errors = []
-    for row in KEPT_APART[:2]:
-        thr8 = SECOND_READING[row[3]]
-        pub = row[12] * 32 * row[4] / (4 * thr8)
-        errors.append(kept_apart((*row[:4], thr8 / 8, 8, *row[6:12], pub)))
-    print(f"  the two ResNet-50 points: mean {100 * sum(errors) / len(errors):+.1f} %")
+    print("\n".join(candidate_rows()))
+    print()
+    print("\n".join(second_reading_rows()))
 
 
 if __name__ == "__main__":
