@@ -25,6 +25,8 @@ def test_the_documented_tables_are_what_the_study_computes(study):
     doc = DOC.read_text()
     for row in study["candidate_rows"]() + study["second_reading_rows"]():
         assert row in doc, row
+    # the HKBU TCP points under the flat slowdown, quoted in a wrapped paragraph
+    assert study["flat_tcp_errors"]() in " ".join(doc.split())
 
 
 def test_evaluating_a_candidate_leaves_the_model_as_it_was(study):
