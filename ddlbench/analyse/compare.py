@@ -6,7 +6,11 @@ throughput over complete repeats dropped significantly (one-sided Welch test on 
 +/- threshold with confidence (two one-sided tests); anything else is ``inconclusive``, with
 the repeats a power calculation asks for (:mod:`ddlbench.analyse.verdicts`,
 ``docs/metrics.md``). ``change`` is the change of the geometric means, the figure the tests
-are about, with its 95 % interval (``change_ci95_low``/``high``).
+are about, with its 95 % interval (``change_ci95_low``/``high``) and the interval the tests read
+(``change_test_ci_low``/``high``: two-sided at ``1 - 2 alpha``, 90 % at alpha 0.05, with the
+tests' Welch standard error and degrees of freedom): ``improved`` or ``regressed`` exactly when it
+excludes 0 and the change passes the threshold, ``unchanged`` exactly when it lies within
++/- the threshold. The CLI shows that one, so that no verdict contradicts the interval beside it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ COLUMNS = [
     "change",
     "change_ci95_low",
     "change_ci95_high",
+    "change_test_ci_low",
+    "change_test_ci_high",
+    "test_ci_level",
     "p_value",
     "reason",
     "repeats_needed",
@@ -73,6 +80,9 @@ def _set_change(row: dict, vs: VerdictSettings) -> None:
     n = (row["new_log_mean"], row["new_log_sd"], row["new_repeats"])
     _, lo, hi = ratio_interval(*n, *b, 1.0, vs.confidence)
     row["change_ci95_low"], row["change_ci95_high"] = float(lo[0]) - 1, float(hi[0]) - 1
+    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha  # the two-sided interval of one-sided tests
+    _, lo, hi = ratio_interval(*n, *b, 1.0, row["test_ci_level"])
+    row["change_test_ci_low"], row["change_test_ci_high"] = float(lo[0]) - 1, float(hi[0]) - 1
     row["ci_overlap"] = intervals_overlap(
         (row["base_ci95_low"], row["base_ci95_high"]),
         (row["new_ci95_low"], row["new_ci95_high"]),
@@ -99,6 +109,8 @@ def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series]
             row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
     row["world_size"] = (rb if rb is not None else rn)["world_size"]
     row["change"] = row["change_ci95_low"] = row["change_ci95_high"] = math.nan
+    row["change_test_ci_low"] = row["change_test_ci_high"] = math.nan
+    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha
     row["ci_overlap"] = None
     row.update(p_value=math.nan, repeats_needed=math.nan, reason="")
     if rb is None:

@@ -69,6 +69,9 @@ COLUMNS = [
     "change",
     "change_ci95_low",
     "change_ci95_high",
+    "change_test_ci_low",
+    "change_test_ci_high",
+    "test_ci_level",
     "p_value",
     "verdict",
     "reason",
@@ -148,6 +151,10 @@ def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
     lr = (r["throughput_log_mean"], r["throughput_log_sd"], n_r)
     _, lo, hi = ratio_interval(*lv, *lr, 1.0, vs.confidence)
     row["change_ci95_low"], row["change_ci95_high"] = float(lo[0]) - 1, float(hi[0]) - 1
+    # the interval the one-sided tests read (two-sided 1 - 2 alpha), shown beside the verdict
+    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha
+    _, lo, hi = ratio_interval(*lv, *lr, 1.0, row["test_ci_level"])
+    row["change_test_ci_low"], row["change_test_ci_high"] = float(lo[0]) - 1, float(hi[0]) - 1
     if not n_v or not n_r:
         missing_side = v["group"] if not n_v else r["group"]
         row.update(change=math.nan, p_value=math.nan, verdict="no data", repeats_needed=math.nan)

@@ -120,12 +120,13 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
         header_style="bold",
         pad_edge=False,
     )
-    right = ("N", "BASE", "NEW", "CHANGE", "95 % CI", "P")
-    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", "95 % CI", "P", "VERDICT"):
+    level = f"{100 * float(df['test_ci_level'].iloc[0]):g} % CI" if len(df) else "CI"
+    right = ("N", "BASE", "NEW", "CHANGE", level, "P")
+    for col in ("CONFIGURATION", "N", "BASE", "NEW", "CHANGE", level, "P", "VERDICT"):
         t.add_column(col, justify="right" if col in right else "left")
     for _, r in df.iterrows():
         ch = r["change"]
-        lo, hi = r["change_ci95_low"], r["change_ci95_high"]
+        lo, hi = r["change_test_ci_low"], r["change_test_ci_high"]
         st = style.get(r["verdict"], "dim")
         t.add_row(
             r["group"],
@@ -143,6 +144,8 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
     console.print(
         f"{compared} configuration(s) compared, {regressed} regressed significantly by "
         f"{100 * thr:g} % or more. BASE, NEW: geometric means over complete repeats (samples/s); "
-        "CHANGE: their ratio - 1, with its 95 % interval",
+        f"CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided tests "
+        "read (P): improved or regressed when it excludes 0 and the change passes the "
+        "threshold, unchanged when it lies within the threshold (--json has the 95 % one too)",
         highlight=False,
     )

@@ -131,8 +131,14 @@ def _signed(v: Any) -> str:
 
 
 def change_ci_cell(r: Row) -> str:
-    lo, hi = r.get("change_ci95_low"), r.get("change_ci95_high")
+    """The change's interval that the verdict's one-sided tests read (90 % at alpha 0.05)."""
+    lo, hi = r.get("change_test_ci_low"), r.get("change_test_ci_high")
     return "-" if missing(lo) or missing(hi) else f"{_signed(lo)} to {_signed(hi)}"
+
+
+def _level(r: Row) -> str:
+    level = r.get("test_ci_level")
+    return f"{100 * float(level):g} % CI" if not missing(level) else "CI"
 
 
 def p_cell(r: Row) -> str:
@@ -148,7 +154,7 @@ def comparison_sentence(r: Row) -> str:
     if r["verdict"] == "no data":
         return f"{head}: no comparison ({r['reason']})."
     ci = change_ci_cell(r)
-    ci = f"95 % CI {ci}" if ci != "-" else "no interval"
+    ci = f"{_level(r)} {ci}" if ci != "-" else "no interval"
     p = p_cell(r)
     p = f", {p}" if p != "-" else ""
     return (
@@ -175,8 +181,9 @@ def comparisons_note(settings: Any) -> str:
         "Each sharding mode against DDP, and each activation-checkpointing mode against none, "
         "at the same scale, sequence length, micro-batch and everything else. tokens/s: the "
         "geometric mean over the complete repeats; change: the ratio of the geometric means "
-        "minus 1, with the Welch t interval of the difference of the mean logs (the one "
-        f"statistic of the report, docs/metrics.md#language-model-comparisons). faster / "
+        "minus 1, with the Welch t interval of the difference of the mean logs at 90 %, the "
+        "interval the one-sided tests read: faster or slower always has one that excludes 0 "
+        f"(docs/metrics.md#language-model-comparisons). faster / "
         f"slower: one-sided Welch test on the logs at alpha {a} and a change of at least {g}; "
         f"same: within +/- {g} with confidence (two one-sided tests); inconclusive otherwise, "
         "with the repeats that would decide. With fewer than 2 complete repeats of either "
@@ -195,7 +202,7 @@ LM_COMPARISONS = TableSpec(
         col("tokens/s", "variant_tokens_per_s", fnum),
         col("reference tokens/s", "reference_tokens_per_s", fnum),
         Column("change", lambda r: _signed(r["change"])),
-        Column("95 % CI", change_ci_cell),
+        Column("90 % CI", change_ci_cell),
         Column("p", p_cell),
         text("verdict", "verdict", ftext),
         text("why", "reason", ftext),

@@ -123,13 +123,16 @@ def test_table_and_sentence(analysis):
         "pytorch gpt-tiny fp32, 2 ranks (1x2), seq 64, micro-batch 4, checkpointing none"
     )
     assert fsdp["verdict"] == "slower" and fsdp["repeats"] == "3 / 3"
-    assert fsdp["change"].startswith("-1") and " to " in fsdp["95 % CI"]
+    assert fsdp["change"].startswith("-1") and " to " in fsdp["90 % CI"]
     assert fsdp["p"].startswith("p ")
     assert "alpha 0.05" in table.note and "5 %" in table.note
     r = _row(analysis, "parallel", "fsdp", "none")
     s = comparison_sentence(r)
     assert s.startswith("fsdp vs ddp at pytorch gpt-tiny fp32, 2 ranks (1x2), seq 64,")
-    assert f"tokens/s {100 * r['change']:+.1f} % (95 % CI " in s and ", verdict slower" in s
+    assert f"tokens/s {100 * r['change']:+.1f} % (90 % CI " in s and ", verdict slower" in s
+    # the interval shown is the one the one-sided tests read: it excludes 0 beside "slower"
+    assert r["test_ci_level"] == pytest.approx(0.9) and r["change_test_ci_high"] < 0
+    assert r["change_ci95_low"] < r["change_test_ci_low"]
     few = comparison_sentence(_row(analysis, "parallel", "fsdp", "full"))
     assert "(no interval)" in few and "verdict inconclusive" in few and "p =" not in few
 

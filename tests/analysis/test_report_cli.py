@@ -214,6 +214,12 @@ def test_cli_compare_exit_codes_and_json(results):
     # 25 % longer steps -> throughput x 1/1.25 = -20 %
     assert reg["verdict"] == "regressed" and reg["change"] == pytest.approx(-0.2, abs=0.03)
     assert reg["ci_overlap"] is False
+    # the interval shown beside the verdict is the one its one-sided tests read (90 %)
+    assert reg["test_ci_level"] == pytest.approx(0.9)
+    assert reg["change_ci95_low"] < reg["change_test_ci_low"] < reg["change"]
+    assert reg["change_test_ci_high"] < 0
+    r = runner.invoke(main, ["compare", "--results", str(results), "base", "slower"])
+    assert "90 % CI" in r.output and "95 % CI" not in r.output
     # a threshold above the drop: no regression
     r = runner.invoke(
         main, ["compare", "--results", str(results), "base", "slower", "--threshold", "30%", "-q"]

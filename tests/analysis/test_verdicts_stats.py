@@ -168,3 +168,35 @@ def test_change_verdicts_for_compare():
     # -4 % with 1 % noise: significant but not beyond the 5 % threshold, and not within
     # it with confidence either
     assert "close to 5 %" in v[4].reason or "more repeats" in v[4].reason
+
+
+def test_compare_verdict_agrees_with_the_interval_it_shows():
+    """``compare`` shows the two-sided 1 - 2 alpha interval of the change: on random samples
+    (2-6 repeats a side, CV 0.2-40 %, changes -30..+30 % or about 0) ``improved`` or
+    ``regressed`` exactly when it excludes 0 and the change passes the threshold,
+    ``unchanged`` exactly when it lies within +/- the threshold (on the log scale, as the tests
+    are)."""
+    rng = np.random.default_rng(31)
+    vs = VerdictSettings()
+    d, level = vs.min_gain, 1 - 2 * vs.alpha
+    k = 2000
+    n_a, n_b = rng.integers(2, 7, k), rng.integers(2, 7, k)
+    s_a, s_b = np.exp(rng.uniform(np.log(0.002), np.log(0.4), (2, k)))
+    l_a = np.log(1000.0) + rng.normal(0, 1, k) * s_a / np.sqrt(n_a)
+    change = np.where(rng.random(k) < 0.5, rng.uniform(-0.3, 0.3, k), rng.normal(0, 0.01, k))
+    l_b = l_a + np.log1p(change)
+    verdicts = change_verdicts(l_a, s_a, n_a, l_b, s_b, n_b, vs)
+    _, lo, hi = ratio_interval(l_b, s_b, n_b, l_a, s_a, n_a, 1.0, level)
+    seen = set()
+    for v, low, high in zip(verdicts, lo, hi):
+        seen.add(v.verdict)
+        significant = low > 1 or high < 1
+        if v.verdict in ("improved", "regressed"):
+            assert significant and abs(v.change) >= d
+            assert (v.verdict == "improved") == (low > 1)
+        elif v.verdict == "unchanged":
+            assert 1 - d <= low and high <= 1 + d
+        else:
+            assert not (significant and abs(v.change) >= d)
+            assert not (1 - d <= low and high <= 1 + d)
+    assert seen == {"improved", "regressed", "unchanged", "inconclusive"}
