@@ -22,8 +22,8 @@ from typing import Optional
 import pandas as pd
 
 from .analysis import Settings, config_stats
-from .stats import intervals_overlap, ratio_interval
-from .verdicts import VerdictSettings, change_verdicts
+from .stats import intervals_overlap
+from .verdicts import VerdictSettings, change_intervals, change_verdicts
 
 
 def parse_threshold(text: str) -> float:
@@ -78,11 +78,7 @@ def _set_change(row: dict, vs: VerdictSettings) -> None:
     campaigns ran."""
     b = (row["base_log_mean"], row["base_log_sd"], row["base_repeats"])
     n = (row["new_log_mean"], row["new_log_sd"], row["new_repeats"])
-    _, lo, hi = ratio_interval(*n, *b, 1.0, vs.confidence)
-    row["change_ci95_low"], row["change_ci95_high"] = float(lo[0]) - 1, float(hi[0]) - 1
-    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha  # the two-sided interval of one-sided tests
-    _, lo, hi = ratio_interval(*n, *b, 1.0, row["test_ci_level"])
-    row["change_test_ci_low"], row["change_test_ci_high"] = float(lo[0]) - 1, float(hi[0]) - 1
+    row.update(change_intervals(n, b, vs))
     row["ci_overlap"] = intervals_overlap(
         (row["base_ci95_low"], row["base_ci95_high"]),
         (row["new_ci95_low"], row["new_ci95_high"]),
@@ -110,7 +106,7 @@ def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series]
     row["world_size"] = (rb if rb is not None else rn)["world_size"]
     row["change"] = row["change_ci95_low"] = row["change_ci95_high"] = math.nan
     row["change_test_ci_low"] = row["change_test_ci_high"] = math.nan
-    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha
+    row["test_ci_level"] = vs.test_level
     row["ci_overlap"] = None
     row.update(p_value=math.nan, repeats_needed=math.nan, reason="")
     if rb is None:

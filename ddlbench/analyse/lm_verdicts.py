@@ -26,13 +26,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from ..values import missing
-from .stats import ratio_interval
 from .verdicts import (
     IMPROVED,
     MAX_REPEATS,
     REGRESSED,
     UNCHANGED,
     VerdictSettings,
+    change_intervals,
     change_verdicts,
 )
 
@@ -149,12 +149,7 @@ def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
     row["reference_tokens_per_s"] = float(r["throughput_gmean"]) * seq
     lv = (v["throughput_log_mean"], v["throughput_log_sd"], n_v)
     lr = (r["throughput_log_mean"], r["throughput_log_sd"], n_r)
-    _, lo, hi = ratio_interval(*lv, *lr, 1.0, vs.confidence)
-    row["change_ci95_low"], row["change_ci95_high"] = float(lo[0]) - 1, float(hi[0]) - 1
-    # the interval the one-sided tests read (two-sided 1 - 2 alpha), shown beside the verdict
-    row["test_ci_level"] = 1.0 - 2.0 * vs.alpha
-    _, lo, hi = ratio_interval(*lv, *lr, 1.0, row["test_ci_level"])
-    row["change_test_ci_low"], row["change_test_ci_high"] = float(lo[0]) - 1, float(hi[0]) - 1
+    row.update(change_intervals(lv, lr, vs))
     if not n_v or not n_r:
         missing_side = v["group"] if not n_v else r["group"]
         row.update(change=math.nan, p_value=math.nan, verdict="no data", repeats_needed=math.nan)

@@ -42,6 +42,24 @@ class VerdictSettings:
     power: float = 0.80  # power of the repeat calculation
     confidence: float = 0.95  # two-sided confidence of the efficiency interval
 
+    @property
+    def test_level(self) -> float:
+        """The two-sided confidence whose interval excludes a value exactly when a one-sided
+        test at ``alpha`` rejects it (90 % at alpha 0.05): the interval shown beside a verdict."""
+        return 1.0 - 2.0 * self.alpha
+
+
+def change_intervals(num, den, settings: VerdictSettings) -> dict:
+    """The change ``num / den - 1`` of two geometric means (each ``(mean log, sd log, n)``)
+    with its ``confidence`` interval (``change_ci95_low``/``high``) and the interval the
+    one-sided tests read (``change_test_ci_low``/``high`` at ``test_ci_level``), as the
+    ``compare`` and language-model comparison tables hold them; NaN bounds with < 2 repeats."""
+    out = {"test_ci_level": settings.test_level}
+    for key, level in (("ci95", settings.confidence), ("test_ci", settings.test_level)):
+        _, lo, hi = ratio_interval(*num, *den, 1.0, level)
+        out[f"change_{key}_low"], out[f"change_{key}_high"] = float(lo[0]) - 1, float(hi[0]) - 1
+    return out
+
 
 def _arr(v) -> np.ndarray:
     return np.atleast_1d(np.asarray(v, dtype=float))
