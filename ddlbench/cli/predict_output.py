@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import click
 
@@ -28,6 +28,7 @@ def meta_of(case, topo_args, note) -> dict:
         "base_throughput": case.single_throughput * case.base_devices * (case.seq or 1),
         "single_device_throughput": case.single_throughput * (case.seq or 1),
         "base_uncertainty": case.base_uncertainty,
+        "base_scope": base_scope(case.base_devices, gpn),
         "inputs": note,
         "gpus_per_node": gpn,
         "nics_per_node": nics,
@@ -41,6 +42,23 @@ def meta_of(case, topo_args, note) -> dict:
             if case.jitter_samples else costs.JITTER_SOURCE
         ),
     }  # fmt: skip
+
+
+def base_scope(base_devices: int, gpus_per_node: int) -> Optional[str]:
+    """What a base smaller than one node leaves out of every prediction (None: a node or more).
+
+    The model adds what the links cost; a node's other losses against one device (the input
+    pipeline and the host its devices share, power and clocks, the framework) are measured
+    only by a base that already has them (docs/scaling-model.md#the-base-one-device-or-one-node).
+    """
+    if base_devices >= gpus_per_node or gpus_per_node <= 1:
+        return None
+    return (
+        f"base: {base_devices} of the node's {gpus_per_node} devices: what a full node loses "
+        "beside its links (input pipeline, shared host, power, framework) is not in the "
+        "prediction; one node's throughput as the base (--base-throughput, --base-devices "
+        f"{gpus_per_node}) carries it"
+    )
 
 
 def _link_meta(link) -> dict:
@@ -77,6 +95,8 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     click.echo(f"synchronisation: {meta['synchronisation']}")
     if _socket_line(meta):
         click.echo(_socket_line(meta))
+    if meta["base_scope"]:
+        click.echo(meta["base_scope"])
     if meta["base_uncertainty"] > costs_noisy():
         click.echo(
             f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "

@@ -25,9 +25,12 @@ def test_predict_prints_every_node_count_and_draws_the_curve(tmp_path, monkeypat
     lines = res.stdout.splitlines()
     assert "nvlink-v100 (150 GB/s)" in lines[0] and "overlap estimated" in lines[0]
     assert lines[1].startswith("synchronisation: default per-rank step-time jitter")
-    assert [ln.split()[0] for ln in lines[3:]] == ["1", "8", "16", "64"]
+    # one device of a node of 8: the node's own losses are not in it, and that is said
+    assert lines[2].startswith("base: 1 of the node's 8 devices") and "--base-devices 8" in lines[2]
+    assert lines[3].split()[:2] == ["devices", "nodes"]
+    assert [ln.split()[0] for ln in lines[4:]] == ["1", "8", "16", "64"]
     # every row carries its interval
-    assert all(" %" in ln.split("%", 1)[1] for ln in lines[3:])
+    assert all(" %" in ln.split("%", 1)[1] for ln in lines[4:])
     assert png.read_bytes()[:4] == b"\x89PNG"
     # the plot lands only where asked: nothing in the current folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["curves"]
@@ -43,6 +46,7 @@ def test_predict_json_matches_the_model(tmp_path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["inter"]["busbw_gbps"] == 3.125 and out["nics_per_node"] == 2
+    assert out["base_scope"].startswith("base: 1 of the node's 8 devices")
     pts = {p["devices"]: p for p in out["points"]}
     assert sorted(pts) == [1, 8, 32]
     topo = hierarchy.Topology(
@@ -64,6 +68,17 @@ def test_predict_json_matches_the_model(tmp_path):
     for key in ("step_s", "throughput", "efficiency", "comm_s", "exposed_comm_s", "dominant"):
         assert key in pts[32]
     assert pts[1]["efficiency"] == 1.0
+
+
+def test_a_base_of_one_node_or_more_has_no_scope_note():
+    node = ["predict", "--model", "resnet50", "--batch", "256", "--precision", "amp",
+            "--base-throughput", "8322", "--base-devices", "8", "--gpus-per-node", "8",
+            "--nodes", "1,4", "--intra-busbw", "nvlink-v100", "--inter-busbw", "edr"]  # fmt: skip
+    res = invoke(node + ["--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["base_scope"] is None
+    res = invoke(node)
+    assert res.exit_code == 0 and "base: " not in res.stdout
 
 
 @pytest.mark.parametrize(
