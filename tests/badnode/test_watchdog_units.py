@@ -117,6 +117,37 @@ def test_the_start_up_limit_is_a_share_of_the_time_limit():
     assert wd.limit_s() == 50  # the spec's first_s wins
 
 
+def test_the_request_appears_whole_and_the_first_rank_keeps_it(tmp_path, monkeypatch):
+    """The request is linked into place already written (a rank that sees it reads the rank
+    that asked, never an empty file); a later rank's request changes nothing and leaves no
+    file behind; where hard links are refused it is created in place."""
+    first = Watchdog(str(tmp_path), 0, "n1", print, None)
+    second = Watchdog(str(tmp_path), 1, "n2", print, None)
+    seen = []
+    real_link = os.link
+
+    def link(src, dst):  # what a reader polling the folder finds at the moment of the link
+        seen.append(second.requested_by())
+        real_link(src, dst)
+        seen.append(second.requested_by())
+
+    monkeypatch.setattr(os, "link", link)
+    first._ask_the_others()
+    second._ask_the_others()
+    assert seen[:2] == [None, 0] and second.requested_by() == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hang-dump-request.json"]
+
+    def refused(src, dst):
+        raise PermissionError("no hard links here")
+
+    monkeypatch.setattr(os, "link", refused)
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    Watchdog(str(elsewhere), 3, "n4", print, None)._ask_the_others()
+    assert json.loads((elsewhere / "hang-dump-request.json").read_text())["rank"] == 3
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["hang-dump-request.json"]
+
+
 def test_the_first_watchdog_to_fire_asks_the_others_to_dump(tmp_path):
     """Two ranks in one attempt folder: rank 0 fires at 1 s; rank 1 (limit 60 s) sees the
     request, dumps its stacks and writes its record naming the rank that asked."""

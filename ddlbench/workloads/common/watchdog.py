@@ -8,7 +8,8 @@ time the watchdog
 
 1. asks every other rank of the attempt to dump too: it creates
    ``<log_dir>/hang-dump-request.json`` (the attempt's log folder, on the shared file system;
-   the first rank to fire wins, ``O_EXCL``), which every watchdog looks for at each tick,
+   the first rank to fire wins; written whole, then hard-linked to that name, so that no rank
+   reads it half written), which every watchdog looks for at each tick,
 2. dumps every thread's Python stack with :mod:`faulthandler` into
    ``<log_dir>/stacks-rank-<rank>.txt``,
 3. writes a ``hang`` record into the rank log: its last completed step, the phase it was in,
@@ -37,6 +38,7 @@ Standard library only; Python 3.8 syntax.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -132,16 +134,35 @@ class Watchdog:
             with open(self.request_path) as fh:
                 return int(json.load(fh)["rank"])
         except (OSError, ValueError, KeyError, TypeError):
-            return -1  # being written, or unreadable: asked all the same
+            return -1  # unreadable (or written in place, being written): asked all the same
 
     def _ask_the_others(self) -> None:
-        """Create the request (the first rank to fire wins; the others' attempts are no-ops)."""
+        """Create the request whole (the first rank to fire wins; the others' attempts are
+        no-ops): written to a file of this rank's own, then hard-linked to the request's name,
+        which fails where the request exists already; so a rank that sees the request reads
+        all of it, on a shared file system too. Where hard links are refused, the request is
+        created exclusively and written in place (a reader may then catch it empty)."""
+        body = json.dumps({"rank": self.rank, "host": self.host, "t": time.time()})
+        tmp = f"{self.request_path}.{self.rank}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(body)
+            os.link(tmp, self.request_path)
+        except FileExistsError:
+            pass  # another rank asked first
+        except OSError:
+            self._create_in_place(body)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _create_in_place(self, body: str) -> None:
         try:
             fd = os.open(self.request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError:
             return
         with os.fdopen(fd, "w") as fh:
-            json.dump({"rank": self.rank, "host": self.host, "t": time.time()}, fh)
+            fh.write(body)
 
     def describe(self, waited: float, limit: float) -> str:
         return (
