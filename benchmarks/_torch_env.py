@@ -7,14 +7,19 @@ import sys
 from pathlib import Path
 
 
+def torch_python() -> Path:
+    """The torch environment's python, ``$DDLBENCH_ENVS/torch/bin/python`` (make-envs.sh)."""
+    envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
+    return envs / "torch" / "bin" / "python"
+
+
 def reexec_in_torch_env(name: str) -> None:
-    """Return if torch imports here; else re-run this program with
-    ``$DDLBENCH_ENVS/torch/bin/python`` (scripts/make-envs.sh), or exit naming what is missing."""
+    """Return if torch imports here; else re-run this program with :func:`torch_python`, or
+    exit naming what is missing."""
     try:
         import torch  # noqa: F401
     except ImportError:
-        envs = Path(os.environ.get("DDLBENCH_ENVS") or Path.home() / ".cache/ddlbench/envs")
-        python = envs / "torch" / "bin" / "python"
+        python = torch_python()
         if not python.exists():
             sys.exit(f"{name}: torch is not importable and {python} does not exist")
         os.execv(str(python), [str(python), *sys.argv])

@@ -18,10 +18,11 @@ closing line gives ``report`` from scratch over the one-call floor, medians of t
 (target: 1.5x), and the least CPU time of ``report`` from scratch spread over every core: the
 shortest wall time that work could take on this machine. ``--baseline DIR`` also measures
 ``ddlbench report`` of another checkout (e.g. ``git archive <commit> | tar -x -C DIR``) in the
-same rounds, for a before/after ratio.
+same rounds, for a before/after ratio. ``--no-figures`` also measures the report from scratch
+with no figure to draw and no figure worker: the main process's own path (docs/reports.md).
 
     python benchmarks/collect_report.py [--dir DIR] [--ranks 512] [--steps 1954] [--repeat 3]
-                                        [--baseline DIR]
+                                        [--baseline DIR] [--no-figures]
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ t = pj.read_json(pa.py_buffer(buf), read_options=pj.ReadOptions(block_size=16 <<
                  parse_options=pj.ParseOptions(explicit_schema=PARSE_SCHEMA,
                                                unexpected_field_behavior="ignore"))
 print(t.num_rows)
+"""
+#: ``ddlbench report`` with no figure to draw and no figure worker (``--no-figures``): what the
+#: main process alone costs, the path the figures, drawn beside it, do not lengthen
+NO_FIGURES = r"""
+import sys
+sys.argv = ["ddlbench", "report", "bench", "-q"]
+import ddlbench.report.figures as figures
+figures.figure_plan = lambda analysis: []
+from ddlbench.cli import run
+run()
 """
 FLOOR_NAIVE = r"""
 import glob, sys, pyarrow.json as pj
@@ -117,6 +128,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each figure")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("--baseline", help="another ddlbench checkout to measure in the same rounds")
+    ap.add_argument(
+        "--no-figures",
+        action="store_true",
+        help="also time the report from scratch with no figure and no figure worker",
+    )
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))  # the checkout's ddlbench
@@ -147,10 +163,10 @@ def main() -> int:
         collect_cmd = [py, "-m", "ddlbench", "collect", "bench", "-q"]
         figures = {}
 
-        def fresh_report(e=env):
+        def fresh_report(e=env, cmd=report_cmd):
             shutil.rmtree(camp / "data", ignore_errors=True)
             shutil.rmtree(camp / "report", ignore_errors=True)
-            return measure(report_cmd, e, work)
+            return measure(cmd, e, work)
 
         rows = [
             ("collect + report (ddlbench report, no data yet)", fresh_report),
@@ -167,6 +183,16 @@ def main() -> int:
         ]
         if base_env is not None:
             rows.insert(1, ("baseline: collect + report", lambda: fresh_report(base_env)))
+        if args.no_figures:
+            bare_env = dict(env, DDLBENCH_REPORT_WORKER="0")
+            no_figs = [py, "-c", NO_FIGURES]
+            rows.insert(
+                1,
+                (
+                    "no figures, no worker: collect + report",
+                    lambda: fresh_report(bare_env, no_figs),
+                ),
+            )
         for name, _ in rows:
             figures[name] = ([], [], [])
         for _ in range(args.repeat):  # rounds: one of each, in turn

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from _torch_env import torch_python  # this folder: sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -102,13 +104,14 @@ def measure(results: Path, window: float, repeats: int, bare: bool) -> List[Dict
     import pandas as pd
 
     name = f"quickstart-w{window:g}"
+    bare_s = window or DEFAULT_BARE_S  # window 0: steps only; the bare loop still needs a time
     if not bare:
         runs = campaign_runs(results, name, window, repeats)
     else:
         parts, ref = [], []
         for r in range(repeats):
             parts.append(campaign_runs(results, f"{name}-r{r}", window, 1))
-            ref.append(bare_run(window))
+            ref.append(bare_run(bare_s))
         runs = pd.concat(parts, ignore_index=True)
         print_pairs(window, parts, ref)
     rows = []
@@ -122,11 +125,13 @@ def measure(results: Path, window: float, repeats: int, bare: bool) -> List[Dict
         rows.append(row)
     if bare:
         row = spread_row(window, "bare", ref)
-        row.update(measured_s=window or 10.0, busy=0, steps=row["median"] * (window or 10.0) / 32)
+        row.update(measured_s=bare_s, busy=0, steps=row["median"] * bare_s / 32)
         rows.append(row)
     return rows
 
 
+#: the bare loop's measured seconds where the window asked is 0 (steps only)
+DEFAULT_BARE_S = 10.0
 #: one bare process: LeNet training steps timed over argv[1] seconds, samples/s printed
 BARE_LOOP = r"""
 import sys, time
@@ -174,11 +179,10 @@ def print_pairs(window: float, parts, ref: List[float]) -> None:
         print(f"  {key} / bare: median {statistics.median(vals):.3f}, CV {100 * cv:.1f} %")
 
 
-def bare_run(window: float) -> float:
-    """One bare-loop process's samples/s (the torch environment's python)."""
-    env_root = Path(os.environ.get("DDLBENCH_ENVS", Path.home() / ".cache" / "ddlbench" / "envs"))
+def bare_run(seconds: float) -> float:
+    """One bare-loop process's samples/s over ``seconds`` (the torch environment's python)."""
     out = subprocess.run(
-        [str(env_root / "torch" / "bin" / "python"), "-c", BARE_LOOP, str(window or 10.0)],
+        [str(torch_python()), "-c", BARE_LOOP, str(seconds)],
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         check=True,
         capture_output=True,
