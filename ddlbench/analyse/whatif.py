@@ -169,7 +169,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
         "step_s_low": per_sample / (rate * t_hi),
         "step_s_high": per_sample / (rate * t_lo) if t_lo > 0 else None,
         **{k: v for k, v in s.items() if k != "step_s"},
-        "overlap": 1 - s["exposed_comm_s"] / s["comm_s"] if s["comm_s"] > 0 else 1.0,
+        "overlap": _overlap(s),
         "overlap_source": _overlap_source(case, n),
         "buckets": s["messages"],
         "algorithm": whole.algorithm,
@@ -177,6 +177,14 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
         "dominant": dominant(s, whole),
         "grad_bytes": params * _grad_bytes(case),
     }
+
+
+def _overlap(s: Dict[str, float]) -> float:
+    """The share of the communication hidden behind compute, in [0, 1]: rounded, so that a
+    difference of two equal times reads 0, not 5.55e-15."""
+    if s["comm_s"] <= 0:
+        return 1.0
+    return min(1.0, max(0.0, round(1 - s["exposed_comm_s"] / s["comm_s"], 9)))
 
 
 def _overlap_source(case: Case, n: int) -> str:

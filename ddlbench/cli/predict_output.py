@@ -199,6 +199,14 @@ def print_measured(measured: List[dict]) -> None:
         )
 
 
+def efficiency_axis_top(rows: List[dict], measured: List[dict]) -> float:
+    """The efficiency axis's top (%): 110, or above every interval and measured point, which
+    may reach above 100 % (what a campaign measures can; docs/scaling-model.md)."""
+    top = max([100 * r["efficiency_high"] for r in rows]
+              + [100 * m["measured_efficiency"] for m in measured], default=0.0)  # fmt: skip
+    return 1.05 * top if top > 110 else 110.0
+
+
 def plot(rows: List[dict], meta: dict, path: Path, measured: List[dict]) -> None:
     from ddlbench.report.plots import new_figure, save
 
@@ -223,7 +231,8 @@ def plot(rows: List[dict], meta: dict, path: Path, measured: List[dict]) -> None
     ax.set_yscale("log")
     ax.set_ylabel(meta["unit"])
     ax2.set_ylabel("scaling efficiency (%)")
-    ax2.set_ylim(0, 110)
+    ax2.axhline(100, linestyle=":", color="grey", linewidth=1)
+    ax2.set_ylim(0, efficiency_axis_top(rows, measured))
     ax.legend(loc="upper left", fontsize=8)
     fig.suptitle(
         f"{meta['model']} ({meta['parallel']}): {meta['intra']['name']} in a node, "

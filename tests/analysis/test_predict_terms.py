@@ -222,3 +222,26 @@ def test_tcp_sockets_pay_the_measured_message_cost_between_nodes():
     pess = whatif._at(on, "pess")
     assert hierarchy.allreduce(pess, 4.0).latency_s > hierarchy.allreduce(on, 4.0).latency_s
     assert pess.message_scale == sm["high"] and whatif._at(on, "opt").message_scale == sm["low"]
+
+
+def test_overlap_is_a_share_and_reads_zero_when_nothing_is_hidden():
+    # LeNet's small gradients: the communication is all exposed, and 1 - exposed / comm of two
+    # equal times read 5.55e-15 in --json before it was rounded
+    case = whatif.Case("lenet", 32, 8655.0)
+    for nodes, gpn in ((1, 2), (2, 2), (4, 2), (16, 8)):
+        topo = Topology(nodes, gpn, hierarchy.preset("nvlink-h100"), hierarchy.preset("ndr"))
+        p = whatif.point(case, topo)
+        assert 0.0 <= p["overlap"] <= 1.0
+        if p["exposed_comm_s"] == pytest.approx(p["comm_s"], rel=1e-9):
+            assert p["overlap"] == 0.0
+    assert whatif._overlap({"comm_s": 3e-5, "exposed_comm_s": 3e-5 * (1 - 1e-15)}) == 0.0
+    assert whatif._overlap({"comm_s": 0.0, "exposed_comm_s": 0.0}) == 1.0
+
+
+def test_the_efficiency_axis_shows_an_interval_above_100_percent():
+    from ddlbench.cli.predict_output import efficiency_axis_top
+
+    rows = [{"efficiency_high": 1.0}, {"efficiency_high": 1.276}]
+    assert efficiency_axis_top(rows, []) >= 127.6  # the quickstart's noisy base: 56.1-127.6 %
+    assert efficiency_axis_top([{"efficiency_high": 0.95}], []) == 110.0
+    assert efficiency_axis_top(rows[:1], [{"measured_efficiency": 1.3}]) >= 130.0

@@ -36,6 +36,8 @@ def test_validate_and_plan_warn_about_too_little_measurement(tmp_path):
         lines = res.stderr.splitlines()
         assert len(lines) == 2, lines
         assert lines[0].startswith(f"{spec}:7: warning: repeats: 2 repeat(s) per configuration")
+        assert "3.6 times as wide as three" in lines[0]  # what two repeats cost the interval
+        assert "median" not in lines[0]  # the interval is of the geometric mean (docs/metrics.md)
         assert "use repeats: 3 or more" in lines[0]
         assert lines[1].startswith(f"{spec}:5: warning: steps.measure_seconds: no time asked")
         assert "set steps.measure_seconds: 5 or more" in lines[1]
