@@ -27,8 +27,9 @@ Typical use on a login node:
   ddlbench status
   ddlbench report
 
-Exit codes: 0 success, 2 bad input, 1 any other failure, 75 the scheduler did not
-answer, 124 `wait --timeout` passed (`ddlbench docs failures`).
+Exit codes: 0 success, 2 bad input, 1 any other failure, 3 nothing to report yet
+(`report` without a complete run), 75 the scheduler did not answer, 124 `wait --timeout`
+passed (`ddlbench docs failures`).
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 

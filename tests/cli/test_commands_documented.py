@@ -18,3 +18,15 @@ def test_command_is_documented_with_examples(name):
     assert any(row.startswith(f"| `{name}") for row in rows), f"{name} missing in docs/cli.md"
     res = invoke([name, "--help"])
     assert res.exit_code == 0 and "Examples:" in res.stdout, res.output
+
+
+def test_the_top_level_help_lists_every_documented_exit_code():
+    import re
+
+    intro = CLI_DOC.read_text().split("## ", 1)[0]  # "Exit codes are the same for every command"
+    documented = set(re.findall(r"\*\*(\d+)\*\*", intro))
+    assert {"0", "1", "2", "3", "75", "124"} <= documented
+    res = invoke(["--help"])
+    codes = " ".join(res.stdout.split("Exit codes:", 1)[1].split())
+    for code in documented:
+        assert re.search(rf"(^|, ){code} ", codes), (code, codes)
