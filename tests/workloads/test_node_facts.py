@@ -83,6 +83,34 @@ def test_absent_items_say_why(tmp_path):
     assert "absent" in gpu_links()  # no GPU driver on this machine
 
 
+def test_gpu_links_say_no_gpu_rather_than_a_missing_module_on_a_cpu_node(tmp_path, monkeypatch):
+    import builtins
+
+    from ddlbench.workloads.common import provenance
+
+    real_import = builtins.__import__
+
+    def no_pynvml(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pynvml)
+    dev = tmp_path / "dev"
+    for name in ("null", "nvidiactl", "nvidia-uvm"):  # a driver's nodes, but no GPU's
+        write(dev / name, "")
+    present = provenance._nvidia_gpu_present
+    assert present(str(tmp_path / "no-driver"), str(dev)) is False
+    write(dev / "nvidia0", "")
+    assert present(str(tmp_path / "no-driver"), str(dev))
+    write(tmp_path / "driver" / "0000:3b:00.0" / "information", "Model: A100\n")
+    assert present(str(tmp_path / "driver"), str(tmp_path / "none"))
+    monkeypatch.setattr(provenance, "_nvidia_gpu_present", lambda: False)
+    assert "no NVIDIA GPU on this node" in gpu_links()["absent"]
+    monkeypatch.setattr(provenance, "_nvidia_gpu_present", lambda: True)
+    assert "pynvml) is not installed" in gpu_links()["absent"]
+
+
 def test_report_summary_groups_equal_nodes(tmp_path):
     base = {
         "nccl": {"library": "/usr/lib/libnccl.so.2", "version": "2.20.5"},

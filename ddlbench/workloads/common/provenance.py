@@ -102,11 +102,26 @@ def _nvlink_peers(nvml: Any, handle: Any) -> Dict[str, int]:
     return peers
 
 
+def _nvidia_gpu_present(driver: str = "/proc/driver/nvidia/gpus", dev: str = "/dev") -> bool:
+    """Whether the NVIDIA driver lists a GPU here (its /proc folder, or a /dev/nvidiaN)."""
+    try:
+        if os.listdir(driver):
+            return True
+    except OSError:
+        pass
+    try:
+        return any(n[6:].isdigit() and n.startswith("nvidia") for n in os.listdir(dev))
+    except OSError:
+        return False
+
+
 def gpu_links() -> Dict[str, Any]:
     """GPU-to-GPU links from NVML: ``NV<n>`` (n NVLinks) or the PCIe path (PIX ... SYS)."""
     try:
         import pynvml as nvml  # type: ignore[import-not-found]
     except ImportError:
+        if not _nvidia_gpu_present():
+            return absent("no NVIDIA GPU on this node (no NVIDIA driver sees one)")
         return absent("nvidia-ml-py (pynvml) is not installed in the run's environment")
     try:
         nvml.nvmlInit()
