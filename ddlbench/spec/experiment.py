@@ -60,12 +60,17 @@ class FrameworkEntry(Strict):
         return f"{self.name}-{suffix}" if suffix else self.name
 
 
+#: one synthetic epoch by default: ImageNet-1k's training set
+SYNTHETIC_EPOCH_SAMPLES = 1_281_167
+
+
 class DataSpec(Strict):
     #: text: Shakespeare tokenized with cl100k, for the transformers (docs/workloads.md)
     kind: Literal["synthetic", "digits", "mnist", "imagefolder", "text"] = "synthetic"
     path: Optional[str] = None
-    #: size of one synthetic epoch, in samples (ImageNet-1k's training set by default)
-    samples: int = Field(default=1_281_167, ge=1)
+    #: size of one synthetic epoch, in samples (ImageNet-1k's training set by default); the
+    #: other kinds have their data set's own size, and no value here
+    samples: Optional[int] = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _path_needed(self) -> DataSpec:
@@ -73,7 +78,21 @@ class DataSpec(Strict):
             raise ValueError(f"data kind '{self.kind}' needs a path")
         if self.kind in ("synthetic", "digits", "text") and self.path:
             raise ValueError(f"data kind '{self.kind}' takes no path")
+        if self.kind != "synthetic" and self.samples is not None:
+            raise ValueError(
+                f"samples sets the size of a synthetic epoch; data kind '{self.kind}' has its "
+                "data set's own size"
+            )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _synthetic_epoch(cls, data: Any) -> Any:
+        """A synthetic epoch is ImageNet-1k's size unless ``samples`` says otherwise."""
+        synthetic = isinstance(data, dict) and data.get("kind", "synthetic") == "synthetic"
+        if synthetic and data.get("samples") is None:
+            data = dict(data, samples=SYNTHETIC_EPOCH_SAMPLES)
+        return data
 
 
 #: the measured window a throughput run reaches by default (docs/spec.md#steps)

@@ -270,3 +270,15 @@ def test_a_profile_or_campaign_name_with_a_control_character_is_printed_escaped(
         assert res.exit_code == 2, res.output
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and repr(name) in lines[0], res.stderr
+
+
+def test_an_epoch_size_only_for_synthetic_data():
+    from ddlbench.spec.load import load_spec_text
+
+    got = errors(GOOD + "data: {kind: digits, samples: 1000}\n")
+    assert len(got) == 1 and got[0].startswith("x.yaml:10:")
+    assert "samples sets the size of a synthetic epoch; data kind 'digits'" in got[0]
+    digits = load_spec_text(GOOD + "data: digits\n").value.data
+    assert digits.samples is None  # runs.csv showed ImageNet's 1,281,167 for the digits
+    assert load_spec_text(GOOD + "data: synthetic\n").value.data.samples == 1_281_167
+    assert load_spec_text(GOOD + "data: {samples: 5000}\n").value.data.samples == 5000
