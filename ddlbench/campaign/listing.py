@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import ManifestError, read_manifest, scheduler_of
@@ -33,7 +33,10 @@ class CampaignEntry:
     counts: Dict[str, int] = field(default_factory=dict)
     #: every run has ended (None when the runs or their states are unknown)
     ended: Optional[bool] = None
+    #: ``data/`` is there and up to date: ``report`` would use it as it is
     collected: bool = False
+    #: ``data/`` is there but its inputs changed since: ``report`` collects again
+    stale: bool = False
     reports: List[str] = field(default_factory=list)
     latest: bool = False
     #: rendered by ``submit --dry-run``, no run submitted since
@@ -78,7 +81,12 @@ def _states(campaign_dir: Path, run_ids: List[str], entry: CampaignEntry) -> Non
     entry.ended = bool(run_ids) and all(s in S.FINAL for s in counts)
 
 
-def summarise(campaign_dir: PathLike) -> CampaignEntry:
+#: whether a campaign's collected data is stale: ``ddlbench.collect.freshness.is_stale``,
+#: passed in by the command (the decision is the collector's; this package does not import it)
+IsStale = Callable[[Path], bool]
+
+
+def summarise(campaign_dir: PathLike, is_stale: IsStale) -> CampaignEntry:
     """What one campaign folder says of itself."""
     campaign_dir = Path(campaign_dir)
     paths = CampaignPaths(campaign_dir)
@@ -86,16 +94,18 @@ def summarise(campaign_dir: PathLike) -> CampaignEntry:
     run_ids = _manifest(paths, entry)
     if entry.runs is not None:
         _states(campaign_dir, run_ids, entry)
-    entry.collected = paths.collect_info.is_file()
+    if paths.collect_info.is_file():
+        entry.stale = is_stale(campaign_dir)
+        entry.collected = not entry.stale
     entry.dry_run = is_dry_run(campaign_dir)
     entry.reports = [str(p.absolute()) for p in paths.reports()]
     return entry
 
 
-def list_entries(results: Optional[PathLike] = None) -> List[CampaignEntry]:
+def list_entries(results: Optional[PathLike], is_stale: IsStale) -> List[CampaignEntry]:
     """Every campaign under the results folder, oldest first; the one commands use when no
     campaign is named is marked latest (the last that is not a dry run, else the last)."""
-    entries = [summarise(p) for p in list_campaigns(results)]
+    entries = [summarise(p, is_stale) for p in list_campaigns(results)]
     real = [e for e in entries if not e.dry_run]
     if entries:
         (real or entries)[-1].latest = True

@@ -39,7 +39,7 @@ def _row(entry) -> List[str]:
         entry.scheduler or "",
         "" if entry.runs is None else str(entry.runs),
         _states(entry),
-        "yes" if entry.collected else "no",
+        "yes" if entry.collected else "stale" if entry.stale else "no",
         ", ".join(Path(p).name for p in entry.reports) or "-",
     ]
 
@@ -80,14 +80,16 @@ def command(results: Path, as_json: bool) -> None:
     """List the campaigns under the results folder, oldest first.
 
     For each: when it was created, its cluster profile and scheduler, its number of runs and
-    how many are in each state, whether it was collected and which report files it has. Reads
-    only the campaigns' own files; it never polls the scheduler.
+    how many are in each state, whether its collected data is up to date (stale: `report`
+    collects again) and which report files it has. Reads only the campaigns' own files; it
+    never polls the scheduler.
     """
     from ddlbench.campaign.listing import list_entries
     from ddlbench.campaign.resolve import existing_results_root
+    from ddlbench.collect.freshness import is_stale
 
     root = existing_results_root(results)
-    entries = list_entries(results)
+    entries = list_entries(results, is_stale)
     if as_json:
         import json
 

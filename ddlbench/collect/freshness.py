@@ -1,4 +1,29 @@
-"""Whether collected data is up to date: a fingerprint of the collector's inputs."""
+"""Whether collected data is up to date: a fingerprint of what the collector reads.
+
+The fingerprint, kept in ``data/collect.json``, has two parts:
+
+- the files the collector reads (``campaign.json``, each run's ``run.json``, Slurm output
+  files, rank logs, GPU telemetry logs, pre-flight reports): their names, sizes and
+  modification times;
+- the campaign store's rows that the runs table takes its states from
+  (:func:`ddlbench.collect.states.store_rows`: every attempt's run, number, state, job id,
+  exit code, times, nodes, signal, reason, cause): a digest of their content.
+
+The store is not taken by its files. Every open of ``state.sqlite`` in WAL mode creates,
+empties or removes ``state.sqlite-wal`` and ``-shm``, so their sizes and times change when a
+command only reads the store (``ddlbench status`` on ended runs, ``list``, ``report``); and a
+write can sit in the WAL, leaving the main file as it was until a checkpoint. SQLite's own
+counters do not say it either: ``PRAGMA data_version`` is per connection, and the file header's
+change counter is not bumped by commits in WAL mode. Reading the rows is exact and cheap: one
+read-only query of a table with a row per attempt (milliseconds, however large the logs). A
+write that changes what the collector reads (a new attempt, a state, an exit code, a time)
+makes the data stale; opening or reading the store, or a poll that only refreshes
+bookkeeping columns, does not.
+
+The collector takes the fingerprint before it reads the logs and the store, so one that changes
+while it runs leaves the data stale, never wrongly fresh. Standard library only: ``list``
+asks :func:`is_stale` of every campaign.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +35,16 @@ from typing import Iterator, Optional
 from ddlbench.campaign.paths import COLLECT_INFO, CampaignPaths
 
 from .data_files import REQUIRED_FILES
+from .states import store_rows
 
 COLLECTOR_VERSION = 3  # bump when the data files change meaning or columns
 
 
 def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
-    """Every file whose change makes collected data stale."""
+    """Every file whose change makes collected data stale (the store is :func:`store_digest`'s)."""
     paths = CampaignPaths.of(campaign_dir)
-    store, wal = paths.store_files[:2]
-    for p in (paths.manifest, store, wal):
-        if p.is_file():
-            yield p
+    if paths.manifest.is_file():
+        yield paths.manifest
     for rp in paths.run_folders():
         if rp.config.is_file():
             yield rp.config
@@ -31,8 +55,19 @@ def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
         yield from rp.preflight_reports()
 
 
+def store_digest(campaign_dir: Path) -> str:
+    """A digest of the store rows the collector reads; ``none`` without a readable store."""
+    found = store_rows(campaign_dir)
+    if found is None:
+        return "none"
+    rows = [[row.get(c) for c in found.columns] for row in found.rows]  # ordered by the view
+    doc = json.dumps([found.columns, rows], default=str)
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
 def fingerprint(campaign_dir: Path) -> str:
-    """A digest of the inputs' names, sizes and modification times."""
+    """A digest of the input files' names, sizes and modification times, and of the store's
+    rows that the collector reads."""
     h = hashlib.sha256()
     for p in iter_inputs(campaign_dir):
         try:
@@ -41,6 +76,7 @@ def fingerprint(campaign_dir: Path) -> str:
             continue
         rel = p.relative_to(campaign_dir).as_posix()
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    h.update(f"store\0{store_digest(campaign_dir)}\n".encode())
     h.update(f"collector {COLLECTOR_VERSION}".encode())
     return h.hexdigest()
 
@@ -53,7 +89,10 @@ def read_collect_info(campaign_dir: Path) -> Optional[dict]:
 
 
 def is_stale(campaign_dir: Path) -> bool:
-    """True when data/ is missing, from another collector version, or older than its inputs."""
+    """True when data/ is missing, from another collector version, or older than its inputs.
+
+    The one rule for "collected and up to date": ``report``, ``compare`` and ``predict``
+    collect again when it is true, and ``ddlbench list`` shows it in its COLLECTED column."""
     info = read_collect_info(campaign_dir)
     if not info or info.get("collector_version") != COLLECTOR_VERSION:
         return True

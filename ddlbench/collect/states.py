@@ -13,18 +13,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ddlbench.campaign.store_view import ATTEMPT_COLUMNS, OPTIONAL_ATTEMPT_COLUMNS, read_attempts
+from ddlbench.campaign.store_view import (
+    ATTEMPT_COLUMNS,
+    OPTIONAL_ATTEMPT_COLUMNS,
+    AttemptRows,
+    read_attempts,
+)
 from ddlbench.values import missing
 
 WANTED = list(ATTEMPT_COLUMNS)
 OPTIONAL = list(OPTIONAL_ATTEMPT_COLUMNS)
 
 
+def store_rows(campaign_dir: Path) -> Optional[AttemptRows]:
+    """The store's rows that the run states come from (None: no store, or one it cannot read).
+    The collected data's fingerprint digests the same rows (``freshness.py``)."""
+    return read_attempts(campaign_dir)
+
+
 def store_states(campaign_dir: Path):
     """One row per attempt: run_id, attempt, job_id, state, exit_code, start, end, nodelist."""
     import pandas as pd
 
-    found = read_attempts(campaign_dir)
+    found = store_rows(campaign_dir)
     if found is None:
         return None
     df = pd.DataFrame(found.rows, columns=found.columns)

@@ -109,3 +109,38 @@ def test_list_of_an_empty_or_missing_results_folder(tmp_path):
     missing = ddlbench("list", "--results", tmp_path / "typo", code=2)
     assert "results folder" in missing.stderr and "does not exist" in missing.stderr
     assert "Traceback" not in missing.output
+
+
+def test_collected_is_reports_rule_reading_the_store_is_no_change(results, tmp_path):
+    # status, list and report open the store (its -wal and -shm files come and go): the data
+    # stay fresh; a write to a row the collector reads makes them stale, for report and list
+    from ddlbench.campaign import states as S
+    from ddlbench.campaign.store_view import StoreView
+    from ddlbench.collect.freshness import is_stale
+    from ddlbench.execute.store import CampaignStore
+
+    res = tmp_path / "results"
+    shutil.copytree(results / "ran", res / "ran")
+    camp = res / "ran"
+
+    def collected() -> tuple:
+        (entry,) = listing(res)["campaigns"]
+        column = ddlbench("list", "--results", res).stdout.splitlines()[1].split()[-2]
+        return is_stale(camp), entry["collected"], entry["stale"], column
+
+    with StoreView.open(camp) as view:
+        assert view.attempts(["state"])
+    ddlbench("status", "ran", "--results", res)
+    with CampaignStore.open(camp) as store:
+        store.set_meta("probe", 1)  # a write, but to nothing the collector reads
+    assert collected() == (False, True, False, "yes")
+    with CampaignStore.open(camp) as store:
+        first = sorted(store.latest().values(), key=lambda a: a.run_id)[0]
+        assert store.update_attempt(first.id, if_state_in=[S.COMPLETED], state=S.FAILED)
+    assert collected() == (True, False, True, "stale")
+    ddlbench("collect", "ran", "--results", res)
+    assert collected() == (False, True, False, "yes")
+    # a rank log that appears (these runs ran `true`: they wrote none) is a change too
+    log = next(camp.glob("runs/*/logs/attempt-1")) / "rank-0.jsonl"
+    log.write_text("{}\n")
+    assert collected() == (True, False, True, "stale")
