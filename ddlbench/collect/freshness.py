@@ -3,8 +3,8 @@
 The fingerprint, kept in ``data/collect.json``, has two parts:
 
 - the files the collector reads (``campaign.json``, each run's ``run.json``, Slurm output
-  files, rank logs, GPU telemetry logs, pre-flight reports): their names, sizes and
-  modification times;
+  files, rank logs, GPU telemetry logs, pre-flight reports, placement records, NCCL's debug
+  logs): their names, sizes and modification times;
 - the campaign store's rows that the runs table takes its states from
   (:func:`ddlbench.collect.states.store_rows`: every attempt's run, number, state, job id,
   exit code, times, nodes, signal, reason, cause): a digest of their content.
@@ -53,6 +53,11 @@ def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
         # GPU telemetry and pre-flight reports feed run columns (collect/gpu_columns.py)
         yield from rp.telemetry_logs()
         yield from rp.preflight_reports()
+        # placement records and NCCL's debug logs feed the placement columns (placement.py)
+        for k in rp.attempts():
+            folder = rp.attempt(k)
+            yield from sorted(folder.glob("placement/rank-*.json"))
+            yield from sorted(folder.glob("nccl/*.log"))
 
 
 def store_digest(campaign_dir: Path) -> str:

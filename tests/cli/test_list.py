@@ -144,3 +144,8 @@ def test_collected_is_reports_rule_reading_the_store_is_no_change(results, tmp_p
     log = next(camp.glob("runs/*/logs/attempt-1")) / "rank-0.jsonl"
     log.write_text("{}\n")
     assert collected() == (True, False, True, "stale")
+    ddlbench("collect", "ran", "--results", res)
+    # and so is a placement record, which feeds the placement columns
+    (log.parent / "placement").mkdir()
+    (log.parent / "placement" / "rank-0.json").write_text('{"rank": 0}\n')
+    assert collected() == (True, False, True, "stale")
