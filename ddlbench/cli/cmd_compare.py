@@ -68,6 +68,12 @@ def command(
         ) from None
     base_dir = campaign_dir(results, base)
     new_dir = campaign_dir(results, new)
+    if Path(base_dir).resolve() == Path(new_dir).resolve():
+        click.echo(
+            f"warning: {base!r} and {new!r} are the same campaign: every change is 0 and says "
+            "nothing (compare two campaigns of the same spec, e.g. before and after a change)",
+            err=True,
+        )
 
     from ddlbench.analyse.compare import compare
     from ddlbench.collect.collector import ensure_collected
