@@ -51,8 +51,9 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "throughput": (
         "Throughput vs devices",
         "Global throughput (sum of all ranks' measured samples divided by the measured "
-        f"wall-clock window): points, the {GMEAN} as error bars; dotted: ideal linear "
-        "scaling from each series' base.",
+        f"wall-clock window): points, the {GMEAN} as error bars (with two repeats or more); "
+        "dotted, in the series' colour: ideal linear scaling from the base of each series "
+        "with two scales or more.",
     ),
     "efficiency": (
         "Scaling efficiency vs devices",
@@ -67,13 +68,14 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
         "The quantity the straggler index of the run uses (its title says which): per-rank "
         "median compute time (dot) where the workload logs it, else the median (dot), 25-75 % "
         "(bar) and 5-95 % (line) of each rank's measured step times; dashed: the median over "
-        "ranks, dotted: the straggler threshold; colour alternates per host; the three slowest "
-        "ranks are named.",
+        "ranks, dotted: the straggler threshold; colour alternates per host (on more than one "
+        "host); the three slowest ranks are named.",
     ),
     "accuracy": (
         "Accuracy vs global batch size",
-        "Final validation accuracy (points: mean of repeats; bars: its 95 % t confidence "
-        "interval, clipped to [0, 1]) with and without gradual warmup (Goyal et al. 2017).",
+        "Final validation accuracy (points: mean of repeats; bars, with two repeats or "
+        "more: its 95 % t confidence interval, clipped to [0, 1]) with and without gradual "
+        "warmup (Goyal et al. 2017).",
     ),
     "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
     "model": (

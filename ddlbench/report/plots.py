@@ -16,8 +16,15 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import (
+    FuncFormatter,
+    Locator,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
 from ..diskfull import atomic_path
 from .captions import BUSBW
@@ -69,10 +76,66 @@ def _fmt_count(v, _pos=None) -> str:
     if v <= 0:
         return ""
     if v >= 1e6:
-        return f"{v / 1e6:g}M"
-    if v >= 1e4:
-        return f"{v / 1e3:g}k"
-    return f"{v:g}"
+        return f"{v / 1e6:.4g}M"
+    if v >= 1e3:
+        return f"{v / 1e3:.4g}k"
+    return f"{v:.4g}"
+
+
+#: the labelled multiples of a power of ten on a log axis spanning less than about a decade
+NARROW_SUBS = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+
+
+class CountLocator(Locator):
+    """Ticks of a log count axis (samples/s) that always label values one can read: 1-2-5
+    per decade (1 per decade beyond four decades); when that labels fewer than ``minimum``
+    ticks in view, the multiples ``NARROW_SUBS`` of a power of ten; when even that does not,
+    evenly spaced round values. With ``minor``: unlabelled log ticks beside the 1-2-5 ones."""
+
+    def __init__(self, minimum: int = 3, minor: bool = False):
+        self.minimum, self.minor = minimum, minor
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin, vmax):
+        vmin, vmax = sorted((vmin, vmax))
+        vmin = max(vmin, vmax / 1e12, 1e-300)
+        wide = (1.0, 2.0, 5.0) if vmax / vmin <= 1e4 else (1.0,)
+        for i, subs in enumerate((wide, NARROW_SUBS)):
+            ticks = LogLocator(base=10, subs=subs, numticks=12).tick_values(vmin, vmax)
+            if ((ticks >= vmin * 0.999) & (ticks <= vmax * 1.001)).sum() >= self.minimum:
+                if not self.minor:
+                    return ticks
+                if i:
+                    return np.array([])
+                return LogLocator(base=10, subs="auto", numticks=12).tick_values(vmin, vmax)
+        if self.minor:
+            return np.array([])
+        ticks = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(vmin, vmax)
+        return ticks[ticks > 0]
+
+
+def count_axis(ax) -> None:
+    """A log y axis of counts (samples/s) with enough labelled ticks to read the values."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(CountLocator())
+    ax.yaxis.set_minor_locator(CountLocator(minor=True))
+    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def series_legend_handle(colors, **style) -> tuple:
+    """One legend swatch for a mark drawn in each series' colour: the mark in every colour
+    drawn, side by side (see :func:`legend`)."""
+    return tuple(Line2D([], [], color=c, **style) for c in dict.fromkeys(colors))
+
+
+def legend(ax, handles, labels, **kw):
+    """``ax.legend`` that draws a tuple handle as its parts side by side."""
+    wide = max((len(h) for h in handles if isinstance(h, tuple)), default=1) > 1
+    handler = {tuple: HandlerTuple(ndivide=None, pad=0.0)}
+    return ax.legend(handles, labels, handler_map=handler, handlelength=3.0 if wide else 2.0, **kw)
 
 
 def _log2_devices(ax, devices: List[int]) -> None:
@@ -140,14 +203,18 @@ def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
     return points, series
 
 
+IDEAL_STYLE = dict(linestyle=(0, (1, 2)), linewidth=1.0, alpha=0.8)
+
+
 @styled
 def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     """Global throughput vs devices: geometric means over repeats with their 95 % intervals
-    (the one rule of ``analyse/stats.py``), ideal (linear) scaling dotted."""
+    (the one rule of ``analyse/stats.py``), ideal (linear) scaling dotted in the series'
+    colour; the title and the legend name only what is drawn."""
     points, series = _plot_series(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
-    ideal_drawn = False
+    ideal_colors, has_ci = [], False
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["throughput_gmean"].notna()]
         if not len(p):
@@ -155,10 +222,12 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
         st = styles[s["series"]]
         lo = (p["throughput_gmean"] - p["ci95_low"]).fillna(0)
         hi = (p["ci95_high"] - p["throughput_gmean"]).fillna(0)
+        ci = bool((lo + hi).gt(0).any())
+        has_ci |= ci
         ax.errorbar(
             p["devices"],
             p["throughput_gmean"],
-            yerr=[lo, hi],
+            yerr=[lo, hi] if ci else None,
             color=st["color"],
             marker=st["marker"],
             linestyle=st["linestyle"],
@@ -166,44 +235,33 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
             markersize=5,
             label=s["label"],
         )
-        ideal = p["ideal_throughput"]
-        if ideal.notna().sum() >= 2:
-            ideal_drawn = True
-            ax.plot(
-                p["devices"],
-                ideal,
-                color=st["color"],
-                linestyle=(0, (1, 2)),
-                linewidth=1.0,
-                alpha=0.8,
-            )
+        if p["ideal_throughput"].notna().sum() >= 2:
+            ideal_colors.append(st["color"])
+            ax.plot(p["devices"], p["ideal_throughput"], color=st["color"], **IDEAL_STYLE)
     if len(points):
         _log2_devices(ax, points["devices"].tolist())
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    count_axis(ax)
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("global throughput (samples/s)")
-    ax.set_title(
-        "Throughput vs devices (geometric mean of repeats, its 95 % CI; dotted: ideal scaling)",
-        fontsize=10,
-    )
+    marks = ", its 95 % CI" if has_ci else ""
+    marks += "; dotted: ideal scaling" if ideal_colors else ""
+    ax.set_title(f"Throughput vs devices (geometric mean of repeats{marks})", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
-    if handles and ideal_drawn:  # a legend entry only for what is drawn
-        handles.append(Line2D([], [], color="grey", linestyle=(0, (1, 2))))
+    if handles and ideal_colors:  # a legend entry only for what is drawn, as it is drawn
+        handles.append(series_legend_handle(ideal_colors, **IDEAL_STYLE))
         labels.append("ideal (linear from base)")
     if handles:
-        ax.legend(handles, labels, loc="upper left", frameon=True)
+        legend(ax, handles, labels, loc="upper left", frameon=True)
     return fig
 
 
-@styled
-def _plot_efficiency_series(
-    ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float
-) -> Optional[str]:
-    """One series' efficiency line, its 95 % intervals and its knee; which knee mark it drew
-    (``star``, ``range`` or None)."""
+KNEE_STAR = dict(marker="*", markeredgecolor="black", linestyle="none")
+KNEE_BAR = dict(linewidth=5, alpha=0.45, solid_capstyle="butt")
+
+
+def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float):
+    """One series' efficiency line, its 95 % intervals and its knee; the marks it drew, as
+    ``(mark, colour)`` pairs (mark: ``ci``, ``star`` or ``range``)."""
     ax.plot(
         p["devices"],
         100 * p["efficiency"],
@@ -213,6 +271,7 @@ def _plot_efficiency_series(
         markersize=5,
         label=f"{s['label']} (base N={int(s['base_devices'])})",
     )
+    drawn = []
     if "efficiency_ci95_low" in p:
         ci = p[p["efficiency_ci95_low"].notna() & (p["devices"] != s["base_devices"])]
         ax.vlines(
@@ -223,35 +282,51 @@ def _plot_efficiency_series(
             linewidth=1.2,
             alpha=0.7,
         )
-    return _mark_knee(ax, s, p, threshold, st["color"])
+        drawn += [("ci", st["color"])] if len(ci) else []
+    knee = _mark_knee(ax, s, p, threshold, st["color"])
+    return drawn + ([(knee, st["color"])] if knee else [])
 
 
-def _efficiency_legend(ax, marks: set) -> None:
-    """The series' legend, with the knee marker and the knee range bar where one is drawn."""
+#: what each efficiency mark is called in the title and the legend, and its legend swatch
+EFFICIENCY_MARKS = {
+    "ci": ("95 % CI", None, None),
+    "star": ("star: knee", "knee", dict(KNEE_STAR, markersize=9)),
+    "range": ("bar on the threshold: knee range", "knee range (the data cannot tell)", KNEE_BAR),
+}
+
+
+def _efficiency_legend(ax, marks: list) -> None:
+    """The series' legend, with the knee marker and the knee range bar where one is drawn,
+    each in the colours of the series it is drawn for."""
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
-    if "star" in marks:
-        handles.append(
-            Line2D([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none")
-        )
-        labels.append("knee")
-    if "range" in marks:
-        handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.45))
-        labels.append("knee range (the data cannot tell)")
-    ax.legend(handles, labels, loc="lower left", frameon=True)
+    for mark, (_, label, style) in EFFICIENCY_MARKS.items():
+        colors = [c for m, c in marks if m == mark]
+        if label and colors:
+            handles.append(series_legend_handle(colors, **style))
+            labels.append(label)
+    legend(ax, handles, labels, loc="lower left", frameon=True)
 
 
+def efficiency_title(marks: list) -> str:
+    """The efficiency figure's title, naming only the marks drawn."""
+    drawn = {m for m, _ in marks}
+    names = [title for mark, (title, _, _) in EFFICIENCY_MARKS.items() if mark in drawn]
+    return "Scaling efficiency vs devices" + (f" ({'; '.join(names)})" if names else "")
+
+
+@styled
 def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
     """Scaling efficiency vs devices, threshold line, knee of every series marked."""
     points, series = _plot_series(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
-    marks = set()
+    marks = []
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
         if len(p):
-            marks.add(_plot_efficiency_series(ax, s, p, styles[s["series"]], threshold))
+            marks += _plot_efficiency_series(ax, s, p, styles[s["series"]], threshold)
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -269,10 +344,7 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     ax.set_ylim(0, max([110.0] + [100 * v + 5 for v in top]))
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_title(
-        "Scaling efficiency vs devices (95 % CI; star: knee; bar on the threshold: knee range)",
-        fontsize=10,
-    )
+    ax.set_title(efficiency_title(marks), fontsize=10)
     _efficiency_legend(ax, marks)
     return fig
 
@@ -290,104 +362,23 @@ def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
         if not len(kp):
             return None
         ax.plot(
-            kp["devices"],
-            100 * kp["efficiency"],
-            marker="*",
-            markersize=16,
-            color=color,
-            markeredgecolor="black",
-            linestyle="none",
-            zorder=5,
+            kp["devices"], 100 * kp["efficiency"], markersize=16, color=color, zorder=5, **KNEE_STAR
         )
         return "star"
-    ax.plot(
-        [lo, hi],
-        [100 * threshold] * 2,
-        color=color,
-        linewidth=5,
-        alpha=0.45,
-        solid_capstyle="butt",
-        zorder=4,
-    )
+    ax.plot([lo, hi], [100 * threshold] * 2, color=color, zorder=4, **KNEE_BAR)
     return "range"
-
-
-def _rank_ranges(ax, r: pd.DataFrame, x, colors, ms: float) -> None:
-    """Each rank's 5-95 % (thin) and 25-75 % (thick) step-time range."""
-    lw_thin = 0.8 if len(r) <= 256 else 0.4
-    lw_thick = 3.0 if len(r) <= 64 else (1.6 if len(r) <= 256 else 0.9)
-    lo, hi = r["step_time_p5_s"] * ms, r["step_time_p95_s"] * ms
-    ax.vlines(x, lo, hi, colors=colors, linewidth=lw_thin, alpha=0.6)
-    lo, hi = r["step_time_p25_s"] * ms, r["step_time_p75_s"] * ms
-    ax.vlines(x, lo, hi, colors=colors, linewidth=lw_thick)
-
-
-@styled
-def rank_distribution_figure(
-    ranks: pd.DataFrame,
-    run_id: str,
-    top: int = 3,
-    metric: Optional[str] = None,
-    threshold: Optional[float] = None,
-):
-    """Per-rank times of one run in the quantity its straggler index uses (``metric``):
-    the per-rank median compute time for ``compute``, else the step time's median,
-    interquartile range and 5-95 % range; the median over ranks, and ``threshold`` x it."""
-    compute = metric == "compute" and "compute_median_s" in ranks
-    key = "compute_median_s" if compute else "step_time_median_s"
-    r = ranks.sort_values("rank")
-    r = r[r[key].notna()]
-    fig, (ax,) = new_figure(7.2, 4.4, top=0.87)
-    if not len(r):
-        return fig
-    x, ms = r["rank"].to_numpy(), 1e3
-    hosts = r["host"].fillna("?").astype(str).to_numpy()
-    uniq = list(dict.fromkeys(hosts))
-    shade = {h: ("#1f77b4" if i % 2 == 0 else "#ff7f0e") for i, h in enumerate(uniq)}
-    colors = [shade[h] for h in hosts]
-    if not compute:
-        _rank_ranges(ax, r, x, colors, ms)
-    dots = colors if compute else "black"  # without bars the dots carry the host colour
-    ax.scatter(x, r[key] * ms, s=14 if len(r) <= 256 else 3, c=dots, zorder=3)
-    centre = float(np.median(r[key])) * ms
-    ax.axhline(centre, color="grey", linestyle="--", linewidth=1)
-    top_y = float((r[key] if compute else r["step_time_p95_s"]).max()) * ms
-    if threshold:
-        ax.axhline(centre * threshold, color="#d62728", linestyle=":", linewidth=1)
-        top_y = max(top_y, centre * threshold)
-    slow = r.sort_values([key, "rank"], ascending=[False, True]).head(top)
-    for _, s in slow.iterrows():
-        ax.annotate(
-            f"rank {int(s['rank'])}\n{s['host']}",
-            (s["rank"], s[key] * ms),
-            xytext=(6, 6),
-            textcoords="offset points",
-            fontsize=8,
-        )
-    what = "compute time" if compute else "step time"
-    ax.set_xlabel("rank")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(f"{what} (ms)")
-    marks = "dot: median" if compute else "dot: median; bar: 25-75 %; line: 5-95 %"
-    ax.set_title(
-        f"Per-rank {what} (the straggler index's quantity), {run_id}\n({marks}; colour "
-        "alternates per host; dashed: median of ranks; dotted: straggler threshold)",
-        fontsize=9.5,
-    )
-    ax.set_xlim(x.min() - 1, x.max() + 1)
-    ax.set_ylim(0, top_y * 1.18)
-    return fig
 
 
 @styled
 def accuracy_batch_figure(conv: pd.DataFrame):
-    """Final top-1 accuracy vs global batch size, with and without gradual warmup."""
+    """Final top-1 accuracy vs global batch size, with and without gradual warmup; the
+    intervals where a configuration has them (two repeats or more)."""
     fig, (ax,) = new_figure(7.2, 4.4)
     if not len(conv):
         return fig
-    colors = _framework_colors(conv["framework"])
-    for _i, ((fw, model, warm), g) in enumerate(
-        conv.sort_values("global_batch_size").groupby(["framework", "model", "warmup"])
+    colors, has_ci = _framework_colors(conv["framework"]), False
+    for (fw, model, warm), g in conv.sort_values("global_batch_size").groupby(
+        ["framework", "model", "warmup"]
     ):
         g = g[g["final_accuracy_mean"].notna()]
         if not len(g):
@@ -396,37 +387,44 @@ def accuracy_batch_figure(conv: pd.DataFrame):
         # points and bars: the mean of the repeats and its interval (one statistic)
         lo = (g["final_accuracy_mean"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
         hi = (g["final_accuracy_ci95_high"] - g["final_accuracy_mean"]).clip(lower=0).fillna(0)
+        ci = bool(g["final_accuracy_ci95_low"].notna().any())
+        has_ci |= ci
         ax.errorbar(
             g["global_batch_size"] * (1.03 if warmup else 1 / 1.03),  # bars side by side
             100 * g["final_accuracy_mean"],
-            yerr=[100 * lo, 100 * hi],
+            yerr=[100 * lo, 100 * hi] if ci else None,
             capsize=3,
             color=colors[fw],
             marker="o" if warmup else "s",
             linestyle="-" if warmup else "--",
             label=f"{fw} {model}, {warm}",
         )
-    targets = conv["target_accuracy"].dropna().unique()
-    if len(targets) == 1:
-        ax.axhline(100 * targets[0], color="black", linestyle=":", linewidth=1)
-        ax.text(
-            0.01,
-            100 * targets[0],
-            f" target {100 * targets[0]:g} %",
-            transform=ax.get_yaxis_transform(),
-            va="bottom",
-            fontsize=8.5,
-        )
+    _target_line(ax, conv["target_accuracy"].dropna().unique())
     ax.set_xscale("log", base=2)
     ticks = sorted(set(int(v) for v in conv["global_batch_size"].dropna()))
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("global batch size (samples)")
     ax.set_ylabel("final validation accuracy (%)")
-    ax.set_title("Accuracy vs global batch (mean of repeats, its 95 % CI; warmup vs none)")
+    ci = ", its 95 % CI" if has_ci else ""
+    ax.set_title(f"Accuracy vs global batch (mean of repeats{ci}; warmup vs none)")
     ax.legend(loc="lower left")
     return fig
+
+
+def _target_line(ax, targets) -> None:
+    """The target accuracy, when the runs share one."""
+    if len(targets) != 1:
+        return
+    ax.axhline(100 * targets[0], color="black", linestyle=":", linewidth=1)
+    ax.text(
+        0.01,
+        100 * targets[0],
+        f" target {100 * targets[0]:g} %",
+        transform=ax.get_yaxis_transform(),
+        va="bottom",
+        fontsize=8.5,
+    )
 
 
 @styled
@@ -532,17 +530,15 @@ def model_figure(pred: pd.DataFrame):
     for a in (ax, ax2):
         _log2_devices(a, pred["devices"].tolist())
         a.set_xlabel("devices (workers)")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(_fmt_count))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    count_axis(ax)
     ax.set_ylabel("global throughput (samples/s)")
     ax2.set_ylabel("scaling efficiency (%)")
     ax2.set_ylim(0, 110)
     ax.set_title("Throughput: model (dashed, band: interval) vs measured", fontsize=10)
     ax2.set_title("Efficiency: model (dashed, band: interval) vs measured", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="grey", linestyle="--"))
+    colors = [PALETTE[i % len(PALETTE)] for i in range(pred["series"].nunique())]
+    handles.append(series_legend_handle(colors, linestyle="--"))
     labels.append("alpha-beta model")
-    ax.legend(handles, labels, loc="upper left", fontsize=8)
+    legend(ax, handles, labels, loc="upper left", fontsize=8)
     return fig
