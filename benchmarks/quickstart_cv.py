@@ -141,7 +141,8 @@ from ddlbench.workloads.common.data import load_digits_split
 from ddlbench.workloads.pytorch.models_torch import build_model
 torch.set_num_threads(1)  # the quickstart's ranks log threads: 1
 model = build_model("lenet", 10, 28, seed=0)
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+# the quickstart's optimizer (configs/quickstart.yaml)
+opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
 crit = nn.CrossEntropyLoss()
 d = load_digits_split(28)
 x, y = torch.from_numpy(d.x_train), torch.from_numpy(d.y_train)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
 from ddlbench.campaign.paths import REPORT_FORMATS
 from ddlbench.cli.common import campaign_dir, deprecated_option, exit_quickly, results_option
+
+if TYPE_CHECKING:
+    from ddlbench.analyse.analysis import Analysis
 
 _FORMAT_LIST = ", ".join(REPORT_FORMATS)
 
@@ -23,6 +26,15 @@ def _fraction(text: str, name: str) -> float:
         raise InputError(
             f"--{name}: expected a percentage such as 5% or 80, got {text!r}"
         ) from None
+
+
+def _warn_training(analysis: Optional[Analysis]) -> None:
+    """One line on stderr when runs' training diverged (the report's summary lists them)."""
+    from ddlbench.report.training import diverged_warning
+
+    line = diverged_warning(analysis.runs) if analysis is not None else None
+    if line:
+        click.echo(f"warning: {line}", err=True)
 
 
 @click.command(
@@ -143,6 +155,7 @@ def command(
     exit_quickly()  # every file is written, the figure worker has ended
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")
+    _warn_training(res.analysis)
     if res.missing:
         from ddlbench.report.missing import NothingToReport
 

@@ -37,7 +37,7 @@ from .gpu_columns import add_gpu_columns
 from .lm_columns import add_lm_columns
 from .placement import add_placement_columns
 from .planned import load_manifest, planned_runs
-from .rank_stats import rank_stats
+from .rank_stats import rank_stats, run_losses
 from .rank_tables import allreduce_frame, evals_frame, files_frame, ranks_frame
 from .reader import STEP_SCHEMA, RankFile, read_rank_files
 from .run_states import RunStates, normalise_states
@@ -255,7 +255,8 @@ def collect_campaign(
     steps_written = files_io.start_steps_write(data_dir, steps_out) if write_steps else None
     ranks = ranks_frame(kept, rank_stats(steps, bounds), dup_count, campaign_dir)
     states = normalise_states(run_states, campaign_dir)
-    runs = runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files)
+    losses = run_losses(steps, bounds, [f.run_key for f in kept])
+    runs = runs_frame(campaign_dir, planned, ranks, states, started_no_meta, files, losses)
     runs = add_lm_columns(add_gpu_columns(runs, kept, campaign_dir), kept)
     runs = add_placement_columns(runs, campaign_dir)
     runs = typed(runs, RUNS)

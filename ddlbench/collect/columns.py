@@ -44,6 +44,8 @@ SOURCES = {
     "store": "the campaign store: the run's newest attempt",
     "collector": "derived by the collector from the above",
     "run metric": "per-run figure over the run's ranks (ddlbench/analyse/run_metrics.py)",
+    "loss": "every step record's loss (warmup and measured), the mean over the run's ranks "
+    "step by step, judged by ddlbench/analyse/training_health.py",
     "telemetry": "the run's per-node GPU telemetry logs (`telemetry/<node>.jsonl`)",
     "preflight": "the run's per-node pre-flight reports (`provenance/preflight/<node>.json`)",
     "placement": "the ranks' placement records (`logs/attempt-<k>/placement/rank-<r>.json`) "
@@ -248,6 +250,19 @@ _RUN_METRICS = [
     ("time_to_accuracy_s", "float", "run metric", "time to target accuracy (lowest rank with it)"),
     ("final_loss", "float", "run metric", "final loss (lowest rank whose summary has it)"),
 ]
+#: whether the training diverged (ddlbench/analyse/training_health.py; docs/metrics.md#training)
+_TRAINING = [
+    (
+        "training",
+        "text",
+        "loss",
+        "`ok`, `diverged` (the loss ended non-finite, or rose back to where it started after "
+        "falling to half of it or blowing up to twice it) or `no loss` (no step has one)",
+    ),
+    ("loss_first", "float", "loss", "starting loss: median of the first steps (at most 10)"),
+    ("loss_best", "float", "loss", "lowest median of a window of 5 % of the steps"),
+    ("loss_last", "float", "loss", "median of the last 5 % of the steps (null: not finite)"),
+]
 _RUN_TAIL = [
     ("problems", "text", "collector", "everything suspicious about the run, in words"),
     ("stderr_tail", "text", "log files", "last lines of the newest stderr file (runs not ok)"),
@@ -327,6 +342,7 @@ RUNS = _table(
     + _STORE
     + _PROVENANCE
     + _RUN_METRICS
+    + _TRAINING
     + _RUN_TAIL
     + _GPU
     + _LM

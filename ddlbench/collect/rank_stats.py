@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -109,4 +109,18 @@ def rank_stats(steps: pa.Table, bounds: np.ndarray) -> Dict[str, np.ndarray]:
         out["step_time_mean_s"][has] = np.add.reduceat(mdt, starts) / nmeas[has]
     _rank_quantiles(out, has, mb, mdt, mcomp, mcomm)
     out["step_time_jitter_s"] = 1.4826 * out["step_time_mad_s"]
+    return out
+
+
+def run_losses(
+    steps: pa.Table, bounds: np.ndarray, run_keys: Sequence[str]
+) -> Dict[str, List[np.ndarray]]:
+    """Each run's loss series per rank, ranks in order: every step record's ``loss`` (warmup
+    and measured), NaN where a record has none. Rows of rank file k are bounds[k]:bounds[k+1]
+    and ``run_keys[k]`` names its run (for ddlbench/analyse/training_health.py)."""
+    out: Dict[str, List[np.ndarray]] = {}
+    loss = _float_column_or_none(steps, "loss") if steps.num_rows else None
+    for k, key in enumerate(run_keys):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        out.setdefault(key, []).append(loss[a:b] if loss is not None else np.full(b - a, np.nan))
     return out

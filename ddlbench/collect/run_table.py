@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ddlbench.analyse.run_metrics import run_metrics
+from ddlbench.analyse.training_health import training_columns
 from ddlbench.campaign.paths import RunPaths
 
 from . import run_states as RS
@@ -292,7 +293,7 @@ def _world_size(row, g, problems) -> Optional[int]:
     return ranks
 
 
-def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
+def run_row(campaign_dir, entry, g, srow, no_meta, nfiles, losses=()) -> Dict[str, Any]:
     row = plan_row(entry, planned_config(campaign_dir, entry))
     problems: List[str] = []
     ws = _world_size(row, g, problems)
@@ -317,6 +318,7 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles) -> Dict[str, Any]:
     row["error_message"] = err
     _provenance(row, g)
     run_metrics(row, g, ws, row["complete"], problems)
+    training_columns(row, losses, problems)  # diverged training is a problem, said in words
     row["problems"] = "; ".join(problems) if problems else None
     run_dir = campaign_dir / row["run_dir"]
     row["stderr_tail"] = stderr_tail(run_dir) if row["status"] != "ok" else None
@@ -330,7 +332,10 @@ def runs_frame(
     states: Optional[pd.DataFrame],
     started_no_meta: Dict[str, set],
     files: Sequence[RankFile],
+    losses: Optional[Dict[str, List[np.ndarray]]] = None,
 ) -> pd.DataFrame:
+    """One row per planned run; ``losses``: each run's per-rank loss series
+    (:func:`~ddlbench.collect.rank_stats.run_losses`), for the ``training`` columns."""
     by_run = split_by_run(ranks)
     nfiles: Dict[str, int] = {}
     for f in files:
@@ -340,6 +345,7 @@ def runs_frame(
         rid = entry["run_id"]
         srow = states.loc[rid] if states is not None and rid in states.index else None
         no_meta = started_no_meta.get(rid, set())
-        rows.append(run_row(campaign_dir, entry, by_run.get(rid), srow, no_meta, nfiles))
+        loss = (losses or {}).get(rid, ())
+        rows.append(run_row(campaign_dir, entry, by_run.get(rid), srow, no_meta, nfiles, loss))
     df = pd.DataFrame(rows, columns=names(RUNS))
     return typed(df, RUNS)

@@ -16,6 +16,7 @@ from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData
 from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
 from .lm import comparison_sentences
+from .training import diverged_sentences
 
 
 def _run_count_sentence(runs: pd.DataFrame) -> str:
@@ -115,9 +116,10 @@ def _allreduce_sentences(a: Analysis) -> List[str]:
 
 
 def summary(a: Analysis, data: CampaignData) -> List[str]:
-    """The summary's findings, one sentence each: runs, restarts, scaling, noise,
-    stragglers, mismatches, convergence, allreduce and the collector's warnings."""
+    """The summary's findings, one sentence each: runs, diverged training, restarts, scaling,
+    noise, stragglers, mismatches, convergence, allreduce and the collector's warnings."""
     out = [_run_count_sentence(a.runs)]
+    out += diverged_sentences(a.runs)  # a failed training is said before any figure
     restarted = restarts_sentence(data.campaign_dir)  # requeues and retries, never hidden
     if restarted:
         out.append(restarted)
@@ -125,6 +127,7 @@ def summary(a: Analysis, data: CampaignData) -> List[str]:
     if resubmitted:
         out.append(resubmitted)
     out += preflight_sentences(a.runs)  # a busy machine is said beside the figures
+    out += window_sentences(a.runs)  # how much measurement is behind every figure
     out += _scaling_sentences(a)
     out += _noise_sentences(a)
     out += _straggler_sentences(a)
@@ -285,4 +288,29 @@ def preflight_sentences(runs: pd.DataFrame) -> List[str]:
     return [
         f"Pre-flight: {len(flagged)} of {len(seen)} measured run(s) {why} (first one shown); "
         "their figures may be low or noisy: repeat them on a quiet machine."
+    ]
+
+
+def window_sentences(runs: pd.DataFrame) -> List[str]:
+    """How long the complete runs measured (their measured windows, warmup excluded), so that
+    a reader can judge how much measurement each figure rests on."""
+    if not len(runs) or "measure_time_s" not in runs:
+        return []
+    ok = runs if "status" not in runs else runs[runs["status"] == "ok"]
+    w = pd.to_numeric(ok["measure_time_s"], errors="coerce").dropna()
+    if not len(w):
+        return []
+    from ddlbench.plan.advice import MIN_MEASURE_SECONDS
+
+    span = f"{w.min():.1f} s" if w.min() == w.max() else f"{w.min():.1f}-{w.max():.1f} s"
+    short = int((w < MIN_MEASURE_SECONDS).sum())
+    caveat = (
+        f"; {short} below {MIN_MEASURE_SECONDS:g} s, which shows mostly the moment it ran in "
+        "(docs/spec.md#how-much-to-measure)"
+        if short
+        else ""
+    )
+    return [
+        f"Measured window per complete run: {span} (median {w.median():.1f} s), warmup "
+        f"excluded{caveat}."
     ]

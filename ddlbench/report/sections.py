@@ -254,9 +254,15 @@ PROBLEMS = TableSpec(
         text("missing ranks", "missing_ranks", ftext),
         text("no summary", "ranks_without_summary", ftext),
         text("error", "error_message", ftext),
+        Column(
+            "training",
+            lambda r: ftext(r["training"]),
+            numeric=False,
+            when=lambda s: "training" in s and bool((s["training"] == "diverged").any()),
+        ),
         text("notes", "problems", ftext),
     ],
-    flag=lambda r: r["status"] != "ok",
+    flag=lambda r: r["status"] != "ok" or r.get("training") == "diverged",
 )
 
 #: every table of the report, in report order

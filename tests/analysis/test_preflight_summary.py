@@ -36,3 +36,23 @@ def test_quiet_runs_and_runs_without_a_pre_flight():
     assert preflight_sentences(failed) == [
         "Pre-flight: all 1 measured run(s) started on a quiet node."
     ]
+
+
+def test_the_summary_says_how_long_the_complete_runs_measured():
+    from ddlbench.report.narrative import window_sentences
+
+    runs = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "ok", "failed"],
+            "measure_time_s": [10.01, 11.12, 10.05, 0.3],  # the failed run's is not counted
+        }
+    )
+    (line,) = window_sentences(runs)
+    assert line == (
+        "Measured window per complete run: 10.0-11.1 s (median 10.1 s), warmup excluded."
+    )
+    runs.loc[1, "measure_time_s"] = 0.61  # the old quickstart's 40 steps
+    (short,) = window_sentences(runs)
+    assert "0.6-10.1 s" in short and "1 below 5 s, which shows mostly the moment" in short
+    assert window_sentences(runs.drop(columns=["measure_time_s"])) == []
+    assert window_sentences(runs[runs["status"] == "failed"]) == []
