@@ -7,12 +7,10 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ddlbench.spec.experiment import ExperimentSpec
+from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS, MIN_REPEATS
 from ddlbench.spec.yamlsource import Loc, YamlSource, format_loc
 
-#: fewer repeats give a very wide interval (none from one) and tests too weak to call a change
-MIN_REPEATS = 3
-#: a throughput run's measured window shorter than this is mostly the moment it ran in
-MIN_MEASURE_SECONDS = 5.0
+__all__ = ["MIN_MEASURE_SECONDS", "MIN_REPEATS", "measurement_warnings"]
 
 
 def _warning(source: Optional[YamlSource], loc: Loc, message: str) -> str:

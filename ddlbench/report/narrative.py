@@ -300,7 +300,7 @@ def window_sentences(runs: pd.DataFrame) -> List[str]:
     w = pd.to_numeric(ok["measure_time_s"], errors="coerce").dropna()
     if not len(w):
         return []
-    from ddlbench.plan.advice import MIN_MEASURE_SECONDS
+    from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS  # no spec models: no pydantic
 
     span = f"{w.min():.1f} s" if w.min() == w.max() else f"{w.min():.1f}-{w.max():.1f} s"
     short = int((w < MIN_MEASURE_SECONDS).sum())

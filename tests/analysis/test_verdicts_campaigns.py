@@ -240,3 +240,25 @@ def test_past_the_peak_is_a_no(results):
     assert s["max_devices"] == 8
     assert s["more_devices_help"] == "no" and "a loss" in s["more_devices_reason"]
     assert s["helps_up_to"] < 8
+
+
+def test_the_report_process_imports_neither_the_spec_models_nor_matplotlib(results):
+    # pydantic (the spec models) and matplotlib (the figure worker's) cost 0.2-0.3 s each of
+    # every report's one-core path (docs/reports.md#performance): the main process imports
+    # neither; the figures are drawn in the worker
+    import subprocess
+    import sys
+
+    write_campaign(results, "light", _runs({(1, 1): [0.1, 0.1, 0.1], (1, 2): [0.11] * 3}))
+    probe = (
+        "import json, sys\n"
+        "from ddlbench.cli import main\n"
+        f"main(['report', '--results', {str(results)!r}, 'light', '-q'], standalone_mode=False)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert "pandas" in loaded  # the probe saw the report's own imports
+    assert not loaded & {"pydantic", "matplotlib"}, sorted(loaded & {"pydantic", "matplotlib"})
+    assert (results / "light" / "report" / "plots" / "throughput.png").is_file()
