@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from ..values import missing
 from . import costs, hierarchy, overlap
 from .stats import repeat_centre
 
@@ -428,6 +429,7 @@ class CampaignInputs:
     jitter_samples: Tuple[float, ...] = ()  # the base's step times over their rank's median
     base_uncertainty: Optional[float] = None  # the base throughput's 95 % CI half-width, relative
     measured: Tuple[Tuple[int, float, float], ...] = ()  # (devices, efficiency, samples/s)
+    device: str = ""  # the series' device kind ("gpu", "cpu"; empty: not logged)
 
 
 def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs]:
@@ -466,8 +468,17 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
             jitter_samples(analysis.runs, data, str(base["group"])),
             _half_width(base), _measured(p),
+            _device(analysis.runs, str(base["group"])),
         )  # fmt: skip
     return None
+
+
+def _device(runs: pd.DataFrame, group: str) -> str:
+    """The device kind the group's runs logged ("gpu", "cpu"; empty when none or mixed)."""
+    if "device" not in runs or "group" not in runs:
+        return ""
+    kinds = {str(v) for v in runs.loc[runs["group"] == group, "device"] if not missing(v)}
+    return kinds.pop() if len(kinds) == 1 else ""
 
 
 def jitter_samples(runs: pd.DataFrame, data, group: str) -> Tuple[float, ...]:

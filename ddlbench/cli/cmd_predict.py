@@ -120,6 +120,7 @@ def command(**kw) -> None:
     from ddlbench.cli.predict_output import (
         add_memory,
         against,
+        campaign_scope,
         list_presets,
         meta_of,
         plot,
@@ -135,7 +136,8 @@ def command(**kw) -> None:
 
     rows = whatif.curve(case, *topo_args)
     add_memory(rows, case, topo_args[0])
-    meta = {**meta_of(case, topo_args, note), "precision": kw["precision"]}
+    meta = {**meta_of(case, topo_args, note), "precision": kw["precision"],
+            "campaign_scope": campaign_scope(camp)}  # fmt: skip
     measured = against(case, topo_args, camp) if camp else []
     if kw["as_json"]:
         out = {**meta, "points": rows, **({"measured": measured} if camp else {})}

@@ -44,6 +44,22 @@ def meta_of(case, topo_args, note) -> dict:
     }  # fmt: skip
 
 
+#: what a campaign of CPU ranks measured that the model has no term for
+CPU_CAMPAIGN = (
+    "campaign: its ranks ran on CPUs, which share the machine's cores, caches and memory "
+    "bandwidth; the model has no cost for that, and its links are the GPU interconnects "
+    "given or assumed: the figures describe such a GPU cluster, not the campaign's machine"
+)
+
+
+def campaign_scope(camp) -> Optional[str]:
+    """What ``--from`` a campaign leaves out of the model (None: nothing the model knows of):
+    a campaign of CPU ranks measured their contention for one machine."""
+    if camp is None or getattr(camp, "device", "") != "cpu":
+        return None
+    return CPU_CAMPAIGN
+
+
 def base_scope(base_devices: int, gpus_per_node: int) -> Optional[str]:
     """What a base smaller than one node leaves out of every prediction (None: a node or more).
 
@@ -95,8 +111,9 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     click.echo(f"synchronisation: {meta['synchronisation']}")
     if _socket_line(meta):
         click.echo(_socket_line(meta))
-    if meta["base_scope"]:
-        click.echo(meta["base_scope"])
+    for scope in ("campaign_scope", "base_scope"):
+        if meta.get(scope):
+            click.echo(meta[scope])
     if meta["base_uncertainty"] > costs_noisy():
         click.echo(
             f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "
@@ -175,6 +192,9 @@ def _explain(eff: float, p: dict, camp) -> str:
         return ("faster than the model allows: the links or the base are better than given "
                 "(a sweep with --calibration measures the links)")  # fmt: skip
     missing = float(p["step_s"]) * (float(p["efficiency"]) / eff - 1)
+    if getattr(camp, "device", "") == "cpu":
+        return (f"{1e3 * missing:.2f} ms per step more than predicted: CPU ranks share the "
+                "machine's cores and memory bandwidth, a cost outside the model")  # fmt: skip
     if "ranks wait for each other" in (camp.overlap_source or ""):
         return (f"{1e3 * missing:.2f} ms per step more than predicted; the logged exposed "
                 "communication exceeds the allreduce model: ranks wait for each other "

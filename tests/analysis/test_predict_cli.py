@@ -261,3 +261,25 @@ def test_a_measured_point_outside_the_interval_is_named_with_its_cause(results):
     assert "interval" in table.columns and "sync ms" in table.columns
     verdicts = dict(zip((r[1] for r in table.rows), (r[-1] for r in table.rows)))
     assert verdicts["8"] == "OUTSIDE" and verdicts["1"] == "inside"
+
+
+def test_predict_from_a_cpu_campaign_says_the_model_has_no_cost_for_shared_cores(results):
+    # the quickstart's case: CPU ranks measured 51 % at 2 ranks on 2 shared cores; the model's
+    # links are GPU interconnects: the line and the point's explanation say what is left out
+    train = [SynthRun("pytorch", model="lenet", device="cpu", nodes=1, tasks_per_node=tp,
+                      repeat=r, measure_steps=20, step_time=st, repeat_noise=0.001)
+             for tp, st in ((1, 0.004), (2, 0.008)) for r in range(3)]  # fmt: skip
+    write_campaign(results, "cpu", train)
+    args = ["predict", "--from", "cpu", "--results", results, "--nodes", "1", "--no-plot"]
+    out = json.loads(invoke(args + ["--json"]).stdout)
+    assert out["campaign_scope"].startswith("campaign: its ranks ran on CPUs")
+    (m2,) = [m for m in out["measured"] if m["devices"] == 2]
+    assert not m2["inside"] and "CPU ranks share the machine's cores" in m2["explanation"]
+    text = invoke(args)
+    assert text.exit_code == 0, text.output
+    assert "campaign: its ranks ran on CPUs" in text.stdout
+    write_campaign(results, "gpu", [SynthRun("pytorch", nodes=1, tasks_per_node=tp, repeat=r)
+                                    for tp in (1, 2) for r in range(2)])  # fmt: skip
+    gpu = json.loads(invoke(["predict", "--from", "gpu", "--results", results, "--json",
+                             "--no-plot"]).stdout)  # fmt: skip
+    assert gpu["campaign_scope"] is None
