@@ -61,9 +61,10 @@ def iter_inputs(campaign_dir: Path) -> Iterator[Path]:
 
 
 def store_digest(campaign_dir: Path) -> str:
-    """A digest of the store rows the collector reads; ``none`` without a readable store."""
+    """A digest of the store rows the collector reads; ``none`` without a readable store or
+    without a row in it (the first ``status`` of a dry run creates an empty store: no change)."""
     found = store_rows(campaign_dir)
-    if found is None:
+    if found is None or not found.rows:
         return "none"
     rows = [[row.get(c) for c in found.columns] for row in found.rows]  # ordered by the view
     doc = json.dumps([found.columns, rows], default=str)

@@ -149,3 +149,19 @@ def test_collected_is_reports_rule_reading_the_store_is_no_change(results, tmp_p
     (log.parent / "placement").mkdir()
     (log.parent / "placement" / "rank-0.json").write_text('{"rank": 0}\n')
     assert collected() == (True, False, True, "stale")
+
+
+def test_the_first_status_of_a_dry_run_leaves_its_data_fresh(results, tmp_path):
+    # report collects a dry run (nothing to report: exit 3); the first status then creates
+    # its store, with no attempt in it: nothing the collector reads has changed
+    from ddlbench.collect.freshness import is_stale
+
+    res = tmp_path / "results"
+    shutil.copytree(results / "rendered", res / "rendered")
+    camp = res / "rendered"
+    ddlbench("report", "rendered", "--results", res, "-q", code=3)
+    assert not is_stale(camp)
+    ddlbench("status", "rendered", "--results", res)
+    assert not is_stale(camp)
+    (entry,) = listing(res)["campaigns"]
+    assert (entry["collected"], entry["stale"]) == (True, False)
