@@ -104,7 +104,7 @@ Exit codes: 0 success, 2 bad input.
     "plot",
     type=click.Path(path_type=Path),
     default=None,
-    help="Draw the curve and its interval band to this PNG (none unless asked).",
+    help="Draw the curve and its interval band to this file, .png or .svg (none unless asked).",
 )
 @click.option("--no-plot", is_flag=True, help="Draw no curve (the default; kept for scripts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON.")
@@ -124,6 +124,7 @@ def command(**kw) -> None:
         list_presets,
         meta_of,
         plot,
+        plot_format,
         print_measured,
         print_table,
     )
@@ -131,6 +132,8 @@ def command(**kw) -> None:
     if kw["list_presets"]:
         list_presets(kw["as_json"])
         return
+    if kw["plot"] and not kw["no_plot"]:
+        plot_format(kw["plot"])  # a name that is neither .png nor .svg: exit 2 before any work
     case, topo_args, note, camp = _inputs(kw)
     from ddlbench.analyse import whatif
 

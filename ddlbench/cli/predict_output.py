@@ -259,9 +259,24 @@ def plot(rows: List[dict], meta: dict, path: Path, measured: List[dict]) -> None
         f"{meta['inter']['name']} x {meta['nics_per_node']} between nodes",
         fontsize=10,
     )
-    out = save(fig, path.parent if str(path.parent) else Path("."), path.stem, ["png"])
-    if out["png"] != path and path.suffix != ".png":
-        out["png"].replace(path)
+    fmt = plot_format(path)
+    out = save(fig, path.parent if str(path.parent) else Path("."), path.stem, [fmt])
+    if out[fmt] != path:  # the suffix in capitals: the file under the name asked for
+        out[fmt].replace(path)
+
+
+def plot_format(path: Path) -> str:
+    """The format ``--plot PATH`` asks for by its suffix: png or svg (else bad input)."""
+    from ddlbench.errors import InputError
+    from ddlbench.report.plots import FORMATS
+
+    fmt = path.suffix[1:].lower()
+    if fmt not in FORMATS:
+        raise InputError(
+            f"--plot {str(path)!r}: the curve is drawn as {' or '.join(FORMATS)}; "
+            f"name a file ending in {' or '.join('.' + f for f in FORMATS)}"
+        )
+    return fmt
 
 
 def list_presets(as_json: bool) -> None:

@@ -283,3 +283,20 @@ def test_predict_from_a_cpu_campaign_says_the_model_has_no_cost_for_shared_cores
     gpu = json.loads(invoke(["predict", "--from", "gpu", "--results", results, "--json",
                              "--no-plot"]).stdout)  # fmt: skip
     assert gpu["campaign_scope"] is None
+
+
+def test_the_curve_is_drawn_in_the_format_its_name_asks_for(tmp_path):
+    args = ["--nodes", "1,2", "--intra-busbw", "nvlink-v100", "--inter-busbw", "edr"]
+    svg = tmp_path / "curve.svg"
+    res = invoke(BASE + args + ["--plot", svg])
+    assert res.exit_code == 0, res.output
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+    png = tmp_path / "curve.PNG"
+    assert invoke(BASE + args + ["--plot", png]).exit_code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a name that is neither: bad input before any work, no file (it was PNG bytes under .svg
+    # or .txt alike)
+    bad = invoke(BASE + args + ["--plot", tmp_path / "curve.txt"])
+    assert bad.exit_code == 2 and "name a file ending in .png or .svg" in bad.output
+    assert "Traceback" not in bad.output and not (tmp_path / "curve.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.PNG", "curve.svg"]
