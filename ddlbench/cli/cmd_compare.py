@@ -83,6 +83,8 @@ def command(
     with progress("ddlbench compare", quiet=quiet or as_json) as say:
         b = ensure_collected(base_dir, run_states=store_states, progress=say)
         n = ensure_collected(new_dir, run_states=store_states, progress=say)
+    for side, name in ((b, base), (n, new)):
+        _must_have_complete_runs(side, name)
     df = compare(b, n, thr)
     both = df[df["verdict"].isin(["regressed", "improved", "unchanged", "inconclusive"])]
     if not len(both):
@@ -105,6 +107,22 @@ def command(
     else:
         _print(df, b.name, n.name, thr, regressed, len(both))
     ctx.exit(1 if regressed else 0)
+
+
+def _must_have_complete_runs(data, name: str) -> None:
+    """Bad input when a campaign has no complete run to compare (a dry run, runs not ended,
+    or every run failed), said as such rather than as no configuration in common."""
+    from ddlbench.campaign.resolve import is_dry_run
+    from ddlbench.errors import InputError
+
+    runs = data.runs
+    if len(runs) and bool(runs["complete"].fillna(False).astype(bool).any()):
+        return
+    if is_dry_run(data.campaign_dir):
+        why = "a dry run: rendered by `submit --dry-run`, nothing submitted"
+    else:
+        why = "its runs have not ended, or none completed: `ddlbench status` says which"
+    raise InputError(f"campaign {name!r} has no complete run to compare ({why})")
 
 
 def _p(v) -> str:

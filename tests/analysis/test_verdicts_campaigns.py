@@ -5,6 +5,7 @@ reported. Each campaign's truth is set by its step times (global throughput of a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -262,3 +263,23 @@ def test_the_report_process_imports_neither_the_spec_models_nor_matplotlib(resul
     assert "pandas" in loaded  # the probe saw the report's own imports
     assert not loaded & {"pydantic", "matplotlib"}, sorted(loaded & {"pydantic", "matplotlib"})
     assert (results / "light" / "report" / "plots" / "throughput.png").is_file()
+
+
+def test_compare_says_which_campaign_has_nothing_to_compare(results, tmp_path):
+    import shutil
+
+    from tests.support.cli import invoke
+
+    write_campaign(results, "done", _runs({(1, 1): [0.1, 0.1, 0.1]}))
+    spec = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    res = invoke(["submit", spec, "--dry-run", "--campaign", "rendered", "--results", results,
+                  "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    r = invoke(["compare", "--results", str(results), "done", "rendered"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "campaign 'rendered' has no complete run to compare (a dry run" in r.output
+    shutil.copytree(results / "done", results / "lost")
+    shutil.rmtree(results / "lost" / "runs")  # planned and submitted, no run left: no dry run
+    r = invoke(["compare", "--results", str(results), "done", "lost"])
+    assert r.exit_code == 2, r.output
+    assert "campaign 'lost' has no complete run to compare (its runs have not ended" in r.output
