@@ -507,7 +507,12 @@ cmd_up() {
     done
     t1=$(date +%s.%N)
     say "cluster up in $DIR (${#NODES[@]} nodes idle$( ((acct)) && echo ", accounting: slurmdbd on port $DBD_PORT")) in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
-    say "clients: eval \"\$($SELF env)\""
+    # the scratch dir goes into the hint unless it is the default: a new shell finds this one
+    if [[ $DIR == /tmp/ddlbench-slurm ]]; then
+        say "clients: eval \"\$($SELF env)\""
+    else
+        say "clients: eval \"\$(DDLBENCH_SLURM_DIR=$DIR $SELF env)\""
+    fi
 }
 
 # mariadbd (its data folder kept across 'up', the accounting database emptied) and slurmdbd
