@@ -40,11 +40,16 @@ def _exit(row: Dict) -> str:
 
 
 def counts_line(status: Dict) -> str:
-    from ddlbench.campaign.states import ALL
+    from ddlbench.campaign.states import ALL, NOT_SUBMITTED
 
     counts = status["counts"]
     parts = [f"{counts[s]} {s}" for s in ALL if counts.get(s)]
-    done = "all ended" if status["final"] else "in progress"
+    if status["final"]:
+        done = "all ended"
+    elif counts.get(NOT_SUBMITTED) == status["total"]:
+        done = "none submitted"  # a dry run, or a submit that never reached the scheduler
+    else:
+        done = "in progress"
     runs = "run" if status["total"] == 1 else "runs"
     return f"{status['total']} {runs} ({done}): " + ", ".join(parts)
 

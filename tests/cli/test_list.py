@@ -165,3 +165,8 @@ def test_the_first_status_of_a_dry_run_leaves_its_data_fresh(results, tmp_path):
     assert not is_stale(camp)
     (entry,) = listing(res)["campaigns"]
     assert (entry["collected"], entry["stale"]) == (True, False)
+
+
+def test_status_of_a_dry_run_says_none_was_submitted(results):
+    out = ddlbench("status", "rendered", "--results", results).stdout
+    assert "6 runs (none submitted): 6 NOT_SUBMITTED" in out and "in progress" not in out
