@@ -403,7 +403,8 @@ def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
         "stderr_tail",
     ]
     cols = [c for c in cols if c in runs]  # data collected before the training column
-    order = {"failed": 0, "incomplete": 1, "running": 2, "pending": 3, "not_run": 4, "ok": 5}
+    order = {"failed": 0, "cancelled": 1, "incomplete": 2, "running": 3, "pending": 4}
+    order.update(not_run=5, ok=6)
     bad = bad.assign(_o=bad["status"].map(order).fillna(9)).sort_values(["_o", "run_id"])
     return bad[cols].reset_index(drop=True)
 

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
+from ddlbench.campaign import states as S
+from ddlbench.campaign.causes import end_cause
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from ddlbench.campaign.store_view import read_attempts
 
@@ -107,8 +109,9 @@ def _attempt_words(a: Dict[str, object]) -> str:
         text += f" ({a['slurm_state']})"
     if a.get("exit_code") is not None:
         text += f", exit {a['exit_code']}"
-    if a.get("cause"):
-        text += f", {a['cause']}"
+    cause = end_cause(a) if a.get("state") == S.CANCELLED else a.get("cause")
+    if cause:
+        text += f", {cause}"
     return text
 
 
@@ -117,7 +120,7 @@ def attempts_sentence(campaign_dir: Union[str, Path], limit: int = 5) -> str:
 
     The run folder's ``provenance/`` and ``exit_code`` are the newest attempt's; how the
     earlier ones ended is in the store, read here without locking it."""
-    found = read_attempts(campaign_dir, extra=("slurm_state",))
+    found = read_attempts(campaign_dir)
     if found is None:
         return ""
     by_run: Dict[str, List[Dict[str, object]]] = {}

@@ -25,7 +25,16 @@ ATTEMPT_COLUMNS = (
     "end_time",
     "nodelist",
 )
-OPTIONAL_ATTEMPT_COLUMNS = ("signal", "reason", "cause")
+#: (the cause's columns: campaign/causes.py decides a run's cause from them)
+OPTIONAL_ATTEMPT_COLUMNS = (
+    "signal",
+    "reason",
+    "cause",
+    "message",
+    "failed_signal",
+    "slurm_state",
+    "cancel_requested",
+)
 
 
 class StoreView:

@@ -66,14 +66,7 @@ def command(
         raise InputError(
             f"--threshold: expected a percentage such as 5%, got {threshold!r}"
         ) from None
-    base_dir = campaign_dir(results, base)
-    new_dir = campaign_dir(results, new)
-    if Path(base_dir).resolve() == Path(new_dir).resolve():
-        click.echo(
-            f"warning: {base!r} and {new!r} are the same campaign: every change is 0 and says "
-            "nothing (compare two campaigns of the same spec, e.g. before and after a change)",
-            err=True,
-        )
+    base_dir, new_dir = _campaigns(results, base, new)
 
     from ddlbench.analyse.compare import compare
     from ddlbench.collect.collector import ensure_collected
@@ -107,6 +100,18 @@ def command(
     else:
         _print(df, b.name, n.name, thr, regressed, len(both))
     ctx.exit(1 if regressed else 0)
+
+
+def _campaigns(results: Path, base: str, new: str):
+    """The two campaigns' folders; a warning when they are the same campaign."""
+    base_dir, new_dir = campaign_dir(results, base), campaign_dir(results, new)
+    if Path(base_dir).resolve() == Path(new_dir).resolve():
+        click.echo(
+            f"warning: {base!r} and {new!r} are the same campaign: every change is 0 and says "
+            "nothing (compare two campaigns of the same spec, e.g. before and after a change)",
+            err=True,
+        )
+    return base_dir, new_dir
 
 
 def _must_have_complete_runs(data, name: str) -> None:

@@ -159,10 +159,20 @@ _STORE = [
     ("job_start", "text", "store", "job start (ISO-8601 UTC)"),
     ("job_end", "text", "store", "job end (ISO-8601 UTC)"),
     ("nodelist", "text", "store", "nodes of the job (else from the rank meta records)"),
-    ("slurm_reason", "text", "store", "Slurm's reason for the state"),
+    ("slurm_reason", "text", "store", "how the job ended, or why it waits (the words of status)"),
     ("job_id", "text", "store", "job id (else from the rank meta records)"),
-    ("status", "text", "collector", "ok, failed, incomplete, running, pending or not_run"),
-    ("error_message", "text", "meta", "error message of the lowest failed rank"),
+    (
+        "status",
+        "text",
+        "collector",
+        "ok, failed, cancelled, incomplete, running, pending or not_run",
+    ),
+    (
+        "error_message",
+        "text",
+        "meta",
+        "error message of the lowest failed rank (a cancelled run: how it was cancelled)",
+    ),
 ]
 _PROVENANCE = [
     ("framework_version", "text", "meta", "framework versions of the ranks"),

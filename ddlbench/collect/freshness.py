@@ -7,7 +7,8 @@ The fingerprint, kept in ``data/collect.json``, has two parts:
   logs): their names, sizes and modification times;
 - the campaign store's rows that the runs table takes its states from
   (:func:`ddlbench.collect.states.store_rows`: every attempt's run, number, state, job id,
-  exit code, times, nodes, signal, reason, cause): a digest of their content.
+  exit code, times, nodes, signals, reason, cause, message, whether a cancel was asked): a
+  digest of their content.
 
 The store is not taken by its files. Every open of ``state.sqlite`` in WAL mode creates,
 empties or removes ``state.sqlite-wal`` and ``-shm``, so their sizes and times change when a

@@ -73,6 +73,11 @@ def is_unsuccessful(state: Optional[str]) -> bool:
     return state in S.UNSUCCESSFUL
 
 
+def is_cancelled(state: Optional[str]) -> bool:
+    """Cancelled (``ddlbench cancel``, ``scancel``): the run did not fail, it was stopped."""
+    return state == S.CANCELLED
+
+
 def is_live(state: Optional[str]) -> bool:
     return state in S.LIVE
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ddlbench.analyse.run_metrics import run_metrics
 from ddlbench.analyse.training_health import training_columns
+from ddlbench.campaign.causes import end_cause
 from ddlbench.campaign.paths import RunPaths
 
 from . import run_states as RS
@@ -234,6 +235,8 @@ def _store_fields(row, g, srow) -> Optional[str]:
     ):
         v = None if srow is None else srow[col]
         row[key] = None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
+    # how the run ended in the words status uses; a queue reason is not one (campaign/causes.py)
+    row["slurm_reason"] = end_cause({**row, "state": word, "reason": row["slurm_reason"]})
     job_ids = [] if g is None else g.distinct("slurm_job_id")
     store_job = None if srow is None else str_or_none(srow["job_id"])
     row["job_id"] = store_job or (",".join(job_ids) or None)
@@ -250,6 +253,8 @@ def _status(row, state: Optional[str], started: bool, problems: List[str]) -> st
         if RS.is_unsuccessful(state):
             problems.append(f"job ended {row['slurm_state']} after every rank wrote its summary")
         return "ok"
+    if RS.is_cancelled(state):  # its ranks' errors are how they took the cancel
+        return "cancelled"
     if row["ranks_with_error"] or RS.is_unsuccessful(state):
         return "failed"
     if RS.is_live(state):
@@ -308,7 +313,11 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles, losses=()) -> Dict[st
     state = _store_fields(row, g, srow)
     row["status"] = _status(row, state, started, problems)
     err = None
-    if g is not None and row["ranks_with_error"]:
+    if row["status"] == "cancelled":
+        err = row.get("slurm_reason")  # "cancelled by the user while pending (...)"
+        if not started:  # a job that never started has no ranks to miss
+            row["missing_ranks"] = row["ranks_without_summary"] = None
+    elif g is not None and row["ranks_with_error"]:
         msgs = [m for m, e in zip(g["error_message"], g["has_error"]) if e and m is not None]
         # a rank that srun stopped because another failed says less than the one that failed
         msgs.sort(key=lambda m: str(m).startswith("Terminated: "))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ddlbench.campaign.causes import end_cause
 from ddlbench.campaign.store_view import (
     ATTEMPT_COLUMNS,
     OPTIONAL_ATTEMPT_COLUMNS,
@@ -23,6 +24,8 @@ from ddlbench.values import missing
 
 WANTED = list(ATTEMPT_COLUMNS)
 OPTIONAL = list(OPTIONAL_ATTEMPT_COLUMNS)
+#: the columns read only to word the reason (campaign/causes.py), not kept in the frame
+CAUSE_ONLY = ("cause", "message", "failed_signal", "slurm_state", "cancel_requested")
 
 
 def store_rows(campaign_dir: Path) -> Optional[AttemptRows]:
@@ -40,10 +43,10 @@ def store_states(campaign_dir: Path):
         return None
     df = pd.DataFrame(found.rows, columns=found.columns)
     df = df.rename(columns={"number": "attempt", "start_time": "start", "end_time": "end"})
-    if "cause" in df.columns:  # the first failing task and its signal says more than Slurm
-        df["reason"] = df["cause"].where(df["cause"].notna(), df.get("reason"))
-        df = df.drop(columns=["cause"])
-    return df
+    # the words status and wait show (campaign/causes.py): a failing task says more than
+    # Slurm's reason, a cancel says it was one, a queue reason is never how a run ended
+    df["reason"] = [end_cause(row) for row in found.rows]
+    return df.drop(columns=[c for c in CAUSE_ONLY if c in df.columns])
 
 
 def iso_time(v) -> Optional[str]:

@@ -2,11 +2,11 @@
 
 A campaign without a complete run has no figure, no scaling series and no base to state.
 ``ddlbench report`` then says how many runs are in which state, names the runs that ended
-without data with their error, gives the commands that would produce data, and exits with
-:data:`NO_COMPLETE_RUN`. When some runs ended without data (failed, hung, incomplete) the
-report is still written, with only what they left (the failed runs, their stderr, the
-suspected nodes); when none did (a dry run, jobs still queued or running) nothing is written:
-:class:`NothingToReport` is raised before any file is.
+without data with their error or cause, gives the commands that would produce data, and
+exits with :data:`NO_COMPLETE_RUN`. When some runs ended without data (failed, hung,
+cancelled, incomplete) the report is still written, with only what they left (the failed
+runs, their stderr, the suspected nodes); when none did (a dry run, jobs still queued or
+running) nothing is written: :class:`NothingToReport` is raised before any file is.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ NO_COMPLETE_RUN = 3
 NAMED = 5
 
 _WAITING = ("pending", "running")
+#: the runs that ended without data: failed, cancelled (``ddlbench cancel``, ``scancel``) or
+#: incomplete; ``ddlbench retry --failed`` submits each again
+ENDED_WITHOUT_DATA = ("failed", "cancelled", "incomplete")
 
 
 class NothingToReport(DDLBenchError):
@@ -41,11 +44,14 @@ def _counts(runs: pd.DataFrame) -> str:
 
 
 def _failed_lines(runs: pd.DataFrame) -> List[str]:
-    bad = runs[runs["status"].isin(["failed", "incomplete"])].sort_values("run_id")
+    bad = runs[runs["status"].isin(ENDED_WITHOUT_DATA)].sort_values("run_id")
     out = []
     for _, r in bad.head(NAMED).iterrows():
         why = r.get("error_message") or r.get("problems") or r.get("slurm_state") or ""
         why = " ".join(str(why).split())[:160]
+        if why.startswith(str(r["status"])):  # "cancelled by the user while pending (...)"
+            out.append(f"  {r['run_id']}: {why}")
+            continue
         out.append(f"  {r['run_id']}: {r['status']}" + (f" ({why})" if why else ""))
     if len(bad) > NAMED:
         out.append(f"  ... and {len(bad) - NAMED} more (`ddlbench status` lists them)")
@@ -69,14 +75,14 @@ def _commands(campaign_dir: Path, runs: pd.DataFrame, dry: bool) -> List[str]:
         out.append(f"  ddlbench submit --resume {q}   # submit the runs never submitted")
     if status & set(_WAITING):
         out.append(f"  ddlbench wait {q}   # until the queued and running runs end")
-    if status & {"failed", "incomplete"}:
-        out.append(f"  ddlbench retry {q} --failed   # run the failed ones again")
+    if status & set(ENDED_WITHOUT_DATA):
+        out.append(f"  ddlbench retry {q} --failed   # run the failed and cancelled ones again")
     out.append(f"  ddlbench report {q}   # then report")
     return out
 
 
 def _ended_without_data(runs: pd.DataFrame) -> bool:
-    return bool(len(runs)) and bool(runs["status"].isin(["failed", "incomplete"]).any())
+    return bool(len(runs)) and bool(runs["status"].isin(ENDED_WITHOUT_DATA).any())
 
 
 def nothing_to_report(data) -> Optional[str]:
