@@ -125,11 +125,13 @@ def test_compare_needs_significance_and_size(results):
     assert rows["pytorch-resnet50-n1x2-b32"]["p_value"] < 0.01
     one = rows["pytorch-resnet50-n1x1-b32"]
     assert one["verdict"] != "regressed" and one["change"] == pytest.approx(-0.04, abs=1e-6)
+    assert "are the same campaign" not in r.output
     # a campaign against itself: every change is 0, and compare says why that means nothing
-    same = CliRunner().invoke(main, ["compare", "--results", str(results), "base", "base"])
+    from tests.support.cli import invoke
+
+    same = invoke(["compare", "--results", str(results), "base", "base"])
     assert same.exit_code == 0, same.output
     assert "'base' and 'base' are the same campaign" in same.stderr
-    assert "are the same campaign" not in r.stderr
 
 
 def test_scaling_model_recovers_the_sweep_and_predicts(results):
