@@ -114,10 +114,16 @@ def cancel_cause(a: Mapping[str, Any]) -> str:
         who = "cancelled in Slurm (scancel)"
     if not _started(a):
         return f"{who} while pending (it never started)"
-    sig = a.get("failed_signal")
-    sig = a.get("signal") if _text(sig) is None else sig
-    sig = 15 if _text(sig) is None or not int(sig) else sig
+    sig = _signal_number(a.get("failed_signal")) or _signal_number(a.get("signal")) or 15
     return f"{who} while running (its tasks were stopped with {_signal_words(sig)})"
+
+
+def _signal_number(v: Any) -> int:
+    """A recorded signal as a number; 0 for none or one that is not a number."""
+    try:
+        return int(v) if _text(v) is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def end_cause(a: Mapping[str, Any]) -> Optional[str]:
@@ -131,3 +137,10 @@ def end_cause(a: Mapping[str, Any]) -> Optional[str]:
     if state in S.FINAL and is_queue_reason(reason):
         reason = None  # why it waited in the queue says nothing of how it ended
     return _text(a.get("cause")) or _text(a.get("message")) or reason
+
+
+def task_cause(a: Mapping[str, Any]) -> Optional[str]:
+    """The attempt's ``cause`` as every command words it: a cancelled attempt's is that it was
+    cancelled (what srun said of its tasks then is how they took the cancel), any other's
+    the recorded one."""
+    return end_cause(a) if _text(a.get("state")) == S.CANCELLED else _text(a.get("cause"))

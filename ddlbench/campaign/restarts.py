@@ -18,8 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
-from ddlbench.campaign import states as S
-from ddlbench.campaign.causes import end_cause
+from ddlbench.campaign.causes import task_cause
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from ddlbench.campaign.store_view import read_attempts
 
@@ -109,7 +108,7 @@ def _attempt_words(a: Dict[str, object]) -> str:
         text += f" ({a['slurm_state']})"
     if a.get("exit_code") is not None:
         text += f", exit {a['exit_code']}"
-    cause = end_cause(a) if a.get("state") == S.CANCELLED else a.get("cause")
+    cause = task_cause(a)
     if cause:
         text += f", {cause}"
     return text

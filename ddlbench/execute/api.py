@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ddlbench.campaign import states as S
-from ddlbench.campaign.causes import end_cause
+from ddlbench.campaign.causes import end_cause, task_cause
 from ddlbench.campaign.manifest import Campaign, RunInfo, load_campaign
 from ddlbench.errors import DDLBenchError, InputError
 from ddlbench.execute.base import (
@@ -221,15 +221,9 @@ def _histories(store: CampaignStore) -> Dict[str, List[Dict]]:
     out: Dict[str, List[Dict]] = {}
     for a in store.attempts():
         facts = {k: getattr(a, k) for k in HISTORY_FIELDS}
-        facts["cause"] = _cause(a)
+        facts["cause"] = task_cause(vars(a))
         out.setdefault(a.run_id, []).append(facts)
     return out
-
-
-def _cause(a: Attempt) -> Optional[str]:
-    """The attempt's cause as every command words it (campaign/causes.py): a cancelled run
-    says it was cancelled, a queue reason is never the cause of a run that ended."""
-    return end_cause(vars(a)) if a.state == S.CANCELLED else a.cause
 
 
 def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
@@ -248,7 +242,7 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "exit_code": a.exit_code if a else None,
             "signal": a.signal if a else None,
             "reason": end_cause(vars(a)) if a else None,
-            "cause": _cause(a) if a else None,
+            "cause": task_cause(vars(a)) if a else None,
             "cause_source": a.cause_source if a else None,
             "failed_task": a.failed_task if a else None,
             "failed_signal": a.failed_signal if a else None,

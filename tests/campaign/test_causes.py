@@ -137,3 +137,16 @@ def test_the_runs_table_counts_cancelled_runs_apart_without_missing_ranks(tmp_pa
     assert "3 run(s) planned: 2 cancelled, 1 failed." in why
     assert "pytorch-resnet50-n1x1-b32-r0: cancelled in Slurm (scancel) while pending" in why
     assert "--failed   # run the failed and cancelled ones again" in why
+
+
+def test_the_task_cause_of_a_cancelled_attempt_and_an_unreadable_signal():
+    from ddlbench.campaign.causes import task_cause
+
+    running = {"state": S.CANCELLED, "nodelist": "n1", "cancel_requested": 1,
+               "cause": "task 0 on n1: Exited with exit code 1", "signal": "?"}  # fmt: skip
+    words = "cancelled by the user while running (its tasks were stopped with signal 15"
+    assert task_cause(running).startswith(words)  # a signal that is not a number: SIGTERM
+    assert task_cause({**running, "failed_signal": 9}).endswith("signal 9, SIGKILL)")
+    failed = {"state": S.FAILED, "cause": " task 1 on n2: Killed ", "reason": "Resources"}
+    assert task_cause(failed) == "task 1 on n2: Killed"
+    assert task_cause({"state": S.COMPLETED, "cause": ""}) is None
