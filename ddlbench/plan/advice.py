@@ -8,6 +8,7 @@ from typing import List, Optional
 
 from ddlbench.spec.experiment import ExperimentSpec
 from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS, MIN_REPEATS
+from ddlbench.spec.own_workload import placeholders_in
 from ddlbench.spec.yamlsource import Loc, YamlSource, format_loc
 
 __all__ = ["MIN_MEASURE_SECONDS", "MIN_REPEATS", "measurement_warnings"]
@@ -31,6 +32,23 @@ def _too_few(repeats: int) -> str:
     return "two repeats give a 95 % interval 3.6 times as wide as three for the same spread"
 
 
+def _own_window(spec: ExperimentSpec, source: Optional[YamlSource]) -> str:
+    """The warning for a program of the user's own that is not told how long to measure: its
+    window is what its own steps last, which ddlbench cannot lengthen (empty when told)."""
+    own = spec.workload
+    if own is None or any("measure_seconds" in placeholders_in(w) for w in own.command):
+        return ""
+    return _warning(
+        source,
+        ("workload", "command"),
+        f"the measured window is what your program's {spec.steps.measure} measured steps "
+        f"last, maybe under {MIN_MEASURE_SECONDS:g} s (a window that short mostly shows the "
+        "moment a run ran in): steps.measure_seconds reaches the program only as "
+        "{measure_seconds}, which the command does not pass; give it more steps, or pass "
+        "{measure_seconds} (docs/your-own-workload.md#how-long-to-measure)",
+    )
+
+
 def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[str]:
     """One ``file:line: warning: where: what`` line per weakness of the spec's measurement."""
     out = []
@@ -45,7 +63,10 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
             )
         )
     steps = spec.steps
-    if spec.mode == "throughput" and steps.measure_seconds < MIN_MEASURE_SECONDS:
+    own = _own_window(spec, source)
+    if own:
+        out.append(own)
+    elif spec.mode == "throughput" and steps.measure_seconds < MIN_MEASURE_SECONDS:
         if steps.measure_seconds:
             asked = f"{steps.measure_seconds:g} s is below the {MIN_MEASURE_SECONDS:g} s minimum"
         else:

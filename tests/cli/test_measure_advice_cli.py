@@ -49,6 +49,34 @@ def test_validate_and_plan_warn_about_too_little_measurement(tmp_path):
     assert quiet.exit_code == 0 and quiet.stderr == ""  # 3 repeats, 10 s: nothing to say
 
 
+OWN = """\
+name: own
+workload:
+  command: [python, train.py, --steps, "{steps}"]
+  framework: {name: pytorch, backend: gloo}
+  workdir: src
+  measure: marks
+steps: {warmup: 2, measure: 20}
+scale: {points: [1x1]}
+repeats: 3
+"""
+
+
+def test_validate_warns_that_an_own_program_sets_its_own_window(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("")
+    spec = tmp_path / "own.yaml"
+    spec.write_text(OWN)
+    res = invoke(["validate", spec, "--cluster", "local"])
+    assert res.exit_code == 0, res.output
+    (line,) = res.stderr.splitlines()  # measure_seconds (10 s by default) does not reach it
+    assert line.startswith(f"{spec}:3: warning: workload.command: the measured window is what")
+    assert "20 measured steps" in line and "pass {measure_seconds}" in line
+    spec.write_text(OWN.replace('"{steps}"', '"{steps}", --seconds, "{measure_seconds}"'))
+    told = invoke(["validate", spec, "--cluster", "local"])
+    assert told.exit_code == 0 and told.stderr == "", told.output  # told how long: no warning
+
+
 #: the commands that print progress while they work
 PROGRESS_COMMANDS = ("submit", "retry", "wait", "collect", "report", "compare")
 

@@ -117,15 +117,16 @@ def test_hostile_values_stay_argv_elements_in_run_json(tmp_path):
     it lands verbatim in run.json's argv, inside the script's quoted heredoc."""
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('hi')\n")
-    text = SPEC.replace("--tag,", f"--tag, {json.dumps(HOSTILE)},")
+    text = SPEC.replace("--tag,", f'--secs, "{{measure_seconds}}", --tag, {json.dumps(HOSTILE)},')
     (tmp_path / "spec.yaml").write_text(text)
     root = render(tmp_path / "spec.yaml", "local", tmp_path / "results").root
     manifest = json.loads((root / "campaign.json").read_text())
     run = manifest["runs"][-1]
     cfg = read_run_config(root / run["run_dir"], root / run["script"])
     argv = cfg["program"]["argv"]
-    assert argv[:5] == ["python", "train.py", "--batch-size", str(run["batch_size"]), "--tag"]
-    assert argv[5] == HOSTILE and argv[6] == "a"
+    assert argv[:5] == ["python", "train.py", "--batch-size", str(run["batch_size"]), "--secs"]
+    assert argv[5:7] == ["10", "--tag"]  # steps.measure_seconds, 10 s by default
+    assert argv[7] == HOSTILE and argv[8] == "a"
     assert cfg["program"]["cwd"] == str(root / "pkg" / "workdir")
     assert (root / "pkg" / "workdir" / "train.py").read_text() == "print('hi')\n"
     script = (root / run["script"]).read_text()
