@@ -115,13 +115,39 @@ def stderr_console(quiet: bool = False):
     return Console(stderr=True, highlight=False, quiet=quiet)
 
 
+class _TrimmedLines:
+    """stdout without the blanks a table pads its lines with: a left-aligned last column
+    otherwise ends every line with spaces up to its widest cell, which a pipe keeps."""
+
+    def __init__(self, out) -> None:
+        self._out = out
+        self._tail = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._tail + text).split("\n")
+        self._tail = lines.pop()
+        if lines:
+            self._out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._tail:
+            self._out.write(self._tail.rstrip(" "))
+            self._tail = ""
+        self._out.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def stdout_console():
-    """Console for tables: as wide as needed when stdout is a pipe, so ids are never cut."""
+    """Console for tables: as wide as needed when stdout is a pipe, so ids are never cut, and
+    without trailing blanks there."""
     from rich.console import Console
 
     console = Console(highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=250)
+        console = Console(highlight=False, width=250, file=_TrimmedLines(sys.stdout))
     return console
 
 

@@ -132,6 +132,9 @@ def test_compare_needs_significance_and_size(results):
     same = invoke(["compare", "--results", str(results), "base", "base"])
     assert same.exit_code == 0, same.output
     assert "'base' and 'base' are the same campaign" in same.stderr
+    table = same.stdout.splitlines()
+    assert any(line.startswith("pytorch-resnet50-n1x2-b32") for line in table), same.stdout
+    assert not [line for line in table if line.endswith(" ")]  # no padding left in a pipe
 
 
 def test_scaling_model_recovers_the_sweep_and_predicts(results):
