@@ -315,9 +315,42 @@ def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str
         return load_profile("local", spec.path), "default: no Slurm found (sbatch not on PATH)"
     raise InputError(
         Problem(
-            "this machine has Slurm but no cluster profile was named: pass --cluster NAME "
-            "(e.g. --cluster localslurm, or --cluster local to run here without Slurm) or set "
-            "'cluster:' in the spec",
+            "this machine has Slurm but no cluster profile was named: pass --cluster NAME, or "
+            "--cluster local to run here without Slurm, or set 'cluster:' in the spec; "
+            + _slurm_profiles_for(spec),
             file=spec.path,
         )
+    )
+
+
+def _slurm_profiles_for(spec: Loaded) -> str:
+    """Which Slurm profiles found here hold every scale point of ``spec`` (its nodes; its GPUs
+    per node on a GPU profile), as the planner checks them, said for the missing-profile
+    error: suggesting one the spec cannot run on only moves the error."""
+    scale = spec.value.scale
+    if scale.points is not None:
+        nodes = max(p.nodes for p in scale.points)
+        gpn: Optional[int] = max(p.gpus_per_node for p in scale.points)
+    else:
+        nodes, gpn = max(scale.nodes or [1]), scale.gpus_per_node
+    names = sorted(
+        {p.stem for d in profile_search_path(spec.path) if d.is_dir() for p in d.glob("*.y*ml")}
+    )
+    fit, other = [], []
+    for name in names:
+        try:
+            profile = load_profile(name, spec.path).value
+        except InputError:
+            continue
+        if profile.scheduler != "slurm":
+            continue
+        wide = gpn is not None and profile.device == "gpu" and gpn > profile.gpus_per_node
+        few = profile.max_nodes is not None and nodes > profile.max_nodes
+        (other if wide or few else fit).append(name)
+    need = f"its largest scale point ({nodes} node(s)" + (f" x {gpn} per node)" if gpn else ")")
+    if fit:
+        return f"Slurm profiles here that hold {need}: {', '.join(fit)}"
+    return (
+        f"no Slurm profile here ({', '.join(other) or 'none found'}) holds {need}: "
+        "`ddlbench init` writes one from this cluster's sinfo"
     )

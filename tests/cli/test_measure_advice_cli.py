@@ -133,6 +133,32 @@ def test_a_missing_folder_in_ddlbench_clusters_is_warned_about(tmp_path):
     assert f"{gone}, which does not exist" in res.stderr
 
 
+def test_no_profile_named_on_a_slurm_machine_names_those_that_hold_the_spec(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    spec = ROOT / "configs" / "llama3-8b.yaml"  # 1, 2 and 4 nodes of 8 GPUs, no 'cluster'
+    res = invoke(["validate", spec])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "this machine has Slurm but no cluster profile was named" in res.stderr
+    assert (
+        "no Slurm profile here (iris, localslurm, v100-pyxis) holds its largest scale point "
+        "(4 node(s) x 8 per node): `ddlbench init` writes one" in res.stderr
+    ), res.stderr  # iris: 4 GPUs per node; localslurm, v100-pyxis: 2 and 4 nodes at most
+    site = yaml.safe_load((ROOT / "configs" / "clusters" / "iris.yaml").read_text())
+    site.update(name="big8", gpus_per_node=8, max_nodes=8)
+    (tmp_path / "big8.yaml").write_text(yaml.safe_dump(site))
+    monkeypatch.setenv("DDLBENCH_CLUSTERS", str(tmp_path))
+    res = invoke(["validate", spec])
+    assert res.exit_code == 2, res.output
+    assert (
+        "Slurm profiles here that hold its largest scale point (4 node(s) x 8 per node): "
+        "big8" in res.stderr
+    ), res.stderr
+
+
 def _gpu_range(description: str):
     m = re.search(r"(\d+) to (\d+) GPUs", description)
     return (int(m.group(1)), int(m.group(2))) if m else None
