@@ -95,20 +95,40 @@ def parse_nodes(text: str, parts: Dict[str, Partition]) -> None:
             part.gpus.append(gres)
 
 
+#: why the last :func:`read_slurm` found no partition though ``sinfo`` is here (else None)
+_SINFO_PROBLEM: List[Optional[str]] = [None]
+
+
 def _run(args: List[str]) -> Optional[str]:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _SINFO_PROBLEM[0] = f"{args[0]}: {exc}"
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        last = lines[-1][:200] if lines else f"{args[0]} exited with {proc.returncode}"
+        _SINFO_PROBLEM[0] = last
+        return None
+    return proc.stdout
+
+
+def sinfo_problem() -> Optional[str]:
+    """Why the last :func:`read_slurm` got nothing from an ``sinfo`` that is on ``PATH`` (its
+    last error line), or None (no sinfo, or it answered)."""
+    return _SINFO_PROBLEM[0]
 
 
 def read_slurm() -> Tuple[Optional[str], Dict[str, Partition]]:
-    """``(cluster name, partitions)`` from this node's Slurm, or ``(None, {})`` without it."""
+    """``(cluster name, partitions)`` from this node's Slurm, or ``(None, {})`` without it
+    (:func:`sinfo_problem` says why when ``sinfo`` is here but failed)."""
+    _SINFO_PROBLEM[0] = None
     if shutil.which("sinfo") is None:
         return None, {}
     text = _run(["sinfo", "--noheader", "--format=%P|%D|%l"])
     if not text:
+        if text is not None:
+            _SINFO_PROBLEM[0] = "sinfo listed no partition"
         return None, {}
     parts = parse_sinfo(text)
     parse_nodes(_run(["scontrol", "show", "node", "--oneliner"]) or "", parts)
@@ -199,11 +219,24 @@ def profile_name(cluster: Optional[str]) -> str:
     return name or DEFAULT_NAME
 
 
-def profile_text(name: str, parts: Dict[str, Partition], when: Optional[datetime] = None) -> str:
-    """The commented profile: filled from ``parts`` when there are any, else a skeleton."""
+def profile_text(
+    name: str,
+    parts: Dict[str, Partition],
+    when: Optional[datetime] = None,
+    problem: Optional[str] = None,
+) -> str:
+    """The commented profile: filled from ``parts`` when there are any, else a skeleton (that
+    says ``problem``, why sinfo gave nothing, when there is one)."""
     part = _pick(parts)
     stamp = (when or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
-    if part is None:
+    if part is None and problem:
+        head = [
+            f"# Cluster profile skeleton written by `ddlbench init` on {stamp}: sinfo is here",
+            f"# but failed ({problem}),",
+            "# so fill in the partition, GPUs and CPUs of your cluster, or delete this file and",
+            "# run `ddlbench init` again once sinfo answers (init never overwrites a file).",
+        ]
+    elif part is None:
         head = [
             f"# Cluster profile skeleton written by `ddlbench init` on {stamp}; no Slurm was",
             "# found here, so fill in the partition, GPUs and CPUs of your cluster.",
@@ -241,6 +274,8 @@ class InitResult:
     profile: Optional[Path] = None
     profile_name: str = DEFAULT_NAME
     from_slurm: bool = False
+    #: why sinfo, which is on PATH, gave no partition (its last error line); None otherwise
+    sinfo_problem: Optional[str] = None
 
 
 def _write_new(path: Path, text: str, result: InitResult) -> None:
@@ -261,10 +296,14 @@ def init_folder(
     """Write the example specs to ``folder/configs/`` and the profile to
     ``folder/configs/clusters/<name>.yaml``; ``slurm`` defaults to :func:`read_slurm`."""
     cluster, parts = read_slurm() if slurm is None else slurm
-    result = InitResult(profile_name=profile_name(cluster), from_slurm=bool(parts))
+    problem = sinfo_problem() if slurm is None and not parts else None
+    result = InitResult(
+        profile_name=profile_name(cluster), from_slurm=bool(parts), sinfo_problem=problem
+    )
     examples = shipped_root() / EXAMPLES
     for src in sorted(examples.glob("*.yaml")):
         _write_new(folder / "configs" / src.name, src.read_text(encoding="utf-8"), result)
     result.profile = folder / PROFILE_DIR / f"{result.profile_name}.yaml"
-    _write_new(result.profile, profile_text(result.profile_name, parts), result)
+    text = profile_text(result.profile_name, parts, problem=problem)
+    _write_new(result.profile, text, result)
     return result

@@ -36,8 +36,15 @@ def command(folder: str) -> None:
     name = result.profile_name
     if result.from_slurm:
         click.echo(f"cluster profile '{name}' filled from this node's Slurm; check it, then:")
+    elif result.sinfo_problem:
+        click.echo(
+            f"cluster profile '{name}' is a skeleton: sinfo is here but failed "
+            f"({result.sinfo_problem}); fill it in (or delete it and run ddlbench init again "
+            "once sinfo answers), then:"
+        )
     else:
         click.echo(f"cluster profile '{name}' is a skeleton (no Slurm here): fill it in, then:")
-    click.echo(f"  cd {root} && ddlbench validate configs/resnet50.yaml --cluster {name}")
+    cd = "" if root.resolve() == Path.cwd().resolve() else f"cd {root} && "
+    click.echo(f"  {cd}ddlbench validate configs/resnet50.yaml --cluster {name}")
     click.echo("  ddlbench submit configs/quickstart.yaml    # runs on this machine, no cluster")
     click.echo("  ddlbench docs cluster-profiles            # what each profile key means")

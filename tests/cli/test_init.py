@@ -96,6 +96,29 @@ def test_next_step_on_a_one_gpu_profile_is_one_error_saying_what_to_change(tmp_p
     assert res.exit_code == 0 and "ok (" in res.stdout, res.output
 
 
+def test_a_failing_sinfo_is_said_not_called_no_slurm(tmp_path, monkeypatch):
+    """sinfo on PATH but no controller to answer it: the skeleton and init's output quote
+    sinfo's error instead of saying that there is no Slurm."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(
+        "#!/bin/sh\necho 'sinfo: error: resolve_ctls_from_dns_srv' >&2\n"
+        "echo 'sinfo: fatal: Could not establish a configuration source' >&2\nexit 1\n"
+    )
+    (bin_dir / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    res = invoke(["init", "."])
+    assert res.exit_code == 0, res.output
+    said = "sinfo: fatal: Could not establish a configuration source"
+    assert f"is a skeleton: sinfo is here but failed ({said})" in res.stdout, res.stdout
+    assert "no Slurm here" not in res.stdout
+    assert "\n  ddlbench validate configs/resnet50.yaml --cluster mycluster\n" in res.stdout
+    text = (tmp_path / "configs" / "clusters" / "mycluster.yaml").read_text()
+    assert f"sinfo is here\n# but failed ({said})," in text and "no Slurm was" not in text
+    assert load_profile(str(tmp_path / "configs/clusters/mycluster.yaml")).value.name
+
+
 @pytest.mark.slurm
 def test_init_on_the_slurm_test_cluster(slurm_cluster, tmp_path):
     """On the loopback cluster: its partition, CPU nodes, and a profile that validates."""
