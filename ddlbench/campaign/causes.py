@@ -23,6 +23,7 @@ import signal as signals
 from typing import Any, Mapping, Optional
 
 from ddlbench.campaign import states as S
+from ddlbench.campaign.slurm_reasons import END_REASONS, QUEUE_REASONS
 
 #: the store's columns :func:`end_cause` reads (older stores may lack some)
 CAUSE_COLUMNS = (
@@ -38,38 +39,10 @@ CAUSE_COLUMNS = (
     "cancel_requested",
 )
 
-#: Slurm's reasons for a job that is still queued (squeue %r, scontrol Reason); the first
-#: word, as Slurm spells it
-QUEUE_REASONS = frozenset(
-    {
-        "None",
-        "Priority",
-        "Resources",
-        "Dependency",
-        "DependencyNeverSatisfied",
-        "BeginTime",
-        "JobHeldUser",
-        "JobHeldAdmin",
-        "JobArrayTaskLimit",
-        "ReqNodeNotAvail",
-        "Licenses",
-        "Reservation",
-        "ReservationDeleted",
-        "Cleaning",
-        "PowerUpNode",
-    }
-)
-#: prefixes of the queue reasons for limits (QOSMaxJobsPerUserLimit, AssocGrpCpuLimit, ...)
-QUEUE_REASON_PREFIXES = (
-    "QOS",
-    "Assoc",
-    "Partition",
-    "MaxCpu",
-    "Burst",
-    "Front",
-    "Nodes_required",
-    "launch",
-)
+#: free-text reasons that start like these are a queued job's too (squeue's longer forms:
+#: ``Nodes_required_for_job_are_DOWN...``, ``launch failed requeued held``), and so are the
+#: limits a newer Slurm may add (``QOS...``, ``Assoc...``, ``Max...PerAccount``)
+QUEUE_REASON_PREFIXES = ("Nodes_required", "launch", "QOS", "Assoc", "Max")
 
 
 def is_queue_reason(reason: Any) -> bool:
@@ -77,6 +50,8 @@ def is_queue_reason(reason: Any) -> bool:
     if not isinstance(reason, str) or not reason.strip():
         return False
     word = reason.strip().split()[0].rstrip(",:")
+    if word in END_REASONS:
+        return False
     return word in QUEUE_REASONS or word.startswith(QUEUE_REASON_PREFIXES)
 
 

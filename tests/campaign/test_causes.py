@@ -14,6 +14,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.causes import end_cause, is_queue_reason
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.restarts import attempts_sentence
+from ddlbench.campaign.slurm_reasons import END_REASONS, QUEUE_REASONS
 from ddlbench.collect.collector import collect_campaign
 from ddlbench.collect.states import store_states
 from ddlbench.execute.api import campaign_status
@@ -76,6 +77,20 @@ def test_a_real_failure_keeps_its_cause_and_never_shows_a_queue_reason():
     assert end_cause({"state": S.FAILED, "reason": "NonZeroExitCode"}) == "NonZeroExitCode"
     assert end_cause({"state": S.PENDING, "reason": "Priority"}) == "Priority"  # while it waits
     assert is_queue_reason("QOSMaxJobsPerUserLimit") and not is_queue_reason("TimeLimit")
+
+
+def test_queue_reasons_are_slurms_waits_and_never_its_ends():
+    """The reasons come from Slurm's source (campaign/slurm_reasons.py): every WAIT_* reason
+    is a queue reason, no FAIL_* one is, and the free-text and newer limit forms are too."""
+    assert not QUEUE_REASONS & END_REASONS
+    for word in ("Priority", "Resources", "Dependency", "JobHeldUser", "Prolog", "MpiPortsBusy"):
+        assert is_queue_reason(word), word
+    for word in ("NonZeroExitCode", "TimeLimit", "NodeDown", "OutOfMemory", "PartitionDown"):
+        assert not is_queue_reason(word), word  # how a job ended: kept as its cause
+    assert is_queue_reason("ReqNodeNotAvail, UnavailableNodes:n2")
+    assert is_queue_reason("Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved")
+    assert is_queue_reason("QOSGrpSomethingNewLimit")  # a later Slurm's limit
+    assert not is_queue_reason("") and not is_queue_reason(None)
 
 
 @pytest.fixture
