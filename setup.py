@@ -24,6 +24,7 @@ SHIPPED = [
     ("configs", "*.yaml"),
     ("configs/clusters", "*.yaml"),
     ("docs", "*.md"),  # `ddlbench docs TOPIC` prints them
+    ("docs/studies", "*.md"),  # `ddlbench docs studies/NAME`
     # `ddlbench envs build` runs them: the pinned framework environments
     ("scripts", "make-envs.sh"),
     ("scripts/lib", "python.sh"),

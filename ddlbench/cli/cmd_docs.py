@@ -8,14 +8,21 @@ from typing import Dict, Optional
 
 import click
 
+#: the folder of docs/ whose pages are topics ``studies/NAME``
+STUDIES = "studies"
+
 
 def _topics() -> Dict[str, Path]:
+    """Every page by topic: ``spec`` for docs/spec.md, ``studies/large-batch`` for the pages
+    of docs/studies/ (the studies behind a feature's figures)."""
     from ddlbench.shipped import shipped_docs
 
     folder = shipped_docs()
     if folder is None or not folder.is_dir():
         return {}
-    return {p.stem: p for p in sorted(folder.glob("*.md"))}
+    pages = {p.stem: p for p in sorted(folder.glob("*.md"))}
+    pages.update({f"{STUDIES}/{p.stem}": p for p in sorted((folder / STUDIES).glob("*.md"))})
+    return pages
 
 
 def _title(path: Path) -> str:
@@ -26,8 +33,13 @@ def _title(path: Path) -> str:
 
 
 def _find(topic: str, topics: Dict[str, Path]) -> Optional[Path]:
-    name = re.sub(r"\.md$", "", topic.strip().lower()).split("/")[-1]
-    return topics.get(name)
+    """The page of ``topic``: a topic (``spec``, ``studies/large-batch``) or a path to a page
+    (``docs/spec.md``); a study's bare name (``large-batch``) finds it when no page of docs/
+    has that name."""
+    name = re.sub(r"\.md$", "", topic.strip().lower())
+    name = re.sub(r"^(\./)?docs/", "", name)
+    last = name.split("/")[-1]
+    return topics.get(name) or topics.get(last) or topics.get(f"{STUDIES}/{last}")
 
 
 @click.command(

@@ -14,11 +14,22 @@ def test_lists_topics_and_prints_a_page():
     res = invoke(["docs"])
     assert res.exit_code == 0, res.output
     assert re.search(r"^cluster-profiles\s+Cluster profile reference$", res.stdout, re.M)
-    assert len([p for p in DOCS.glob("*.md")]) == len(res.stdout.strip().splitlines()) - 2
+    pages = [*DOCS.glob("*.md"), *DOCS.glob("studies/*.md")]
+    assert len(pages) == len(res.stdout.strip().splitlines()) - 2
+    assert re.search(r"^studies/large-batch\s+The large-batch study", res.stdout, re.M)
     page = invoke(["docs", "spec.md"])
     assert page.exit_code == 0 and page.stdout == (DOCS / "spec.md").read_text()
     where = invoke(["docs", "failures", "--path"])
     assert Path(where.stdout.strip()) == (DOCS / "failures.md").resolve()
+    # a study by its topic, its bare name or its path; a page of docs/ comes before a study
+    for name, page in (
+        ("studies/large-batch", "studies/large-batch.md"),
+        ("large-batch", "studies/large-batch.md"),
+        ("docs/studies/backup-workers.md", "studies/backup-workers.md"),
+        ("backup-workers", "backup-workers.md"),
+    ):
+        where = invoke(["docs", name, "--path"])
+        assert Path(where.stdout.strip()) == (DOCS / page).resolve(), (name, where.output)
 
 
 def test_unknown_topic_is_an_input_error_with_a_suggestion():

@@ -220,6 +220,7 @@ def test_building_a_wheel_leaves_the_tree_clean(tmp_path):
     assert sorted(p.name for p in source.iterdir()) == before
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
+    assert "ddlbench/_data/docs/studies/large-batch.md" in names
     assert "ddlbench/_data/docs/cli.md" in names and "ddlbench/cli/cmd_init.py" in names
     # `ddlbench envs build`: the builder, its helper and its pins
     assert {
