@@ -40,6 +40,19 @@ def results_root(results: Optional[PathLike] = None) -> Path:
     return Path(env).expanduser() if env else Path(DEFAULT_RESULTS)
 
 
+def campaign_words(campaign_dir: PathLike) -> str:
+    """The campaign as a command line names it: its folder name, with ``--results`` when it is
+    not under the default results folder (``$DDLBENCH_RESULTS``, else ``./results``), quoted
+    for a shell. Every hint that tells a user what to run next names a campaign so."""
+    import shlex
+
+    folder = Path(campaign_dir)
+    q = shlex.quote(folder.name)
+    if folder.parent.resolve() == results_root().resolve():
+        return q
+    return f"{q} --results {shlex.quote(str(folder.parent))}"
+
+
 def _created_key(campaign: Path) -> Tuple[str, float, str]:
     """The order of "latest": the manifest's ``created``, then its mtime, then the name."""
     manifest = CampaignPaths(campaign).manifest

@@ -48,6 +48,8 @@ def command(campaign: str, results: Path, force: bool, as_json: bool) -> None:
 
 
 def _print(out) -> None:
+    from ddlbench.campaign.resolve import campaign_words
+
     for note in out.notes:
         click.echo(note)
     if out.intact:
@@ -61,4 +63,4 @@ def _print(out) -> None:
     click.echo(f"rebuilt {out.store}: {len(out.attempts)} attempt(s) recovered ({summary})")
     for line in out.unknown:
         click.echo(f"could not establish: {line}")
-    click.echo(f"next: `ddlbench status {out.campaign}`")
+    click.echo(f"next: `ddlbench status {campaign_words(Path(out.store).parent)}`")

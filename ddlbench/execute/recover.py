@@ -202,11 +202,13 @@ def recover_campaign(campaign_dir: Path, *, force: bool = False, echo=print) -> 
         out.notes.append(f"{paths.store} is intact; nothing to recover (--force rebuilds it)")
         return out
     if campaign.scheduler == "local":
+        from ddlbench.campaign.resolve import campaign_words
+
         live = _settled_local_jobs(campaign)
         if live:
             raise DDLBenchError(
                 f"{campaign.dir}: {', '.join(live)} still running; wait until it ends "
-                f"(or stop it), then run `ddlbench recover {campaign.name}` again"
+                f"(or stop it), then run `ddlbench recover {campaign_words(campaign.dir)}` again"
             )
     out.moved_aside = _move_aside(paths)
     with CampaignStore.open(campaign.dir, rebuild=True) as store:

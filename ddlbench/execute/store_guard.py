@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ddlbench.campaign.paths import CampaignPaths
+from ddlbench.campaign.resolve import campaign_words
 from ddlbench.diskfull import DiskFull, is_disk_full, looks_full
 from ddlbench.errors import DDLBenchError, InputError
 
@@ -85,7 +86,7 @@ def refuse_new_store_over_output(campaign_dir: Path) -> None:
         f"{paths.runs}/ already hold output (first: {used[0].dir.name}/); ddlbench will not "
         "start a new store over them, as it would submit those runs again. Rebuild the store "
         f"from the run folders, the manifest and the scheduler with: ddlbench recover "
-        f"{paths.name} (or, to start the campaign over, remove {paths.root})"
+        f"{campaign_words(paths.root)} (or, to start the campaign over, remove {paths.root})"
     )
 
 
@@ -105,11 +106,13 @@ def store_is_intact(path: Path) -> bool:
 
 
 def damaged(path: Path, why: object) -> StoreDamaged:
-    campaign = path.parent.name
+    import shlex
+
+    aside = f"mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.damaged')}"
     return StoreDamaged(
         f"{path}: the campaign store is damaged ({why}); ddlbench neither reads nor changes "
-        f"it. Move it aside (`mv {path} {path}.damaged`) and rebuild it from the run folders "
-        f"with `ddlbench recover {campaign}`"
+        f"it. Move it aside (`{aside}`) and rebuild it from the run folders "
+        f"with `ddlbench recover {campaign_words(path.parent)}`"
     )
 
 

@@ -11,13 +11,12 @@ running) nothing is written: :class:`NothingToReport` is raised before any file 
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import List, Optional
 
 import pandas as pd
 
-from ..campaign.resolve import is_dry_run, results_root
+from ..campaign.resolve import campaign_words, is_dry_run
 from ..errors import DDLBenchError
 
 #: the exit code of ``ddlbench report`` when the campaign has no complete run (docs/cli.md)
@@ -58,17 +57,8 @@ def _failed_lines(runs: pd.DataFrame) -> List[str]:
     return out
 
 
-def _campaign_words(campaign_dir: Path) -> str:
-    """The campaign as the commands name it: its folder name, with ``--results`` when it is
-    not under the default results folder (quoted for a shell)."""
-    q = shlex.quote(campaign_dir.name)
-    if campaign_dir.parent.resolve() == results_root().resolve():
-        return q
-    return f"{q} --results {shlex.quote(str(campaign_dir.parent))}"
-
-
 def _commands(campaign_dir: Path, runs: pd.DataFrame, dry: bool) -> List[str]:
-    q = _campaign_words(campaign_dir)
+    q = campaign_words(campaign_dir)
     status = set(runs["status"]) if len(runs) else set()
     out = []
     if dry or "not_run" in status:

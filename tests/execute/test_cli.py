@@ -109,7 +109,8 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     for args in (("status", "qs"), ("submit", "--resume", "qs")):
         out = ddlbench(*args, "--results", res, ok=False)
         assert out.exit_code == 2, out.output
-        assert f"{runs}/" in out.output and "ddlbench recover qs" in out.output
+        # the hint names the campaign as the command line must: with its --results
+        assert f"{runs}/" in out.output and f"ddlbench recover qs --results {res}" in out.output
         assert "NOT_SUBMITTED" not in out.output
     assert (res / "qs" / "state.sqlite").stat().st_size == 0  # nothing was created over it
 
@@ -125,6 +126,8 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     ddlbench("wait", "qs", "--results", res, "--timeout", "60")
     assert _files(runs) == before  # no log lost, none rewritten, no run started again
     assert "intact" in ddlbench("recover", "qs", "--results", res).stdout
+    forced = ddlbench("recover", "qs", "--results", res, "--force").stdout
+    assert f"next: `ddlbench status qs --results {res}`" in forced, forced
     return found
 
 
