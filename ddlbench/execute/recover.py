@@ -101,15 +101,35 @@ def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Verdict:
         return S.CANCELLED, {"reason": "cancelled (from the Slurm output)"}
     logs = _logs_of_job(run, job_id)
     status = _logs_status(logs)
+    times = _log_times(logs)
     if status == "ok" and (not newest or _exit_code(run) in (None, 0)):
-        return S.COMPLETED, {"exit_code": 0, "reason": "every rank wrote its summary"}
+        return S.COMPLETED, {"exit_code": 0, "reason": "every rank wrote its summary", **times}
     if status == "failed":
-        return S.FAILED, {"reason": "a rank log records an error"}
+        return S.FAILED, {"reason": "a rank log records an error", **times}
     if newest and _exit_code(run) is not None:
         code = _exit_code(run)
         state = S.COMPLETED if code == 0 else S.FAILED
-        return state, {"exit_code": code, "reason": f"exit_code file says {code}"}
-    return None, {}
+        return state, {"exit_code": code, "reason": f"exit_code file says {code}", **times}
+    return None, times
+
+
+def _log_times(logs: List[Path]) -> Dict[str, float]:
+    """When the job's ranks started and last wrote (their logs' first record's ``time``, the
+    files' modification times), so that a recovered attempt keeps its elapsed time."""
+    starts, ends = [], []
+    for path in logs:
+        with contextlib.suppress(OSError, ValueError):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                first = json.loads(f.readline() or "{}")
+            if isinstance(first.get("time"), (int, float)):
+                starts.append(float(first["time"]))
+            ends.append(path.stat().st_mtime)
+    out: Dict[str, float] = {}
+    if starts:
+        out["start_time"] = min(starts)
+    if ends:
+        out["end_time"] = max(ends)
+    return out
 
 
 def _logs_of_job(run: RunPaths, job_id: str) -> List[Path]:
@@ -258,9 +278,10 @@ def _recover_run(
             continue
         token = found.queued.get(job) or new_token()
         if state is None:
-            state, values = S.LOST, {}
+            state = S.LOST
             out.unknown.append(f"{run.run_id}: could not establish how local job {job} ended")
-        values["message"] = f"recovered from the run folder ({values.pop('reason', 'no trace')})"
+        why = values.pop("reason", None) or f"it does not say how local job {job} ended"
+        values["message"] = f"recovered from the run folder ({why})"
         store.new_attempt(run.run_id, "local", state, token=token, job_id=job, **values)
     return fallbacks
 
@@ -329,4 +350,5 @@ def _settle(campaign: Campaign, store, fallbacks: Dict[int, Verdict], out: Recov
             )
         why = values.pop("reason", None) or "no trace of how it ended"
         values["message"] = f"recovered from the run folder, Slurm has no record ({why})"
-        store.update_attempt(a.id, if_live=True, state=state, end_time=time.time(), **values)
+        values.setdefault("end_time", time.time())
+        store.update_attempt(a.id, if_live=True, state=state, **values)

@@ -132,7 +132,7 @@ def test_recover_says_what_it_could_not_establish(tmp_path):
     done = paths.run("a")
     _start(done, 1, "5", 0, ranks=0)
     for r in range(2):
-        lines = [{"type": "meta"}, {"type": "summary", "status": "ok"}]
+        lines = [{"type": "meta", "time": 1000.0 + r}, {"type": "summary", "status": "ok"}]
         (done.attempt(1) / f"rank-{r}.jsonl").write_text(
             "".join(json.dumps(x) + "\n" for x in lines)
         )
@@ -144,6 +144,12 @@ def test_recover_says_what_it_could_not_establish(tmp_path):
     states = {a["run_id"]: (a["state"], a["job_id"]) for a in out.attempts}
     assert states == {"a": ("COMPLETED", "5"), "b": ("LOST", "6")}  # c: never submitted
     assert out.unknown == ["b: could not establish how local job 6 ended"]
+    by_run = {a["run_id"]: a for a in out.attempts}
+    # the elapsed time survives: the first rank's start, the last write of a rank log
+    assert by_run["a"]["start_time"] == 1000.0 and by_run["a"]["end_time"] > 1000.0
+    assert by_run["b"]["message"] == (
+        "recovered from the run folder (it does not say how local job 6 ended)"
+    )
     assert out.moved_aside == []  # there was no store file to keep
 
 
