@@ -6,6 +6,7 @@ written out in ``docs/metrics.md``.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..values import missing
+from .large_batch import STUDY_FIELDS, study_keys
 from .lm_verdicts import lm_comparisons
 from .series import series_tables
 from .stats import summarize, t_ci_mean
@@ -80,6 +82,10 @@ CONFIG_FIELDS = [
     "backend",
     "transport",
 ]
+#: what else tells configurations apart besides :data:`CONFIG_FIELDS`: the framework entry's
+#: label and options (sync vs backup1) and the spec variant; a configuration is its ``group``
+#: (these are in its run ids), and the scaling series and the large-batch study key by them
+ENTRY_FIELDS = ["label", "variant", "framework_options"]
 
 
 def _identity_run(g: pd.DataFrame) -> pd.Series:
@@ -123,7 +129,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         g = g.sort_values("repeat")
         first = _identity_run(g)
         row = {"group": group}
-        for c in CONFIG_FIELDS:
+        for c in (*CONFIG_FIELDS, *ENTRY_FIELDS):
             row[c] = first.get(c)
         done = g[g["complete"]]
         row["runs"] = len(g)
@@ -274,20 +280,42 @@ def _warmup_word(w) -> str:
     return "gradual warmup" if not missing(w) and w > 0 else "no warmup"
 
 
+def backup_workers_of(options: object) -> Optional[int]:
+    """The backup workers b of a configuration's ``framework_options`` (JSON), else None."""
+    if missing(options) or not options:
+        return None
+    try:
+        b = json.loads(str(options)).get("backup_workers")
+    except (ValueError, AttributeError):
+        return None
+    return int(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+
+
+def _applied_batch(first: pd.Series) -> object:
+    """The global batch whose gradient is applied per step: (ranks - b) x batch with b
+    backup workers (docs/backup-workers.md), else the global batch."""
+    b = backup_workers_of(first.get("framework_options"))
+    ws, bs = first["world_size"], first["batch_size"]
+    if b is None or missing(ws) or missing(bs):
+        return first["global_batch_size"]
+    return int(bs) * max(int(ws) - b, 0)
+
+
 def _group_accuracy(group: str, g: pd.DataFrame, p: pd.DataFrame) -> dict:
     """A convergence configuration's row: its settings and the medians over the complete
-    repeats ``p``."""
+    repeats ``p`` (time to accuracy: over those of them that reached the target,
+    ``reached``)."""
     first = g.sort_values("repeat").iloc[0]
     w = first["warmup_epochs"]
     return {
         "group": group,
-        "framework": first["framework"],
-        "model": first["model"],
+        **{f: first.get(f) for f in (*STUDY_FIELDS, "variant")},
         "world_size": first["world_size"],
         "batch_size": first["batch_size"],
         "global_batch_size": first["global_batch_size"],
+        "backup_workers": backup_workers_of(first.get("framework_options")),
+        "applied_batch_size": _applied_batch(first),
         "lr": first["lr"],
-        "lr_scaling": first["lr_scaling"],
         "warmup_epochs": w,
         "warmup": _warmup_word(w),
         "epochs": first["epochs"],
@@ -318,7 +346,8 @@ def convergence_tables(runs: pd.DataFrame, evals: pd.DataFrame, settings: Settin
         _group_accuracy(group, g, pr[(pr["group"] == group) & pr["complete"]])
         for group, g in conv.groupby("group", sort=True)
     ]
-    groups = pd.DataFrame(rows).sort_values(["framework", "model", "warmup", "global_batch_size"])
+    groups = study_keys(pd.DataFrame(rows))
+    groups = groups.sort_values(["study_label", "warmup", "global_batch_size", "group"])
     if len(ev):
         meta = conv.set_index("run_id")[["group", "global_batch_size", "warmup_epochs"]]
         ev = ev.join(meta, on="run_id")

@@ -3,7 +3,13 @@ base, knee, peak and the verdicts (``docs/metrics.md``, Scaling and Verdicts). E
 is a ratio of geometric means (the rule of :mod:`ddlbench.analyse.stats`).
 
 A series fixes every field of :data:`SERIES_FIELDS` and the batch that scaling keeps
-constant: the per-device batch for weak scaling, the global batch for strong scaling.
+constant: the per-device batch for weak scaling, the global batch for strong scaling. The
+framework entry's label and its options (``framework_options``: backup workers, threads...)
+are among those fields: two entries of one framework (sync and backup1) are two series. The
+spec variant joins a series' id where the series holds more than one variant (compute and
+cpushare stragglers: nothing else tells them apart); a variant that sets one of the fields
+(warmup, transport) already makes its own series, and pairings that differ only in that field
+(:mod:`ddlbench.analyse.transports`) still find each other.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ SERIES_FIELDS = [
     "lr_scaling",
     "warmup_epochs",
     "transport",
+    "label",
+    "framework_options",
 ]
 
 
@@ -55,6 +63,9 @@ def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
     # .get: a table collected before a field existed (transport) has no column for it
     c["series"] = ["|".join(_key(r.get(f)) for f in SERIES_FIELDS) for _, r in c.iterrows()]
     c["series"] = c["series"] + "|" + fixed
+    variant = c["variant"].map(_key) if "variant" in c else pd.Series("", index=c.index)
+    mixed = variant.groupby(c["series"]).transform("nunique") > 1
+    c.loc[mixed, "series"] = c.loc[mixed, "series"] + "|v" + variant[mixed]
     dup = c.duplicated(["series", "world_size"], keep=False)
     if dup.any():
         split = c.groupby("series")["world_size"].transform(lambda s: s.duplicated().any())
@@ -183,8 +194,30 @@ def _point_knee(pts, threshold: float) -> Optional[int]:
     return knee
 
 
+def entry_word(r) -> str:
+    """A configuration's framework entry in words: ``label (framework)`` when the spec labels
+    the entry (``backup1 (pytorch)``), else the framework."""
+    fw = str(r["framework"])
+    label = _key(r.get("label"))
+    return f"{label} ({fw})" if label and label != fw else fw
+
+
+def _add_variants(labels: Dict[str, str], firsts: pd.DataFrame) -> None:
+    """Series whose labels are equal but whose variants differ: each gets its variant."""
+    by_label: Dict[str, list] = {}
+    for sid, lab in labels.items():
+        by_label.setdefault(lab, []).append(sid)
+    for sids in by_label.values():
+        variants = {_key(firsts.loc[sid].get("variant")) for sid in sids}
+        if len(sids) > 1 and len(variants) > 1:
+            for sid in sids:
+                v = _key(firsts.loc[sid].get("variant"))
+                labels[sid] = f"{labels[sid]} {v}" if v else labels[sid]
+
+
 def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
-    """Short legend labels: the framework plus whatever else tells series apart.
+    """Short legend labels: the framework entry (its label, when the spec gives one) plus
+    whatever else tells series apart; the spec variant when nothing else does.
 
     Labels are made per mode (series of different modes are never drawn together). A
     field is shown when it varies among the series of that mode (backend and workload:
@@ -193,7 +226,7 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
     firsts = c.groupby("series", sort=True).first()
     labels: Dict[str, str] = {}
     for _, fm in firsts.groupby("mode", sort=True, dropna=False):
-        parts = {sid: [str(r["framework"])] for sid, r in fm.iterrows()}
+        parts = {sid: [entry_word(r)] for sid, r in fm.iterrows()}
 
         def varies(col, fm=fm):
             return col in fm and fm[col].map(_key).nunique() > 1
@@ -233,6 +266,7 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
             if "|tpn" in sid:
                 parts[sid].append(f"{sid.rsplit('|tpn', 1)[1]}/node")
         labels.update({sid: " ".join(p for p in ps if p) for sid, ps in parts.items()})
+    _add_variants(labels, firsts)
     # still ambiguous: number them
     seen: Dict[str, int] = {}
     for sid in sorted(labels):

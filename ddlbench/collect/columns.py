@@ -108,6 +108,13 @@ _PLAN_RUN = [
         "comma-separated), else planned",
     ),
     ("scaling", "text", "plan", "weak or strong"),
+    (
+        "label",
+        "text",
+        "plan",
+        "the framework entry's label (its name unless the spec gives one; run ids start with it)",
+    ),
+    ("variant", "text", "plan", "the spec variant's label (empty: the spec has no variants)"),
     ("group", "text", "plan", "configuration: the run id without `-r<repeat>`"),
     ("run_dir", "text", "plan", "run folder, relative to the campaign"),
     ("data_kind", "text", "plan", "data set kind (synthetic, digits, mnist, imagefolder)"),

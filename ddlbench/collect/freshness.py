@@ -38,7 +38,7 @@ from ddlbench.campaign.paths import COLLECT_INFO, CampaignPaths
 from .data_files import REQUIRED_FILES
 from .states import store_rows
 
-COLLECTOR_VERSION = 4  # bump when the data files change meaning or columns
+COLLECTOR_VERSION = 5  # bump when the data files change meaning or columns
 
 
 def iter_inputs(campaign_dir: Path) -> Iterator[Path]:

@@ -38,6 +38,8 @@ PLAN_FIELDS = (
     "group",
     "run_dir",
     "transport",
+    "label",
+    "variant",
 )
 
 

@@ -92,12 +92,26 @@ def _convergence_sentences(a: Analysis) -> List[str]:
         return []
     out = []
     best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
+    words = _target_words(c)
     if best is not None:
-        out.append(
-            f"Convergence: best final accuracy {fpct(best['final_accuracy'])} "
-            f"({best['group']}, global batch {fint(best['global_batch_size'])})."
+        words.append(
+            f"best final accuracy {fpct(best['final_accuracy'])} "
+            f"({best['group']}, global batch {fint(best['global_batch_size'])})"
         )
+    if words:
+        out.append("Convergence: " + "; ".join(words) + ".")
     return out + _large_batch_sentences(a)
+
+
+def _target_words(c: pd.DataFrame) -> List[str]:
+    """How many complete runs reached each target accuracy (``reached`` of ``repeats``)."""
+    if "reached" not in c or "target_accuracy" not in c:
+        return []
+    out = []
+    for t, g in c[c["target_accuracy"].notna()].groupby("target_accuracy", sort=True):
+        reached, runs = int(g["reached"].sum()), int(g["repeats"].sum())
+        out.append(f"target {fpct(t, 1)} reached by {reached} of {runs} complete run(s)")
+    return out
 
 
 def _allreduce_sentences(a: Analysis) -> List[str]:

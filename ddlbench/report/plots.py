@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import matplotlib
 import numpy as np
@@ -376,10 +376,13 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     fig, (ax,) = new_figure(7.2, 4.4)
     if not len(conv):
         return fig
-    colors, has_ci = _framework_colors(conv["framework"]), False
-    for (fw, model, warm), g in conv.sort_values("global_batch_size").groupby(
-        ["framework", "model", "warmup"]
-    ):
+    xcol, xlabel = _batch_axis(conv)
+    study = (
+        conv["study_label"] if "study_label" in conv else conv["framework"] + " " + conv["model"]
+    )
+    conv = conv.assign(_study=study)
+    colors, has_ci = _framework_colors(conv["_study"]), False
+    for (name, warm), g in conv.sort_values(xcol).groupby(["_study", "warmup"]):
         g = g[g["final_accuracy_mean"].notna()]
         if not len(g):
             continue
@@ -390,26 +393,41 @@ def accuracy_batch_figure(conv: pd.DataFrame):
         ci = bool(g["final_accuracy_ci95_low"].notna().any())
         has_ci |= ci
         ax.errorbar(
-            g["global_batch_size"] * (1.03 if warmup else 1 / 1.03),  # bars side by side
+            g[xcol] * (1.03 if warmup else 1 / 1.03),  # bars side by side
             100 * g["final_accuracy_mean"],
             yerr=[100 * lo, 100 * hi] if ci else None,
             capsize=3,
-            color=colors[fw],
+            color=colors[name],
             marker="o" if warmup else "s",
             linestyle="-" if warmup else "--",
-            label=f"{fw} {model}, {warm}",
+            label=f"{name}, {warm}",
         )
     _target_line(ax, conv["target_accuracy"].dropna().unique())
     ax.set_xscale("log", base=2)
-    ticks = sorted(set(int(v) for v in conv["global_batch_size"].dropna()))
+    ticks = sorted(set(int(v) for v in conv[xcol].dropna() if v > 0))
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("global batch size (samples)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("final validation accuracy (%)")
     ci = ", its 95 % CI" if has_ci else ""
-    ax.set_title(f"Accuracy vs global batch (mean of repeats{ci}; warmup vs none)")
+    arms = "warmup vs none" if conv["warmup"].nunique() > 1 else conv["warmup"].iloc[0]
+    ax.set_title(f"Accuracy vs global batch (mean of repeats{ci}; {arms})")
     ax.legend(loc="lower left")
     return fig
+
+
+def _batch_axis(conv: pd.DataFrame) -> Tuple[str, str]:
+    """The x axis of the accuracy figure: the global batch, or, where backup workers drop
+    gradients, the global batch applied per step ((ranks - b) x batch)."""
+    if (
+        "applied_batch_size" in conv
+        and (
+            conv["applied_batch_size"].fillna(conv["global_batch_size"])
+            != conv["global_batch_size"]
+        ).any()
+    ):
+        return "applied_batch_size", "global batch applied per step: (ranks - b) x batch"
+    return "global_batch_size", "global batch size (samples)"
 
 
 def _target_line(ax, targets) -> None:
