@@ -74,8 +74,8 @@ FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "accuracy": (
         "Accuracy vs global batch size",
         "Final validation accuracy (points: mean of repeats; bars, with two repeats or "
-        "more: its 95 % t confidence interval, clipped to [0, 1]) with and without gradual "
-        "warmup (Goyal et al. 2017).",
+        "more: its 95 % t confidence interval, clipped to [0, 1]), one line per framework "
+        "entry and warmup arm that ran (Goyal et al. 2017: with and without gradual warmup).",
     ),
     "curves": ("Training curves", "Validation accuracy per epoch of every convergence run."),
     "model": (

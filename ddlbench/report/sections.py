@@ -195,7 +195,7 @@ def _has_backups(conv: pd.DataFrame) -> bool:
 CONVERGENCE = TableSpec(
     section="convergence",
     title=(
-        "Large-batch study (final accuracy: mean of complete repeats; best accuracy: median; "
+        "Convergence runs (final accuracy: mean of complete repeats; best accuracy: median; "
         "time to target: median of the runs that reached it)"
     ),
     source="convergence",
