@@ -432,8 +432,8 @@ def problem_runs(runs: pd.DataFrame) -> pd.DataFrame:
         "stderr_tail",
     ]
     cols = [c for c in cols if c in runs]  # data collected before the training column
-    order = {"failed": 0, "cancelled": 1, "incomplete": 2, "running": 3, "pending": 4}
-    order.update(not_run=5, ok=6)
+    order = {"failed": 0, "hung": 1, "cancelled": 2, "incomplete": 3, "running": 4}
+    order.update(pending=5, not_run=6, ok=7)
     bad = bad.assign(_o=bad["status"].map(order).fillna(9)).sort_values(["_o", "run_id"])
     return bad[cols].reset_index(drop=True)
 

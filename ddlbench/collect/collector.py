@@ -296,7 +296,7 @@ def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
         n = int((files["status"] == "no_meta").sum())
         if n:
             out.append(f"{n} log file(s) without a meta record")
-    for status in ("failed", "cancelled", "incomplete", "running", "pending", "not_run"):
+    for status in ("failed", "hung", "cancelled", "incomplete", "running", "pending", "not_run"):
         n = int((runs["status"] == status).sum()) if len(runs) else 0
         if n:
             out.append(f"{n} run(s) {status.replace('_', ' ')}")

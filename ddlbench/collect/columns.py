@@ -172,7 +172,7 @@ _STORE = [
         "status",
         "text",
         "collector",
-        "ok, failed, cancelled, incomplete, running, pending or not_run",
+        "ok, failed, hung, cancelled, incomplete, running, pending or not_run",
     ),
     (
         "error_message",

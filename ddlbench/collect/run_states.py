@@ -73,6 +73,12 @@ def is_unsuccessful(state: Optional[str]) -> bool:
     return state in S.UNSUCCESSFUL
 
 
+def is_hung(state: Optional[str]) -> bool:
+    """Hung: the watchdog found the ranks stuck and stopped the job (``HUNG``, exit code 86);
+    the run did not crash, its ranks stopped making progress."""
+    return state == S.HUNG
+
+
 def is_cancelled(state: Optional[str]) -> bool:
     """Cancelled (``ddlbench cancel``, ``scancel``): the run did not fail, it was stopped."""
     return state == S.CANCELLED

@@ -255,6 +255,8 @@ def _status(row, state: Optional[str], started: bool, problems: List[str]) -> st
         return "ok"
     if RS.is_cancelled(state):  # its ranks' errors are how they took the cancel
         return "cancelled"
+    if RS.is_hung(state):  # its ranks' errors are how they were stopped
+        return "hung"
     if row["ranks_with_error"] or RS.is_unsuccessful(state):
         return "failed"
     if RS.is_live(state):
@@ -313,8 +315,9 @@ def run_row(campaign_dir, entry, g, srow, no_meta, nfiles, losses=()) -> Dict[st
     state = _store_fields(row, g, srow)
     row["status"] = _status(row, state, started, problems)
     err = None
-    if row["status"] == "cancelled":
-        err = row.get("slurm_reason")  # "cancelled by the user while pending (...)"
+    if row["status"] in ("cancelled", "hung"):
+        # "cancelled by the user while pending (...)"; the hang, in the words of status
+        err = row.get("slurm_reason")
         if not started:  # a job that never started has no ranks to miss
             row["missing_ranks"] = row["ranks_without_summary"] = None
     elif g is not None and row["ranks_with_error"]:

@@ -27,7 +27,7 @@ NAMED = 5
 _WAITING = ("pending", "running")
 #: the runs that ended without data: failed, cancelled (``ddlbench cancel``, ``scancel``) or
 #: incomplete; ``ddlbench retry --failed`` submits each again
-ENDED_WITHOUT_DATA = ("failed", "cancelled", "incomplete")
+ENDED_WITHOUT_DATA = ("failed", "hung", "cancelled", "incomplete")
 
 
 class NothingToReport(DDLBenchError):
@@ -65,8 +65,10 @@ def _commands(campaign_dir: Path, runs: pd.DataFrame, dry: bool) -> List[str]:
         out.append(f"  ddlbench submit --resume {q}   # submit the runs never submitted")
     if status & set(_WAITING):
         out.append(f"  ddlbench wait {q}   # until the queued and running runs end")
-    if status & set(ENDED_WITHOUT_DATA):
-        out.append(f"  ddlbench retry {q} --failed   # run the failed and cancelled ones again")
+    ended = [s for s in ENDED_WITHOUT_DATA if s in status]
+    if ended:
+        which = ", ".join(ended[:-1]) + (" and " if len(ended) > 1 else "") + ended[-1]
+        out.append(f"  ddlbench retry {q} --failed   # run the {which} ones again")
     out.append(f"  ddlbench report {q}   # then report")
     return out
 

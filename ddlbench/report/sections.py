@@ -263,7 +263,7 @@ def _bandwidth_spec(value: str, what: str, note: str = "") -> TableSpec:
 
 PROBLEMS = TableSpec(
     section="problems",
-    title="Failed, cancelled, incomplete and flagged runs",
+    title="Failed, hung, cancelled, incomplete and flagged runs",
     source="problem_runs",
     columns=[
         text("run", "run_id"),

@@ -61,6 +61,9 @@ def test_blocked_rank_is_named(tmp_path):
     rep = ddlbench("report", "hang", "--format", "md", "-q", results=results)
     # no run is complete: exit 3 with what is missing; the report shows what the hang left
     assert rep.returncode == 3 and "has no complete run" in rep.stderr, rep.stderr
+    # a hang is called a hang, with the watchdog's words, not a failure of the stopped ranks
+    assert ": hung: rank 1 on" in rep.stderr and "1 hung." in rep.stderr, rep.stderr
+    assert "retry hang --failed   # run the hung ones again" in rep.stderr
     text = (results / "hang" / "report" / "report.md").read_text()
     assert f"| {missing[0]['host']} | hang |" in text and "rank 1 never arrived" in text
     table = ddlbench("status", "hang", results=results).stdout

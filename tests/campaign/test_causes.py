@@ -165,3 +165,21 @@ def test_the_task_cause_of_a_cancelled_attempt_and_an_unreadable_signal():
     failed = {"state": S.FAILED, "cause": " task 1 on n2: Killed ", "reason": "Resources"}
     assert task_cause(failed) == "task 1 on n2: Killed"
     assert task_cause({"state": S.COMPLETED, "cause": ""}) is None
+
+
+def test_a_hung_run_is_counted_hung_with_the_watchdogs_words(tmp_path):
+    runs = [
+        SynthRun(repeat=0, killed_ranks=(0,), slurm_state="HUNG"),
+        SynthRun(repeat=1, killed_ranks=(0,), slurm_state="FAILED"),
+    ]
+    camp = write_campaign(tmp_path, "hangs", runs)
+    states = run_states(runs)
+    states.loc[0, "reason"] = "hung: rank 1 on n1 (in prepare, before its first step) never arrived"
+    d = collect_campaign(camp, run_states=states)
+    got = d.runs.set_index("run_id")
+    hung, failed = (got.loc[f"pytorch-resnet50-n1x1-b32-r{i}"] for i in range(2))
+    assert (hung["status"], failed["status"]) == ("hung", "failed")
+    assert hung["error_message"].startswith("hung: rank 1 on n1")  # not the stopped ranks' error
+    why = nothing_to_report(d)
+    assert "2 run(s) planned: 1 failed, 1 hung." in why
+    assert "--failed   # run the failed and hung ones again" in why
