@@ -6,32 +6,53 @@ total delay), the straggler index and slowest rank beside them, whether the anal
 the injected rank, and each rank's drop rate (measured steps whose gradient was dropped over
 measured steps).
 
-Per pair of configurations (:func:`backup_verdicts`): every configuration with backup workers
-against each plain one (no ``backup_workers``) of the same mode, model, per-rank batch and
-variant, with the same number of ranks or with as many ranks as it keeps gradients
-(``N = ranks - b``). Over the complete repeats, with ddlbench's one-sided Welch tests
+Per pair of configurations (:func:`backup_verdicts`) of the same mode, model, per-rank batch
+and variant (:func:`pairings`, the comparisons of docs/studies/backup-workers.md):
+
+- ``cost``: ``b = 0`` against plain DDP on as many ranks (what the mechanism costs);
+- ``like``: ``b > 0`` against ``b = 0`` on the same ranks (what the backups buy, like with
+  like); where the campaign has no ``b = 0`` there, against plain DDP on the same ranks
+  (``same ranks``: the backups and the mechanism together);
+- ``paper``: ``b > 0`` against plain DDP on ``N = R - b`` ranks (Chen et al.'s comparison).
+
+Over the complete repeats, with ddlbench's one-sided Welch tests on the logs
 (:func:`~ddlbench.analyse.verdicts.change_verdicts`, ``alpha``, ``min_gain``):
 
+- applied samples per second (``applied_samples_per_s``: dropped gradients train nothing;
+  plain runs' ``throughput`` where the column is missing): geometric means, their 95 %
+  t-interval on the logs and that of the change (:mod:`ddlbench.analyse.stats`);
 - step time: the runs' median step times (their geometric mean over repeats), tested as steps
-  per second (faster = improved);
-- time to accuracy: the runs' ``time_to_accuracy_s`` (convergence mode, runs that reached
-  the target), tested as its inverse;
+  per second (faster = improved); it counts steps, not the samples they apply;
+- time to accuracy (a target set): when every run of both sides reached it, the geometric
+  means of ``time_to_accuracy_s``, tested as above; when some missed, the runs that missed are
+  kept as **censored** at their last evaluation (the lowest rank's, as the collector times the
+  target): Kaplan-Meier medians (:func:`km_median`) and a one-sided log-rank test
+  (:func:`logrank_z`; no ``min_gain``); no comparison when a run that missed has no evaluation;
 - accuracy: final accuracy, ``within`` / ``outside`` a margin (``accuracy_margin``, default
-  1 point) below the plain configuration, as in the large-batch study.
+  1 point) below the baseline, as in the large-batch study.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
-from .stats import log_stats
-from .verdicts import VerdictSettings, change_verdicts, welch_margin
+from .stats import gmean_interval, log_stats
+from .verdicts import VerdictSettings, change_intervals, change_verdicts, welch_margin
 
 PLAIN = -1  # the backup count of a plain (DDP) configuration
+COST, LIKE, SAME_RANKS, PAPER = "cost", "like", "same ranks", "paper"
+#: what each pairing answers, as the sentences and the table say it
+PAIRING = {
+    COST: "the mechanism's cost",
+    LIKE: "what the backups buy, like with like",
+    SAME_RANKS: "no b = 0 on these ranks: the backups and the mechanism together",
+    PAPER: "the paper's comparison, plain DDP with N = R - b ranks",
+}
+CENSORED = "censored"
 
 
 def _per_run(ranks: pd.DataFrame) -> pd.DataFrame:
@@ -98,29 +119,112 @@ def _config_key(r: pd.Series) -> tuple:
     return (r["mode"], r["model"], tail)
 
 
-def _configs(runs: pd.DataFrame, per: pd.DataFrame) -> Dict[str, Dict[str, Any]]:
+def _col(g: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in g:
+        return np.full(len(g), math.nan)
+    return pd.to_numeric(g[name], errors="coerce").astype(float).to_numpy()
+
+
+def _last_evals(evals: Optional[pd.DataFrame]) -> Dict[str, float]:
+    """Per run: the elapsed time of the lowest rank's last evaluation (where a run that missed
+    the target is censored; the collector times the target on the lowest rank too)."""
+    if evals is None or not len(evals) or not {"run_id", "rank", "elapsed_s"} <= set(evals):
+        return {}
+    low = evals[evals["rank"] == evals.groupby("run_id")["rank"].transform("min")]
+    return low.groupby("run_id")["elapsed_s"].max().astype(float).to_dict()
+
+
+def _configs(
+    runs: pd.DataFrame, per: pd.DataFrame, last: Dict[str, float]
+) -> Dict[str, Dict[str, Any]]:
     """Per configuration: its key, ranks, backup count and per-repeat figures."""
-    done = runs[runs["complete"]] if "complete" in runs else runs
+    done = runs[runs["complete"].fillna(False).astype(bool)] if "complete" in runs else runs
     b = dict(zip(per["run_id"], per["backup_workers"])) if len(per) else {}
     out: Dict[str, Dict[str, Any]] = {}
     for group, g in done.groupby("group", sort=True):
         first = g.iloc[0]
-        out[group] = {
+        backups = int(b.get(first["run_id"], PLAIN))
+        applied = _col(g, "applied_samples_per_s")
+        if backups == PLAIN:  # plain DDP applies every sample
+            applied = np.where(np.isnan(applied), _col(g, "throughput"), applied)
+        tta = _col(g, "time_to_accuracy_s")
+        ends = np.array([last.get(r, math.nan) for r in g["run_id"]], dtype=float)
+        out[str(group)] = {
             "key": _config_key(first),
             "world": int(first["world_size"]),
-            "b": int(b.get(first["run_id"], PLAIN)),
-            "step": g["step_time_median_s"].astype(float).to_numpy(),
-            "tta": g["time_to_accuracy_s"].astype(float).to_numpy(),
-            "acc": g["final_accuracy"].astype(float).to_numpy(),
+            "b": backups,
+            "step": _col(g, "step_time_median_s"),
+            "applied": applied,
+            "tta": tta,
+            "ends": np.where(np.isnan(tta), ends, tta),
+            "target": bool(np.isfinite(_col(g, "target_accuracy")).any() or np.isfinite(tta).any()),
+            "acc": _col(g, "final_accuracy"),
         }
     return out
 
 
-def _stats(x: np.ndarray) -> tuple:
-    x = x[~np.isnan(x)]
-    if not len(x):
-        return math.nan, math.nan, 0
-    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else math.nan, len(x)
+def pairings(configs: Dict[str, Dict[str, Any]]) -> List[Tuple[str, str, str]]:
+    """``(configuration, baseline, kind)`` for every comparison the module describes."""
+
+    def find(c: Dict[str, Any], world: int, b: int) -> List[str]:
+        return [
+            g
+            for g, o in configs.items()
+            if o["key"] == c["key"] and (o["world"], o["b"]) == (world, b)
+        ]
+
+    out: List[Tuple[str, str, str]] = []
+    for group, c in configs.items():
+        if c["b"] == 0:
+            out += [(group, g, COST) for g in find(c, c["world"], PLAIN)]
+        elif c["b"] > 0:
+            like = find(c, c["world"], 0)
+            out += [(group, g, LIKE) for g in like]
+            out += [] if like else [(group, g, SAME_RANKS) for g in find(c, c["world"], PLAIN)]
+            out += [(group, g, PAPER) for g in find(c, c["world"] - c["b"], PLAIN)]
+    return out
+
+
+def km_median(times: np.ndarray, reached: np.ndarray) -> Optional[float]:
+    """Kaplan-Meier median time to accuracy: runs that never reached the target stay at risk
+    until their (censoring) time; None when the survival curve stays above one half."""
+    times, reached = np.asarray(times, float), np.asarray(reached, bool)
+    surv = 1.0
+    for t in np.unique(times[reached]):
+        at_risk = int((times >= t).sum())
+        events = int(((times == t) & reached).sum())
+        surv *= 1.0 - events / at_risk
+        if surv <= 0.5:
+            return float(t)
+    return None
+
+
+def logrank_z(t1: np.ndarray, e1: np.ndarray, t2: np.ndarray, e2: np.ndarray) -> Optional[float]:
+    """The log-rank statistic ``(O1 - E1) / sqrt(V)`` of sample 1 against sample 2 (times,
+    reached flags; censored where not reached): positive when sample 1 reaches the target
+    sooner. None when no event leaves a variance."""
+    t1, t2 = np.asarray(t1, float), np.asarray(t2, float)
+    e1, e2 = np.asarray(e1, bool), np.asarray(e2, bool)
+    o_minus_e, var = 0.0, 0.0
+    for t in np.unique(np.concatenate([t1[e1], t2[e2]])):
+        n1, n2 = int((t1 >= t).sum()), int((t2 >= t).sum())
+        d1, d2 = int(((t1 == t) & e1).sum()), int(((t2 == t) & e2).sum())
+        n, d = n1 + n2, d1 + d2
+        if n < 2:
+            continue
+        o_minus_e += d1 - d * n1 / n
+        var += d * (n1 / n) * (n2 / n) * (n - d) / (n - 1)
+    return o_minus_e / math.sqrt(var) if var > 0 else None
+
+
+def logrank_p(t1: np.ndarray, e1: np.ndarray, t2: np.ndarray, e2: np.ndarray) -> Optional[float]:
+    """Two-sided log-rank test of two censored samples (chi-square, 1 degree of freedom)."""
+    z = logrank_z(t1, e1, t2, e2)
+    return None if z is None else math.erfc(abs(z) / math.sqrt(2.0))
+
+
+def _pfmt(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def _faster(base: np.ndarray, new: np.ndarray, vs: VerdictSettings) -> Dict[str, Any]:
@@ -140,84 +244,215 @@ def _faster(base: np.ndarray, new: np.ndarray, vs: VerdictSettings) -> Dict[str,
     return out
 
 
+def _rate(base: np.ndarray, new: np.ndarray, vs: VerdictSettings) -> Dict[str, Any]:
+    """A rate (higher is better): geometric means, the new side's 95 % interval, the change
+    with its 95 % interval (Welch, on the logs) and the verdict of the one-sided tests."""
+    la, sa, na = log_stats(base)
+    lb, sb, nb = log_stats(new)
+    _, lo, hi = gmean_interval(lb, sb, nb, vs.confidence)
+    out = {"base": math.exp(la) if na else math.nan, "new": math.exp(lb) if nb else math.nan}
+    out.update(new_low=float(lo[0]), new_high=float(hi[0]), change=math.nan)
+    out.update(change_low=math.nan, change_high=math.nan, verdict=None, p=math.nan)
+    out["reason"] = "no complete repeat with a value on one side"
+    if not na or not nb:
+        return out
+    ci = change_intervals((lb, sb, nb), (la, sa, na), vs)
+    out.update(change=out["new"] / out["base"] - 1.0)
+    out.update(change_low=ci["change_ci95_low"], change_high=ci["change_ci95_high"])
+    v = change_verdicts(la, sa, na, lb, sb, nb, vs)[0]
+    out.update(verdict=v.verdict, p=v.p_value, reason=v.reason)
+    return out
+
+
+def _tta(base: Dict[str, Any], new: Dict[str, Any], vs: VerdictSettings) -> Dict[str, Any]:
+    """Time to accuracy: geometric means when every run reached the target, else the runs that
+    missed censored at their last evaluation (Kaplan-Meier medians, one-sided log-rank)."""
+    hit_b, hit_n = np.isfinite(base["tta"]), np.isfinite(new["tta"])
+    out: Dict[str, Any] = {"reached_new": int(hit_n.sum()), "runs_new": len(hit_n)}
+    out.update(reached_base=int(hit_b.sum()), runs_base=len(hit_b), method=None)
+    out.update(base=math.nan, new=math.nan, change=math.nan, verdict=None, p=math.nan)
+    if not (base["target"] and new["target"]):
+        return dict(out, reason="no target accuracy")
+    if hit_b.all() and hit_n.all():
+        return dict(out, method="all reached", **_faster(base["tta"], new["tta"], vs))
+    if np.isnan(base["ends"]).any() or np.isnan(new["ends"]).any():
+        why = "a run that missed the target has no evaluation to censor it at"
+        return dict(out, reason=f"{why}: no comparison")
+    km_b, km_n = km_median(base["ends"], hit_b), km_median(new["ends"], hit_n)
+    out.update(method=CENSORED, base=km_b if km_b is not None else math.nan)
+    out["new"] = km_n if km_n is not None else math.nan
+    out["change"] = out["new"] / out["base"] - 1.0 if km_b and km_n else math.nan
+    z = logrank_z(new["ends"], hit_n, base["ends"], hit_b)
+    if z is None:
+        return dict(out, verdict="inconclusive", reason="no run reached the target")
+    sooner, later = 0.5 * math.erfc(z / math.sqrt(2)), 0.5 * math.erfc(-z / math.sqrt(2))
+    p = min(sooner, later)
+    verdict = "improved" if sooner < vs.alpha else "regressed" if later < vs.alpha else None
+    return dict(out, verdict=verdict or "inconclusive", p=p, reason=f"log-rank {_pfmt(p)}")
+
+
+def _stats(x: np.ndarray) -> tuple:
+    x = x[~np.isnan(x)]
+    if not len(x):
+        return math.nan, math.nan, 0
+    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else math.nan, len(x)
+
+
 def _accuracy(base: np.ndarray, new: np.ndarray, margin: float, alpha: float) -> Dict[str, Any]:
     ma, sa, na = _stats(base)
     mb, sb, nb = _stats(new)
-    out = {"base": ma, "new": mb, "difference": mb - ma, "verdict": None}
+    out = {"base": ma, "new": mb, "difference": mb - ma, "verdict": None, "p": math.nan}
     if na < 2 or nb < 2:
         return out
     p_in = float(welch_margin(ma - margin, sa, na, mb, sb, nb)[0][0])
     p_out = float(welch_margin(mb, sb, nb, ma - margin, sa, na)[0][0])
     out["verdict"] = "within" if p_in < alpha else ("outside" if p_out < alpha else "undetermined")
+    out["p"] = p_in if p_in < alpha else p_out if p_out < alpha else min(p_in, p_out)
     return out
 
 
 def backup_verdicts(
-    runs: pd.DataFrame, ranks: pd.DataFrame, vs: VerdictSettings, margin: float
+    runs: pd.DataFrame,
+    ranks: pd.DataFrame,
+    vs: VerdictSettings,
+    margin: float,
+    evals: Optional[pd.DataFrame] = None,
 ) -> pd.DataFrame:
-    """One row per (configuration with backups, plain configuration it is compared with)."""
+    """One row per compared pair (:func:`pairings`); ``evals`` gives the time at which a run
+    that missed the target is censored (without it such a run leaves no comparison)."""
     per = _per_run(ranks)
-    need = {"group", "complete", "step_time_median_s", "time_to_accuracy_s", "final_accuracy"}
+    need = {"group", "step_time_median_s", "time_to_accuracy_s", "final_accuracy"}
     if not len(per) or not len(runs) or not need <= set(runs.columns):
         return pd.DataFrame()
-    configs = _configs(runs, per)
-    rows: List[Dict[str, Any]] = []
-    for group, c in configs.items():
-        if c["b"] < 0:  # b = 0 too: the cost of the mechanism
-            continue
-        for base_group, base in configs.items():
-            if base["b"] != PLAIN or base["key"] != c["key"]:
-                continue
-            if base["world"] not in (c["world"], c["world"] - c["b"]):
-                continue
-            rows.append(_pair_row(group, c, base_group, base, vs, margin))
+    configs = _configs(runs, per, _last_evals(evals))
+    rows = [
+        _pair_row(group, configs[group], base, configs[base], kind, vs, margin)
+        for group, base, kind in pairings(configs)
+    ]
     return pd.DataFrame(rows)
 
 
 def _pair_row(
-    group: str, c: Dict[str, Any], base_group: str, base: Dict[str, Any], vs, margin: float
+    group: str,
+    c: Dict[str, Any],
+    base_group: str,
+    base: Dict[str, Any],
+    kind: str,
+    vs: VerdictSettings,
+    margin: float,
 ) -> Dict[str, Any]:
-    step = _faster(base["step"], c["step"], vs)
-    tta = _faster(base["tta"], c["tta"], vs)
-    acc = _accuracy(base["acc"], c["acc"], margin, vs.alpha)
     row: Dict[str, Any] = {
+        "comparison": kind,
         "group": group,
         "backup_workers": c["b"],
         "world_size": c["world"],
         "baseline": base_group,
+        "baseline_backup_workers": base["b"],
         "baseline_world_size": base["world"],
         "repeats": int(min(np.sum(~np.isnan(c["step"])), np.sum(~np.isnan(base["step"])))),
     }
-    for name, d in (("step", step), ("tta", tta)):
-        for k, v in d.items():
-            row[f"{name}_{k}"] = v
-    for k, v in acc.items():
-        row[f"accuracy_{k}"] = v
+    parts = (
+        ("applied", _rate(base["applied"], c["applied"], vs)),
+        ("step", _faster(base["step"], c["step"], vs)),
+        ("tta", _tta(base, c, vs)),
+        ("accuracy", _accuracy(base["acc"], c["acc"], margin, vs.alpha)),
+    )
+    for name, d in parts:
+        row.update({f"{name}_{k}": v for k, v in d.items()})
     return row
 
 
 def sentences(table: pd.DataFrame, vs: VerdictSettings, margin: float) -> List[str]:
-    """The report's answers, one sentence per compared pair."""
+    """The report's answers, one sentence per compared pair: the applied samples per second
+    first, the step time beside them (never alone), time to accuracy with the runs that
+    reached the target on each side, and the final accuracy."""
     out = []
-    for r in table.itertuples(index=False) if len(table) else []:
-        parts = [_time_text("step time", r.step_change, r.step_verdict, r.step_reason)]
-        if r.tta_verdict is not None or not _nan(r.tta_base) or not _nan(r.tta_new):
-            parts.append(_time_text("time to accuracy", r.tta_change, r.tta_verdict, r.tta_reason))
-        if not _nan(r.accuracy_difference):
-            verdict = r.accuracy_verdict or "undetermined (fewer than 2 repeats)"
-            parts.append(
-                f"final accuracy {100 * r.accuracy_new:.2f} % vs {100 * r.accuracy_base:.2f} % "
-                f"({100 * r.accuracy_difference:+.2f} points; {verdict} "
-                f"{100 * margin:g} point(s) of the plain run)"
-            )
+    for r in table.to_dict("records") if len(table) else []:
+        parts = [_applied_text(r), _step_text(r)]
+        tta = _tta_text(r)
+        parts += [tta] if tta else []
+        parts.append(_accuracy_text(r, margin))
+        b0 = r["baseline_backup_workers"]
+        base = "plain DDP" if b0 < 0 else f"b = {b0}"
         out.append(
-            f"Backup workers: {r.group} ({r.world_size} ranks, b = {r.backup_workers}) against "
-            f"{r.baseline} ({r.baseline_world_size} ranks, plain synchronous SGD), "
-            f"{r.repeats} repeat(s), one-sided Welch tests at alpha {vs.alpha:g}: "
-            + "; ".join(parts)
-            + "."
+            f"Backup workers: {r['group']} ({r['world_size']} ranks, b = {r['backup_workers']}) "
+            f"against {r['baseline']} ({r['baseline_world_size']} ranks, {base}; "
+            f"{PAIRING[r['comparison']]}), {r['repeats']} repeat(s), one-sided Welch tests at "
+            f"alpha {vs.alpha:g}: " + "; ".join(parts) + "."
         )
     return out
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _applied_text(r: Dict[str, Any]) -> str:
+    if _nan(r["applied_change"]):
+        return f"applied samples/s: no data ({r['applied_reason']})"
+    verdict = r["applied_verdict"]
+    word = {"improved": "more", "regressed": "fewer"}.get(verdict, verdict)
+    ci = ""
+    if not _nan(r["applied_change_low"]):
+        lo, hi = 100 * r["applied_change_low"], 100 * r["applied_change_high"]
+        ci = f", 95 % CI {lo:+.1f} % to {hi:+.1f} %"
+    return (
+        f"applied samples/s {_num(r['applied_new'])} vs {_num(r['applied_base'])} "
+        f"({100 * r['applied_change']:+.1f} %{ci}; {word}; {r['applied_reason']})"
+    )
+
+
+def _step_text(r: Dict[str, Any]) -> str:
+    text = _time_text("median step time", r["step_change"], r["step_verdict"], r["step_reason"])
+    if r["step_verdict"] == "improved" and r["applied_verdict"] != "improved":
+        kept, ranks = r["world_size"] - r["backup_workers"], r["world_size"]
+        each = f"each step applies {kept} of {ranks} ranks' batches, and " if kept < ranks else ""
+        text += (
+            f", which counts steps, not samples: {each}the applied samples per second did not "
+            "rise significantly"
+        )
+    return text
+
+
+def _tta_text(r: Dict[str, Any]) -> Optional[str]:
+    if r["tta_method"] is None and r["tta_reason"] == "no target accuracy":
+        return None
+    reached = (
+        f"time to the target: reached in {r['tta_reached_new']} of {r['tta_runs_new']} runs "
+        f"vs {r['tta_reached_base']} of {r['tta_runs_base']}"
+    )
+    if r["tta_method"] is None:
+        return f"{reached}; {r['tta_reason']}"
+    if r["tta_method"] != CENSORED:
+        return f"{reached}, " + _time_text(
+            "geometric mean", r["tta_change"], r["tta_verdict"], r["tta_reason"]
+        )
+    new = "not reached by half the runs" if _nan(r["tta_new"]) else f"{r['tta_new']:.3g} s"
+    base = "not reached by half the runs" if _nan(r["tta_base"]) else f"{r['tta_base']:.3g} s"
+    word = {"improved": "sooner", "regressed": "later"}.get(r["tta_verdict"], "inconclusive")
+    return (
+        f"{reached}, so the runs that missed count as censored at their last evaluation, not "
+        f"dropped: Kaplan-Meier median {new} vs {base}, one-sided {r['tta_reason']} ({word})"
+    )
+
+
+def _accuracy_text(r: Dict[str, Any], margin: float) -> str:
+    if _nan(r["accuracy_difference"]):
+        return "final accuracy: not measured"
+    m = f"{100 * margin:g} point{'' if 100 * margin == 1 else 's'}"
+    verdict = r["accuracy_verdict"]
+    if verdict == "within":
+        said = f"within {m} of the baseline ({_pfmt(r['accuracy_p'])})"
+    elif verdict == "outside":
+        said = f"more than {m} below the baseline ({_pfmt(r['accuracy_p'])})"
+    elif verdict == "undetermined":
+        said = f"the repeats cannot tell whether it is within {m} of the baseline"
+    else:
+        said = f"too few repeats (fewer than 2 on a side) to test it against the {m} margin"
+    return (
+        f"final accuracy {100 * r['accuracy_new']:.2f} % vs {100 * r['accuracy_base']:.2f} % "
+        f"({100 * r['accuracy_difference']:+.2f} points): {said}"
+    )
 
 
 def _time_text(what: str, change: float, verdict: Optional[str], reason: str) -> str:

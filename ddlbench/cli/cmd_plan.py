@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import click
 
@@ -28,8 +28,10 @@ Examples:
 def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
     """Show the runs a spec expands to, without rendering or submitting anything.
 
-    One row per run: id, framework, nodes, GPUs (or CPU ranks), per-device and global batch,
-    peak learning rate after scaling, and the node-hours the run requests (nodes x time limit);
+    One row per run: id, framework, nodes, GPUs (or CPU ranks), per-device and global batch
+    (with backup workers also b and the applied batch, (ranks - b) x batch/dev, the samples
+    whose gradient a step applies), peak learning rate after scaling, and the node-hours the
+    run requests (nodes x time limit);
     for transformer models the predicted peak memory per rank, with a warning for each run
     that will not fit the profile's device_memory_gib. Warnings about too little measurement
     (fewer than 3 repeats, a measured window that may be shorter than 5 s) go to stderr as
@@ -80,17 +82,33 @@ def _plan_json(plan: Plan, spec_path: str, why: str) -> Dict[str, Any]:
                 "world_size": r.world_size,
                 "batch_size": r.batch_size,
                 "global_batch_size": r.global_batch_size,
+                "backup_workers": backup_workers(r),
+                "applied_global_batch_size": applied_global_batch(r),
                 "lr": r.lr,
                 "variant": r.variant,
                 "transport": r.transport,
                 "repeat": r.repeat,
                 "time_limit": r.time_limit,
                 "node_hours": round(r.node_hours, 4),
+                "inject": r.inject,
                 **({"lm": r.lm, "memory_gib": round(memory[r.run_id] or 0, 3)} if r.lm else {}),
             }
             for r in plan.runs
         ],
     }
+
+
+def backup_workers(r: Any) -> Optional[int]:
+    """The run's ``backup_workers`` (None: plain synchronous training)."""
+    b = (r.framework_options or {}).get("backup_workers")
+    return None if b is None else int(b)
+
+
+def applied_global_batch(r: Any) -> int:
+    """The samples whose gradient one step applies: ``(ranks - b) x`` the per-rank share of the
+    global batch with ``b`` backup workers (docs/backup-workers.md), the global batch without."""
+    b = backup_workers(r) or 0
+    return r.global_batch_size // r.world_size * (r.world_size - b)
 
 
 def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
@@ -102,6 +120,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
     p = plan.profile
     memory = memory_gib(plan)
     lm = any(v is not None for v in memory.values())
+    backups = any(backup_workers(r) is not None for r in plan.runs)
     console = stdout_console()
     console.print(
         f"[bold]{spec_name}[/]: {len(plan.runs)} runs on cluster profile "
@@ -110,15 +129,21 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
     unit = "GPUs" if p.device == "gpu" else "ranks"
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, justify in (
-        ("run id", "left"),
-        ("framework", "left"),
-        ("nodes", "right"),
-        (unit, "right"),
-        ("batch/dev", "right"),
-        ("global batch", "right"),
-        ("lr", "right"),
-        ("node-h", "right"),
-    ) + ((("GiB/rank", "right"),) if lm else ()):
+        (
+            ("run id", "left"),
+            ("framework", "left"),
+            ("nodes", "right"),
+            (unit, "right"),
+            ("batch/dev", "right"),
+            ("global batch", "right"),
+        )
+        + ((("b", "right"), ("applied batch", "right")) if backups else ())
+        + (
+            ("lr", "right"),
+            ("node-h", "right"),
+        )
+        + ((("GiB/rank", "right"),) if lm else ())
+    ):
         table.add_column(name, justify=justify)
     for r in plan.runs:
         gib = memory[r.run_id]
@@ -129,12 +154,23 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
             str(r.world_size),
             str(r.batch_size),
             str(r.global_batch_size),
+            *(_backup_cells(r) if backups else ()),
             f"{r.lr:.4g}",
             f"{r.node_hours:.2f}",
             *((f"{gib:.1f}" if gib is not None else "-",) if lm else ()),
         )
     console.print(table)
+    if backups:
+        console.print(
+            "b: backup workers (-: plain synchronous training); applied batch: the samples "
+            "whose gradient a step applies, (ranks - b) x batch/dev (docs/backup-workers.md)"
+        )
     console.print(
         f"total: {len(plan.runs)} runs, {plan.node_hours:.1f} node-hours requested "
         f"(time limit {plan.runs[0].time_limit} per run)"
     )
+
+
+def _backup_cells(r: Any) -> Tuple[str, str]:
+    b = backup_workers(r)
+    return ("-" if b is None else str(b), str(applied_global_batch(r)))

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from ..analyse.backups import backup_verdicts, injection_table, sentences
-from .format import fint, fms, fpct, fsig, ftext
+from ..analyse.backups import PAIRING, backup_verdicts, injection_table, sentences
+from .format import fint, fms, fnum, fpct, fsig, ftext
 from .table import Table
 
-FMT: Dict[str, Any] = {"fint": fint, "fsig": fsig, "fpct": fpct, "fms": fms, "ftext": ftext}
+FMT: Dict[str, Any] = {
+    "fint": fint,
+    "fsig": fsig,
+    "fpct": fpct,
+    "fms": fms,
+    "ftext": ftext,
+    "fnum": fnum,
+}
 
 
 def _table(title: str, spec: List[Any], df: Any, note: str = "", flag: Any = None) -> Table:
@@ -23,11 +30,13 @@ def _table(title: str, spec: List[Any], df: Any, note: str = "", flag: Any = Non
 
 def _verdicts(a: Any, data: Any):
     st = a.settings
-    return backup_verdicts(a.runs, data.ranks, st.verdicts(), st.accuracy_margin)
+    evals = getattr(data, "evals", None)
+    return backup_verdicts(a.runs, data.ranks, st.verdicts(), st.accuracy_margin, evals)
 
 
 def backup_sentences(a: Any, data: Any) -> List[str]:
-    """The summary's answers: do backups beat plain synchronous SGD, at what accuracy cost."""
+    """The summary's answers: do backups train faster (applied samples per second, time to
+    accuracy) than b = 0 and plain DDP, and at what accuracy cost."""
     st = a.settings
     return sentences(_verdicts(a, data), st.verdicts(), st.accuracy_margin)
 
@@ -79,23 +88,64 @@ def _yes(v: Any) -> Any:
 
 
 def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> Any:
+    pct = f["fpct"]
     return table(
-        "Backup workers against plain synchronous SGD",
+        "Backup workers: paired comparisons",
         [
             ("configuration", lambda r: r["group"], False),
             ("against", lambda r: r["baseline"], False),
+            ("comparison", lambda r: PAIRING[r["comparison"]], False),
             ("repeats", lambda r: f["fint"](r["repeats"]), True),
-            ("median step ms", lambda r: f["fms"](r["step_new"]), True),
-            ("plain ms", lambda r: f["fms"](r["step_base"]), True),
-            ("step time change", lambda r: f["fpct"](r["step_change"]), True),
+            ("applied samples/s (geo. mean)", lambda r: f["fnum"](r["applied_new"]), True),
+            (
+                "95 % CI",
+                lambda r: _range(f["fnum"], r["applied_new_low"], r["applied_new_high"]),
+                True,
+            ),
+            ("baseline applied samples/s", lambda r: f["fnum"](r["applied_base"]), True),
+            ("applied change", lambda r: pct(r["applied_change"]), True),
+            (
+                "change 95 % CI",
+                lambda r: _range(pct, r["applied_change_low"], r["applied_change_high"], " to "),
+                True,
+            ),
+            ("applied verdict", lambda r: f["ftext"](r["applied_verdict"]), False),
+            ("step time change", lambda r: pct(r["step_change"]), True),
             ("step verdict", lambda r: f["ftext"](r["step_verdict"]), False),
-            ("time to accuracy change", lambda r: f["fpct"](r["tta_change"]), True),
-            ("time verdict", lambda r: f["ftext"](r["tta_verdict"]), False),
+            ("reached target", _reached, False),
+            ("time to accuracy change", lambda r: pct(r["tta_change"]), True),
+            ("time verdict", lambda r: f["ftext"](_tta_verdict(r)), False),
             ("accuracy points", lambda r: f["fsig"](100 * r["accuracy_difference"], 3), True),
             ("accuracy", lambda r: f["ftext"](r["accuracy_verdict"]), False),
         ],
         ver,
-        note="Step time and time to accuracy: one-sided Welch tests over the repeats on their "
-        "inverses (improved = shorter). Accuracy: within or outside the accuracy margin below "
-        "the plain configuration (docs/backup-workers.md).",
+        note="Applied samples/s: samples whose gradient was applied per second (dropped "
+        "gradients train nothing; a run's throughput counts them), geometric mean over the "
+        "repeats with its 95 % t-interval on the logs, and the change against the baseline "
+        "with its Welch interval; verdicts: one-sided Welch tests on the logs (alpha, 5 % "
+        "threshold; step time on its inverse, improved = shorter). A shorter step is not "
+        "faster training: read it with the applied rate and the accuracy. Reached target: "
+        "runs that reached the target accuracy, configuration vs baseline; when every run "
+        "reached it, time to accuracy compares geometric means; when some missed, Kaplan-Meier "
+        "medians with the runs that missed censored at their last evaluation and a one-sided "
+        "log-rank test (censored). Accuracy: within or outside the accuracy margin below the "
+        "baseline. Bold: a shorter step without significantly more applied samples per second "
+        "(docs/backup-workers.md).",
+        flag=lambda r: r["step_verdict"] == "improved" and r["applied_verdict"] != "improved",
     )
+
+
+def _range(fmt: Callable[[Any], str], lo: Any, hi: Any, sep: str = " - ") -> str:
+    return "-" if lo is None or lo != lo or hi is None or hi != hi else f"{fmt(lo)}{sep}{fmt(hi)}"
+
+
+def _reached(r: Any) -> str:
+    if r["tta_method"] is None and r["tta_reason"] == "no target accuracy":
+        return "-"
+    new, base = (f"{r[f'tta_reached_{s}']}/{r[f'tta_runs_{s}']}" for s in ("new", "base"))
+    return f"{new} vs {base}"
+
+
+def _tta_verdict(r: Any) -> Any:
+    v = r["tta_verdict"]
+    return f"{v} (censored)" if v is not None and r["tta_method"] == "censored" else v

@@ -16,7 +16,10 @@ log-rank test on the censored times to accuracy.
     python docs/studies/backup_workers_study.py --submit        # both configs, then figures
     python docs/studies/backup_workers_study.py results/backup-workers-mini [...]
 
-Runs on the login node's Python (ddlbench's own environment: numpy, pandas, scipy).
+Runs on the login node's Python, in ddlbench's own environment (numpy, pandas, pyarrow: its
+dependencies; no scipy): the Kaplan-Meier median and the log-rank test are those of the report
+(:mod:`ddlbench.analyse.backups`), the Welch test is ddlbench's
+(:func:`ddlbench.analyse.verdicts.welch_margin`).
 """
 
 from __future__ import annotations
@@ -36,46 +39,28 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+# one Kaplan-Meier median and one log-rank test, shared with the report
+from ddlbench.analyse.backups import km_median, logrank_p  # noqa: E402
+
 CONFIGS = ("configs/backup-workers-mini.yaml", "configs/backup-workers-sweep.yaml")
 GROUP = re.compile(r"^(?P<label>[^-]+)-(?P<model>[^-]+)-n(?P<nodes>\d+)x(?P<tasks>\d+)-b\d+")
 
 
-def km_median(times: np.ndarray, reached: np.ndarray) -> Optional[float]:
-    """Kaplan-Meier median time to accuracy (None when fewer than half reach it)."""
-    surv = 1.0
-    for t in np.unique(times[reached]):
-        at_risk = int((times >= t).sum())
-        events = int(((times == t) & reached).sum())
-        surv *= 1.0 - events / at_risk
-        if surv <= 0.5:
-            return float(t)
-    return None
-
-
-def logrank_p(t1: np.ndarray, e1: np.ndarray, t2: np.ndarray, e2: np.ndarray) -> Optional[float]:
-    """Two-sided log-rank test of two censored samples (chi-square, 1 degree of freedom)."""
-    times = np.unique(np.concatenate([t1[e1], t2[e2]]))
-    o_minus_e, var = 0.0, 0.0
-    for t in times:
-        n1, n2 = int((t1 >= t).sum()), int((t2 >= t).sum())
-        d1, d2 = int(((t1 == t) & e1).sum()), int(((t2 == t) & e2).sum())
-        n, d = n1 + n2, d1 + d2
-        if n < 2:
-            continue
-        o_minus_e += d1 - d * n1 / n
-        var += d * (n1 / n) * (n2 / n) * (n - d) / (n - 1)
-    if var <= 0:
-        return None
-    return math.erfc(abs(o_minus_e) / math.sqrt(2.0 * var))
-
-
 def welch_p(a: np.ndarray, b: np.ndarray) -> Optional[float]:
-    from scipy import stats
+    """Two-sided Welch t-test of two samples (Welch-Satterthwaite degrees of freedom; the
+    p-value of ``scipy.stats.ttest_ind(a, b, equal_var=False)``), from ddlbench's own one-sided
+    test (:func:`ddlbench.analyse.verdicts.welch_margin`): no scipy needed."""
+    from ddlbench.analyse.verdicts import welch_margin
 
     a, b = a[~np.isnan(a)], b[~np.isnan(b)]
     if len(a) < 2 or len(b) < 2:
         return None
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    greater = float(
+        welch_margin(b.mean(), b.std(ddof=1), len(b), a.mean(), a.std(ddof=1), len(a))[0][0]
+    )
+    if math.isnan(greater):
+        return None
+    return min(1.0, 2.0 * min(greater, 1.0 - greater))
 
 
 def per_run(root: Path) -> pd.DataFrame:
