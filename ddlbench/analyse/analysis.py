@@ -17,7 +17,7 @@ import pandas as pd
 from ..values import missing
 from .large_batch import STUDY_FIELDS, study_keys
 from .lm_verdicts import lm_comparisons
-from .series import series_tables
+from .series import LM_SERIES_FIELDS, series_tables
 from .stats import summarize, t_ci_mean
 from .verdicts import VerdictSettings
 
@@ -85,7 +85,7 @@ CONFIG_FIELDS = [
 #: what else tells configurations apart besides :data:`CONFIG_FIELDS`: the framework entry's
 #: label and options (sync vs backup1) and the spec variant; a configuration is its ``group``
 #: (these are in its run ids), and the scaling series and the large-batch study key by them
-ENTRY_FIELDS = ["label", "variant", "framework_options"]
+ENTRY_FIELDS = ["label", "variant", "framework_options", *LM_SERIES_FIELDS]
 
 
 def _identity_run(g: pd.DataFrame) -> pd.Series:

@@ -86,7 +86,8 @@ def _lm_configs(runs: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
     lm = runs[runs["parallel"].notna()].sort_values(["group", "repeat"])
     fields = [c for c in (*VARIANT_KEYS, *LM_FIELDS) if c in lm]
     first = lm.groupby("group", sort=True)[fields].first()
-    c = configs.set_index("group").join(first, how="inner").reset_index()
+    own = configs.drop(columns=[f for f in fields if f in configs])  # the runs' values win
+    c = own.set_index("group").join(first, how="inner").reset_index()
     for f in (*VARIANT_KEYS, *LM_FIELDS):
         if f not in c:
             c[f] = None

@@ -23,6 +23,17 @@ import pandas as pd
 from ..values import missing
 from .verdicts import VerdictSettings, annotate_series
 
+#: what a language-model configuration fixes besides the rest (analyse/lm_verdicts.py)
+LM_SERIES_FIELDS = ("parallel", "activation_checkpointing", "seq_len", "grad_accum", "compile")
+#: how a series label names an LM field that varies among the series
+_LM_WORDS = {
+    "parallel": "{}",
+    "activation_checkpointing": "ckpt {}",
+    "seq_len": "seq {}",
+    "grad_accum": "accum {}",
+    "compile": "compile {}",
+}
+
 SERIES_FIELDS = [
     "framework",
     "workload",
@@ -38,6 +49,8 @@ SERIES_FIELDS = [
     "transport",
     "label",
     "framework_options",
+    # a language model's mode and shape: DDP and FSDP, or seq 2048 and 8192, never share a series
+    *LM_SERIES_FIELDS,
 ]
 
 
@@ -194,6 +207,15 @@ def _point_knee(pts, threshold: float) -> Optional[int]:
     return knee
 
 
+def _number_word(v) -> str:
+    """A field's value in a label: ``2048`` for 2048.0 (a float column), else as it is."""
+    if missing(v):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def entry_word(r) -> str:
     """A configuration's framework entry in words: ``label (framework)`` when the spec labels
     the entry (``backup1 (pytorch)``), else the framework."""
@@ -258,6 +280,11 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
         if varies_within_framework("backend"):
             for sid, r in fm.iterrows():
                 parts[sid].append(_key(r["backend"]))
+        for col, word in _LM_WORDS.items():
+            if varies(col):
+                for sid, r in fm.iterrows():
+                    value = _number_word(r[col])
+                    parts[sid].append(word.format(value) if value else "")
         if varies("warmup_epochs"):
             for sid, r in fm.iterrows():
                 w = r["warmup_epochs"]

@@ -4,6 +4,7 @@ scaling series, not in the large-batch study (docs/metrics.md, Scaling and Conve
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -173,3 +174,27 @@ def test_time_to_target_names_the_runs_that_reached_it() -> None:
     assert "2 of 2" in text and "1 of 2" in text and "0 of 2" in text
     assert "2.500 (median of the 1 that reached it)" in text
     assert "not reached" in text
+
+
+def test_language_model_modes_and_shapes_are_separate_series(data) -> None:
+    """DDP and FSDP (or two sequence lengths) of one model are two series even in one variant,
+    named by what differs; before, six sharding variants at 2 ranks were one series whose
+    'speedups' were one mode's throughput over another's."""
+    data = copy.copy(data)  # the module's campaign stays as the other tests left it
+    runs = data.runs.copy()
+    fsdp = runs["group"].str.endswith("cpushare")
+    runs["mode"] = "throughput"
+    runs["label"] = runs["framework"]
+    runs["framework_options"] = "{}"
+    runs["variant"] = "one"
+    runs["parallel"] = ["fsdp" if f else "ddp" for f in fsdp]
+    runs["activation_checkpointing"] = "none"
+    runs["seq_len"] = 128.0
+    data.runs = runs
+    a = analyse(data)
+    assert sorted(a.series["label"]) == ["pytorch ddp", "pytorch fsdp"], a.series["label"]
+    assert (a.points["speedup"][a.points["devices"] == 2] == 1.0).all()
+    runs["parallel"] = "ddp"
+    runs["seq_len"] = [2048.0 if f else 128.0 for f in fsdp]
+    a = analyse(data)
+    assert sorted(a.series["label"]) == ["pytorch seq 128", "pytorch seq 2048"]
