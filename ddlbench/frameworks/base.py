@@ -22,10 +22,11 @@ class FrameworkOptions(BaseModel):
     """Base of every framework's options; unknown keys are errors.
 
     Options left unset are not passed to the workload, which then uses its own default
-    (documented in docs/workloads.md).
+    (documented in docs/workloads.md). Values are not coerced (strict): a YAML bool or
+    string is not a number, a string is not a bool.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     #: intra-op threads per rank on CPU (default: SLURM_CPUS_PER_TASK, else all cores / ranks)
     threads: Optional[int] = Field(default=None, ge=1)

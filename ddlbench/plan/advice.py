@@ -1,17 +1,19 @@
 """Warnings before the node-hours are spent: a spec whose measurements would be too few or too
 short to mean much (docs/spec.md#how-much-to-measure). ``validate`` and ``plan`` print them;
-they never stop a spec from running."""
+they never stop a spec from running. Also a learning-rate schedule that does not fit in the
+training: a warmup as long as the run or longer, a decay at or after its end
+(docs/spec.md#lr_scaling)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ddlbench.spec.experiment import ExperimentSpec
 from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS, MIN_REPEATS
 from ddlbench.spec.own_workload import placeholders_in
 from ddlbench.spec.yamlsource import Loc, YamlSource, format_loc
 
-__all__ = ["MIN_MEASURE_SECONDS", "MIN_REPEATS", "measurement_warnings"]
+__all__ = ["MIN_MEASURE_SECONDS", "MIN_REPEATS", "measurement_warnings", "schedule_warnings"]
 
 
 def _warning(source: Optional[YamlSource], loc: Loc, message: str) -> str:
@@ -84,4 +86,46 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
                 "(docs/spec.md#how-much-to-measure)",
             )
         )
+    return out + schedule_warnings(spec, source)
+
+
+def _schedule_problems(lr_scaling: Any, epochs: int, base: Loc) -> List[tuple]:
+    """``(where, message)`` for the keys written in ``lr_scaling`` (at ``base``) that do not
+    fit in ``epochs`` epochs of training."""
+    out: List[tuple] = []
+    written = lr_scaling.model_fields_set
+    warmup = lr_scaling.warmup_epochs
+    if "warmup_epochs" in written and warmup and warmup >= epochs:
+        out.append(
+            (
+                base + ("warmup_epochs",),
+                f"a warmup of {warmup:g} epoch(s) is not shorter than the training "
+                f"({epochs} epoch(s)): the learning rate reaches its peak only after the "
+                "last step; use fewer warmup_epochs than epochs (Goyal et al. 2017: 5 of 90)",
+            )
+        )
+    for i, epoch in enumerate(lr_scaling.decay_epochs if "decay_epochs" in written else []):
+        if epoch >= epochs:
+            out.append(
+                (
+                    base + ("decay_epochs", i),
+                    f"a decay at epoch {epoch} never happens: the training ends after "
+                    f"{epochs} epoch(s) (a decay at epoch e applies from epoch e on, "
+                    f"counted from 0); use epochs below {epochs}",
+                )
+            )
     return out
+
+
+def schedule_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[str]:
+    """One warning per ``lr_scaling`` key (the spec's, a variant's) that does not fit in
+    ``epochs`` (convergence mode; throughput runs do not train whole epochs)."""
+    if spec.mode != "convergence" or spec.epochs is None:
+        return []
+    found = _schedule_problems(spec.lr_scaling, spec.epochs, ("lr_scaling",))
+    for i, variant in enumerate(spec.variants):
+        if variant.lr_scaling is not None:
+            found += _schedule_problems(
+                variant.lr_scaling, spec.epochs, ("variants", i, "lr_scaling")
+            )
+    return [_warning(source, loc, message) for loc, message in found]

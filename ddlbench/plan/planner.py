@@ -27,7 +27,7 @@ from ddlbench.spec.experiment import (
     Optimizer,
     Variant,
 )
-from ddlbench.spec.inject import plan_problem, run_inject
+from ddlbench.spec.inject import backup_precision_problem, plan_problem, run_inject
 from ddlbench.spec.lm import lm_problems, run_lm, seq_lens
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource, problem_at
@@ -440,6 +440,8 @@ def _checked_knobs(
     if old_torch is not None:
         return old_torch
     refused = plan_problem(spec, fi, variant, world)  # inject, backup_workers
+    if refused is None:
+        refused = backup_precision_problem(spec, fi, variant, knobs["precision"])
     if refused is not None:
         return problem_at(sweep.source, *refused)
     return knobs

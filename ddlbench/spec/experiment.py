@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,6 +13,7 @@ from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.spec.inject import InjectSpec
 from ddlbench.spec.lm import LMKeys, LMSpecKeys
 from ddlbench.spec.own_workload import OwnWorkload
+from ddlbench.spec.problems import KeyedError
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -37,7 +38,10 @@ Mode = Literal[MODES]  # type: ignore[valid-type]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys are errors, and values are not coerced: a YAML bool or string is not a
+    number, a string is not a bool (an integer where a number is expected is fine)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class FrameworkEntry(Strict):
@@ -75,13 +79,14 @@ class DataSpec(Strict):
     @model_validator(mode="after")
     def _path_needed(self) -> DataSpec:
         if self.kind in ("mnist", "imagefolder") and not self.path:
-            raise ValueError(f"data kind '{self.kind}' needs a path")
+            raise KeyedError(f"data kind '{self.kind}' needs a path", "kind")
         if self.kind in ("synthetic", "digits", "text") and self.path:
-            raise ValueError(f"data kind '{self.kind}' takes no path")
+            raise KeyedError(f"data kind '{self.kind}' takes no path", "path")
         if self.kind != "synthetic" and self.samples is not None:
-            raise ValueError(
+            raise KeyedError(
                 f"samples sets the size of a synthetic epoch; data kind '{self.kind}' has its "
-                "data set's own size"
+                "data set's own size",
+                "samples",
             )
         return self
 
@@ -111,7 +116,9 @@ class Steps(Strict):
     @model_validator(mode="after")
     def _cap_above_measure(self) -> Steps:
         if self.max_measure is not None and self.max_measure < self.measure:
-            raise ValueError(f"max_measure ({self.max_measure}) is below measure ({self.measure})")
+            raise KeyedError(
+                f"max_measure ({self.max_measure}) is below measure ({self.measure})", "max_measure"
+            )
         return self
 
 
@@ -179,9 +186,11 @@ class Scale(Strict):
         if (self.nodes is None) == (self.points is None):
             raise ValueError("give either 'nodes' (with optional 'gpus_per_node') or 'points'")
         if self.points is not None and self.gpus_per_node is not None:
-            raise ValueError("'gpus_per_node' goes with 'nodes'; points say it themselves")
+            raise KeyedError(
+                "'gpus_per_node' goes with 'nodes'; points say it themselves", "gpus_per_node"
+            )
         if self.points is not None and not self.points:
-            raise ValueError("points must list at least one point")
+            raise KeyedError("points must list at least one point", "points")
         return self
 
 
@@ -420,42 +429,81 @@ class ExperimentSpec(Strict, LMSpecKeys):
 
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentSpec:
+        """The rules between keys; each error is placed at the key it is about."""
         if self.mode == "convergence" and self.epochs is None:
-            raise ValueError("mode 'convergence' needs 'epochs'")
+            raise KeyedError("mode 'convergence' needs 'epochs'", "mode")
         if self.mode != "convergence" and self.target_accuracy is not None:
-            raise ValueError("'target_accuracy' applies to mode 'convergence' only")
+            raise KeyedError(
+                "'target_accuracy' applies to mode 'convergence' only", "target_accuracy"
+            )
+        if self.workload is not None and self.mode != "throughput":
+            raise KeyedError("a spec's own 'workload' is measured in mode throughput only", "mode")
         if self.scaling == "strong" and self.global_batch_size is None:
-            raise ValueError("scaling 'strong' needs 'global_batch_size' (it stays fixed)")
+            raise KeyedError(
+                "scaling 'strong' needs 'global_batch_size' (it stays fixed)", "scaling"
+            )
         if self.scaling == "weak" and self.global_batch_size is not None:
-            raise ValueError("'global_batch_size' applies to scaling 'strong' only")
+            raise KeyedError(
+                "'global_batch_size' applies to scaling 'strong' only", "global_batch_size"
+            )
         if "batch_size" in self.model_fields_set and (
             self.scaling == "strong" or self.mode == "allreduce"
         ):
-            raise ValueError(
+            raise KeyedError(
                 "'batch_size' is not used here: strong scaling fixes 'global_batch_size', "
-                "and allreduce runs have no batch"
+                "and allreduce runs have no batch",
+                "batch_size",
             )
-        if self.mode == "allreduce":
-            for entry in self.frameworks:
-                if "allreduce" not in launchers()[entry.name].modes:
-                    raise ValueError(f"framework '{entry.name}' has no allreduce workload")
-        if self.allreduce.min_bytes > self.allreduce.max_bytes:
-            raise ValueError("allreduce.min_bytes is larger than allreduce.max_bytes")
-        if len(set(self.zip)) != len(self.zip):
-            raise ValueError("zip lists an axis twice")
-        if self.zip and len(self.zip) < 2:
-            raise ValueError("zip needs at least two axes (scale, batch_size, variants)")
-        if "variants" in self.zip and not self.variants:
-            raise ValueError("zip names 'variants' but none are defined")
-        if self.workload is not None and self.mode != "throughput":
-            raise ValueError("a spec's own 'workload' is measured in mode throughput only")
+        self._check_allreduce()
+        self._check_zip()
         if self.workload is not None and len(self.frameworks) != 1:
-            raise ValueError("a spec with a 'workload' has one framework: workload.framework")
+            raise KeyedError(
+                "a spec with a 'workload' has one framework: workload.framework", "frameworks"
+            )
         return self
+
+    def _check_allreduce(self) -> None:
+        if self.mode == "allreduce":
+            for i, entry in enumerate(self.frameworks):
+                if "allreduce" not in launchers()[entry.name].modes:
+                    raise KeyedError(
+                        f"framework '{entry.name}' has no allreduce workload", "frameworks", i
+                    )
+        if self.allreduce.min_bytes > self.allreduce.max_bytes:
+            raise KeyedError(
+                "allreduce.min_bytes is larger than allreduce.max_bytes", "allreduce", "min_bytes"
+            )
+
+    def _check_zip(self) -> None:
+        for i, axis in enumerate(self.zip):
+            if axis in self.zip[:i]:
+                raise KeyedError("zip lists an axis twice", "zip", i)
+        if self.zip and len(self.zip) < 2:
+            raise KeyedError("zip needs at least two axes (scale, batch_size, variants)", "zip")
+        if "variants" in self.zip and not self.variants:
+            raise KeyedError(
+                "zip names 'variants' but none are defined", "zip", self.zip.index("variants")
+            )
 
     @property
     def batch_sizes(self) -> List[int]:
         return self.batch_size if isinstance(self.batch_size, list) else [self.batch_size]
+
+
+def file_problems(spec: ExperimentSpec) -> List[Tuple[Tuple[Any, ...], str]]:
+    """``(where, message)`` of what a spec file asks that its runs would refuse when they
+    start, checked by the loader (specs built in code, as the tests' synthetic campaigns,
+    may describe runs that never ran): convergence needs a validation split."""
+    if spec.mode == "convergence" and spec.data.kind == "synthetic":
+        where = "data" if "data" in spec.model_fields_set else "mode"
+        return [
+            (
+                (where,),
+                "mode 'convergence' evaluates on a validation split after each epoch, and "
+                "data kind 'synthetic' has none (use digits, mnist or an imagefolder)",
+            )
+        ]
+    return []
 
 
 def check_env(env: Dict[str, str]) -> Dict[str, str]:

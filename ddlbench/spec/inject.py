@@ -7,6 +7,8 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ddlbench.spec.problems import KeyedError
+
 #: the kinds whose slowdown is rounded to a whole number, and why
 WHOLE_KINDS = {
     "compute": "runs each layer slowdown times",
@@ -25,7 +27,7 @@ class StragglerSpec(BaseModel):
     ``distribution`` (``pareto``), ``shape``, ``min_slowdown``, ``max_slowdown``, ``seed``
     and ``ranks`` (the ranks that may be slowed; default all)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     kind: Literal["sleep", "compute", "data", "cpu-share"] = "sleep"
     ranks: Optional[List[int]] = None
@@ -71,28 +73,32 @@ class StragglerSpec(BaseModel):
                     "give 'ranks' and 'slowdown' (fixed mode) or 'probability' (random mode)"
                 )
         elif self.slowdown is not None:
-            raise ValueError(
+            raise KeyedError(
                 "'slowdown' is the fixed mode's factor; random mode draws it between "
-                "'min_slowdown' and 'max_slowdown'"
+                "'min_slowdown' and 'max_slowdown'",
+                "slowdown",
             )
         if self.min_slowdown > self.max_slowdown:
-            raise ValueError("min_slowdown is larger than max_slowdown")
+            raise KeyedError("min_slowdown is larger than max_slowdown", "min_slowdown")
         if self.persist_steps is not None and self.probability is None:
-            raise ValueError(
+            raise KeyedError(
                 "persist_steps is random mode's (give 'probability'); fixed mode slows its "
-                "ranks in every step"
+                "ranks in every step",
+                "persist_steps",
             )
         if self.cpu_share_by is not None and self.kind != "cpu-share":
-            raise ValueError(
+            raise KeyedError(
                 f"cpu_share_by says how kind cpu-share limits the rank's CPU; this straggler "
-                f"is kind {self.kind} (did you mean kind: cpu-share?)"
+                f"is kind {self.kind} (did you mean kind: cpu-share?)",
+                "cpu_share_by",
             )
         whole = self.slowdown is None or (self.slowdown == round(self.slowdown) >= 2)
         if self.kind in WHOLE_KINDS and not whole:
-            raise ValueError(
+            raise KeyedError(
                 f"kind {self.kind} {WHOLE_KINDS[self.kind]}, so its slowdown is a whole "
                 f"number, at least 2, not {self.slowdown:g} (did you mean "
-                f"{max(2, round(self.slowdown or 2))}?)"
+                f"{max(2, round(self.slowdown or 2))}?)",
+                "slowdown",
             )
         return self
 
@@ -100,7 +106,7 @@ class StragglerSpec(BaseModel):
 class InjectSpec(BaseModel):
     """``inject``: what to do to the runs on purpose."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     straggler: Optional[StragglerSpec] = None
 
@@ -180,6 +186,33 @@ def plan_problem(
         return None
     loc, message = problem
     return (where if loc[0] == "options" else base + loc), message
+
+
+#: the precisions the backup-worker step runs in (it has no autocast yet)
+BACKUP_PRECISIONS = ("fp32", "tf32")
+
+
+def backup_precision_problem(
+    spec: Any, index: int, variant: Any, precision: str
+) -> Optional[Tuple[Tuple[Any, ...], str]]:
+    """Why framework ``index`` cannot keep ``backup_workers`` in the run's ``precision``:
+    ``(where the precision is written, message)``, or None. The pytorch workload refuses it
+    at run time (``ddlbench/workloads/pytorch/backup_sync.py``)."""
+    entry = spec.frameworks[index]
+    if getattr(entry.options, "backup_workers", None) is None or precision in BACKUP_PRECISIONS:
+        return None
+    where: Tuple[Any, ...] = ("precision",)
+    if variant is not None and getattr(variant, "precision", None) is not None:
+        where = ("variants", spec.variants.index(variant), "precision")
+    elif entry.options.precision is not None:
+        where = ("frameworks", index, "precision")
+    elif "precision" not in spec.model_fields_set:
+        where = ("frameworks", index, "backup_workers")
+    return where, (
+        f"{entry.id_label}: backup_workers runs in precision fp32 or tf32 only (the "
+        f"backup-worker step has no autocast yet), not {precision}; set precision: fp32 "
+        "or tf32 for this entry, or drop backup_workers (docs/backup-workers.md)"
+    )
 
 
 def run_inject(spec: Any, variant: Any) -> Optional[Dict[str, Any]]:

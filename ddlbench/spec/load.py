@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ddlbench.errors import InputError, Problem
 from ddlbench.shipped import shipped_example, shipped_profiles
 from ddlbench.spec.cluster import ClusterProfile
-from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry
+from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry, file_problems
 from ddlbench.spec.problems import problems_from
 from ddlbench.spec.yamlsource import YamlSource, load_yaml, parse_yaml
 
@@ -75,13 +75,16 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
         if problems and not built:
             data.pop("frameworks")
     try:
-        spec = ExperimentSpec.model_validate(data)
+        # strict throughout, the models of other modules included (a bool is no number)
+        spec = ExperimentSpec.model_validate(data, strict=True)
     except ValidationError as exc:
         more = problems_from(exc, source, ExperimentSpec)
         if problems:  # frameworks already reported: drop knock-on errors about them
             more = [p for p in more if not (p.where or "").startswith("frameworks")]
         problems += more
         spec = None
+    if spec is not None:
+        problems += [source.problem(loc, message) for loc, message in file_problems(spec)]
     if spec is not None and spec.container:
         problems += _expansion_problems(source, ("container",), spec.container)
     if problems:
@@ -134,7 +137,7 @@ def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentS
 def validate_profile(source: YamlSource) -> ClusterProfile:
     data = _mapping(source, "cluster profile")
     try:
-        profile = ClusterProfile.model_validate(data)
+        profile = ClusterProfile.model_validate(data, strict=True)  # as a spec: no coercion
     except ValidationError as exc:
         raise InputError(problems_from(exc, source, ClusterProfile)) from None
     problems = _check_expansions(profile, source)

@@ -15,6 +15,7 @@ _TYPE_NAMES = {
     "int": "an integer",
     "float": "a number",
     "str": "a string",
+    "string": "a string",
     "bool": "true or false",
     "list": "a list",
     "dict": "a mapping",
@@ -84,6 +85,22 @@ def _unwrap(tp: Any) -> Any:
 _QUOTED = re.compile(r"'([^']*)'")
 
 
+class KeyedError(ValueError):
+    """A model validator's error about one of the model's keys: raised with the key's path
+    below the model (``KeyedError("...", "target_accuracy")``), it is reported at that key's
+    line instead of the model's first key."""
+
+    def __init__(self, message: str, *loc: Any) -> None:
+        super().__init__(message)
+        self.loc: Loc = tuple(loc)
+
+
+def _keyed_loc(err: dict) -> Loc:
+    """The key a :class:`KeyedError` names (empty for any other error)."""
+    error = (err.get("ctx") or {}).get("error")
+    return tuple(getattr(error, "loc", ())) if isinstance(error, KeyedError) else ()
+
+
 def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
     kind = err.get("type", "")
     given = err.get("input")
@@ -108,6 +125,8 @@ def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
     if kind in bounds:
         key, words = bounds[kind]
         return f"must be {words} {err.get('ctx', {}).get(key)}, got {given!r}"
+    if kind == "int_from_float":  # a model validated lax (in code): the same wording
+        return f"expected an integer, got {given!r}"
     if kind == "value_error":
         msg = str(err.get("msg", ""))
         return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
@@ -130,7 +149,7 @@ def problems_from(
     """One problem per distinct location, in file order."""
     seen: dict = {}
     for err in exc.errors(include_url=False):
-        loc = prefix + _clean_loc(err.get("loc", ()))
+        loc = prefix + _clean_loc(err.get("loc", ())) + _keyed_loc(err)
         if err.get("type") == "union_tag_invalid":
             continue
         msg = _message(err, loc[len(prefix) :], model)

@@ -96,8 +96,8 @@ _DEFAULTS = {
         (
             "{probability: 0.2, seed: 1}",
             "{probability: 0.2, slowdown: 2}",
-            "bw.yaml:12:3: inject.straggler: 'slowdown' is the fixed mode's factor; random "
-            "mode draws it between 'min_slowdown' and 'max_slowdown'",
+            "bw.yaml:12:33: inject.straggler.slowdown: 'slowdown' is the fixed mode's factor; "
+            "random mode draws it between 'min_slowdown' and 'max_slowdown'",
         ),
         (
             "{ranks: [1], slowdown: 1.5}",
@@ -107,7 +107,7 @@ _DEFAULTS = {
         (
             "{ranks: [1], slowdown: 1.5}",
             "{kind: compute, ranks: [1], slowdown: 1.5}",
-            "bw.yaml:15:14: variants[0].inject.straggler: kind compute runs each layer "
+            "bw.yaml:15:53: variants[0].inject.straggler.slowdown: kind compute runs each layer "
             "slowdown times, so its slowdown is a whole number, at least 2, not 1.5 (did you "
             "mean 2?)",
         ),
@@ -120,15 +120,15 @@ _DEFAULTS = {
         (
             "{ranks: [1], slowdown: 1.5}",
             "{kind: compute, cpu_share_by: cgroup, ranks: [1], slowdown: 2}",
-            "bw.yaml:15:14: variants[0].inject.straggler: cpu_share_by says how kind cpu-share "
-            "limits the rank's CPU; this straggler is kind compute (did you mean kind: "
-            "cpu-share?)",
+            "bw.yaml:15:41: variants[0].inject.straggler.cpu_share_by: cpu_share_by says how "
+            "kind cpu-share limits the rank's CPU; this straggler is kind compute (did you mean "
+            "kind: cpu-share?)",
         ),
         (
             "{ranks: [1], slowdown: 1.5}",
             "{ranks: [1], slowdown: 1.5, persist_steps: 5}",
-            "bw.yaml:15:14: variants[0].inject.straggler: persist_steps is random mode's (give "
-            "'probability'); fixed mode slows its ranks in every step",
+            "bw.yaml:15:53: variants[0].inject.straggler.persist_steps: persist_steps is random "
+            "mode's (give 'probability'); fixed mode slows its ranks in every step",
         ),
     ],
 )

@@ -89,7 +89,7 @@ def test_a_valid_spec(tmp_path):
         (
             "name: own\n",
             "name: own\nmode: convergence\nepochs: 1\n",
-            "spec.yaml:1:1: a spec's own 'workload' is measured in mode throughput only",
+            "spec.yaml:2:1: mode: a spec's own 'workload' is measured in mode throughput only",
         ),
     ],
 )
