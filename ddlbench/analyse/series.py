@@ -237,6 +237,24 @@ def _add_variants(labels: Dict[str, str], firsts: pd.DataFrame) -> None:
                 labels[sid] = f"{labels[sid]} {v}" if v else labels[sid]
 
 
+def _add_varying_fields(parts: Dict[str, list], fm: pd.DataFrame, varies) -> None:
+    """The words of the fields that vary among the series of one mode: precision, scaling,
+    device, transport, a language model's mode and shape, warmup."""
+    for col in ("precision", "scaling", "device", "transport"):
+        if varies(col):
+            for sid, r in fm.iterrows():
+                parts[sid].append(_key(r[col]))
+    for col, word in _LM_WORDS.items():
+        if varies(col):
+            for sid, r in fm.iterrows():
+                value = _number_word(r[col])
+                parts[sid].append(word.format(value) if value else "")
+    if varies("warmup_epochs"):
+        for sid, r in fm.iterrows():
+            w = r["warmup_epochs"]
+            parts[sid].append(f"warmup {w:g} ep" if not missing(w) and w else "no warmup")
+
+
 def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
     """Short legend labels: the framework entry (its label, when the spec gives one) plus
     whatever else tells series apart; the spec variant when nothing else does.
@@ -273,22 +291,10 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
         if fixed.nunique() > 1:
             for sid in parts:
                 parts[sid].append(fixed[sid])
-        for col in ("precision", "scaling", "device", "transport"):
-            if varies(col):
-                for sid, r in fm.iterrows():
-                    parts[sid].append(_key(r[col]))
         if varies_within_framework("backend"):
             for sid, r in fm.iterrows():
                 parts[sid].append(_key(r["backend"]))
-        for col, word in _LM_WORDS.items():
-            if varies(col):
-                for sid, r in fm.iterrows():
-                    value = _number_word(r[col])
-                    parts[sid].append(word.format(value) if value else "")
-        if varies("warmup_epochs"):
-            for sid, r in fm.iterrows():
-                w = r["warmup_epochs"]
-                parts[sid].append(f"warmup {w:g} ep" if not missing(w) and w else "no warmup")
+        _add_varying_fields(parts, fm, varies)
         for sid in parts:
             if "|tpn" in sid:
                 parts[sid].append(f"{sid.rsplit('|tpn', 1)[1]}/node")

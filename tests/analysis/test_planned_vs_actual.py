@@ -69,4 +69,4 @@ def test_results_are_labelled_by_what_ran_and_the_report_flags_each_mismatch(res
         "world_size: planned 4, ran 2",
     ):
         assert f"did not run as planned ({text})" in md
-        assert text in md.split("Failed, cancelled, incomplete and flagged runs")[1]
+        assert text in md.split("Failed, hung, cancelled, incomplete and flagged runs")[1]
