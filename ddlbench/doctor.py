@@ -192,7 +192,7 @@ def probe_scheduler(profile: ClusterProfile) -> Optional[Check]:
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, timeout=30)
     too_old = slurm_too_old(version.stdout)
     if too_old:
-        why = f"{too_old} (docs/launching.md#requirements)"
+        why = f"{too_old} (ddlbench docs launching#requirements)"
         return Check("slurm", False, why, docs="launching")
     return Check("slurm", True, detail or "controller answers", {"slurm": version.stdout.strip()})
 

@@ -49,6 +49,7 @@ Examples:
   ddlbench docs cluster-profiles     # print docs/cluster-profiles.md
   ddlbench docs spec | less
   ddlbench docs failures --path      # where the file is
+  ddlbench docs spec#how-much-to-measure   # one section of a page
 """
 )
 @click.argument("topic", required=False)
@@ -71,12 +72,56 @@ def command(topic: Optional[str], show_path: bool) -> None:
             click.echo(f"{name:<{width}}  {_title(path)}")
         click.echo("\n'ddlbench docs TOPIC' prints a page")
         return
-    path = _find(topic, topics)
+    page, _, anchor = topic.partition("#")
+    path = _find(page, topics)
     if path is None:
         raise InputError(
             Problem(
-                f"no documentation topic '{topic}'{did_you_mean(topic, list(topics))}; "
+                f"no documentation topic '{page}'{did_you_mean(page, list(topics))}; "
                 "'ddlbench docs' lists them"
             )
         )
-    click.echo(str(path) if show_path else path.read_text(encoding="utf-8"), nl=show_path)
+    if show_path:
+        click.echo(str(path))
+        return
+    text = path.read_text(encoding="utf-8")
+    if anchor:
+        text = _section(text, anchor, page)
+    click.echo(text, nl=False)
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _section(text: str, anchor: str, page: str) -> str:
+    """The section of ``text`` whose heading has ``anchor`` (``spec#how-much-to-measure``),
+    down to the next heading of its level or above."""
+    from ddlbench.errors import InputError, Problem, did_you_mean
+
+    lines = text.splitlines(keepends=True)
+    heads = [(i, len(m.group(1)), _slug(m.group(2))) for i, m in _headings(lines)]
+    for k, (i, level, slug) in enumerate(heads):
+        if slug == anchor.lower():
+            end = next((j for j, lv, _ in heads[k + 1 :] if lv <= level), len(lines))
+            return "".join(lines[i:end])
+    slugs = [slug for _, _, slug in heads]
+    raise InputError(
+        Problem(
+            f"topic '{page}' has no section '{anchor}'{did_you_mean(anchor, slugs)}; "
+            f"'ddlbench docs {page}' prints the whole page"
+        )
+    )
+
+
+def _headings(lines):
+    """``(line index, match)`` of the Markdown headings outside code blocks."""
+    fenced = False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        m = None if fenced else re.match(r"^(#{1,6})\s+(.*?)\s*$", line)
+        if m:
+            yield i, m

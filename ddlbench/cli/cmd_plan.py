@@ -163,7 +163,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
     if backups:
         console.print(
             "b: backup workers (-: plain synchronous training); applied batch: the samples "
-            "whose gradient a step applies, (ranks - b) x batch/dev (docs/backup-workers.md)"
+            "whose gradient a step applies, (ranks - b) x batch/dev (ddlbench docs backup-workers)"
         )
     console.print(
         f"total: {len(plan.runs)} runs, {plan.node_hours:.1f} node-hours requested "

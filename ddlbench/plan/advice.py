@@ -2,7 +2,7 @@
 short to mean much (docs/spec.md#how-much-to-measure). ``validate`` and ``plan`` print them;
 they never stop a spec from running. Also a learning-rate schedule that does not fit in the
 training: a warmup as long as the run or longer, a decay at or after its end
-(docs/spec.md#lr_scaling)."""
+(docs/spec.md#optimizer-and-lr_scaling)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _own_window(spec: ExperimentSpec, source: Optional[YamlSource]) -> str:
         f"last, maybe under {MIN_MEASURE_SECONDS:g} s (a window that short mostly shows the "
         "moment a run ran in): steps.measure_seconds reaches the program only as "
         "{measure_seconds}, which the command does not pass; give it more steps, or pass "
-        "{measure_seconds} (docs/your-own-workload.md#how-long-to-measure)",
+        "{measure_seconds} (ddlbench docs your-own-workload#how-long-to-measure)",
     )
 
 
@@ -60,7 +60,7 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
                 source,
                 ("repeats",),
                 f"{spec.repeats} repeat(s) per configuration: {_too_few(spec.repeats)}, and "
-                "the tests can hardly call a change (docs/metrics.md); use repeats: "
+                "the tests can hardly call a change (ddlbench docs metrics); use repeats: "
                 f"{MIN_REPEATS} or more",
             )
         )
@@ -83,7 +83,7 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
                 ("steps", "measure_seconds"),
                 f"{asked}; so short a window mostly shows the moment a run ran in; set "
                 f"steps.measure_seconds: {MIN_MEASURE_SECONDS:g} or more "
-                "(docs/spec.md#how-much-to-measure)",
+                "(ddlbench docs spec#how-much-to-measure)",
             )
         )
     return out + schedule_warnings(spec, source)

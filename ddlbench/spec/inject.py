@@ -211,7 +211,7 @@ def backup_precision_problem(
     return where, (
         f"{entry.id_label}: backup_workers runs in precision fp32 or tf32 only (the "
         f"backup-worker step has no autocast yet), not {precision}; set precision: fp32 "
-        "or tf32 for this entry, or drop backup_workers (docs/backup-workers.md)"
+        "or tf32 for this entry, or drop backup_workers (ddlbench docs backup-workers)"
     )
 
 

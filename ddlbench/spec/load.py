@@ -238,7 +238,7 @@ def _warn_missing_folder(folder: Path) -> None:
     what = "does not exist" if not folder.exists() else "is not a folder"
     sys.stderr.write(
         f"ddlbench: warning: DDLBENCH_CLUSTERS names {folder}, which {what}; no profile is "
-        "looked up there (docs/cluster-profiles.md#finding-a-profile)\n"
+        "looked up there (ddlbench docs cluster-profiles#finding-a-profile)\n"
     )
 
 

@@ -45,7 +45,7 @@ def install_shims(bin_dir: Path) -> Path:
     for name in SHIMS:
         text = (
             f"#!{sys.executable} -Es\n"
-            f"# ddlbench local executor: emulates Slurm's {name} (see docs/executors.md)\n"
+            f"# ddlbench local executor: emulates Slurm's {name} (ddlbench docs executors)\n"
             "import sys\n"
             f"sys.path.insert(0, {pkg_parent!r})\n"
             f"from ddlbench.execute.local.shims.{name} import main\n"
