@@ -16,6 +16,11 @@ verdict is :func:`~.verdicts.change_verdicts`' (``min_gain`` the threshold): ``f
 confidence: two one-sided tests), ``inconclusive`` (with the repeats that would decide). At the
 same sequence length the change of tokens/s is the change of samples/s, the figure the
 configurations' statistics hold.
+
+A side with a complete run that the pre-flight found started on a busy node (``preflight_busy``:
+other processes held the node's CPUs or GPUs) is not a clean measurement: the comparison says so
+(``busy``) and its verdict is ``inconclusive`` whatever the test says, the test's own verdict
+kept in the reason (docs/reports.md).
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ COLUMNS = [
     "verdict",
     "reason",
     "repeats_needed",
+    "variant_busy",
+    "reference_busy",
+    "busy",
 ]
 
 
@@ -137,6 +145,39 @@ def _reason(v: pd.Series, r: pd.Series, key: str, verdict, vs: VerdictSettings) 
     return verdict.reason
 
 
+def busy_runs(runs: pd.DataFrame) -> Dict[str, int]:
+    """Per configuration (``group``), its complete runs that started on a busy node."""
+    if "preflight_busy" not in runs or not len(runs):
+        return {}
+    done = runs["complete"].fillna(False).astype(bool) if "complete" in runs else True
+    busy = runs["preflight_busy"].map(lambda b: not missing(b) and bool(b)) & done
+    return {str(g): int(n) for g, n in busy.groupby(runs["group"]).sum().items() if n}
+
+
+def _busy(row: dict, v: pd.Series, r: pd.Series, busy: Dict[str, int]) -> None:
+    """The busy-node counts of both sides, in words (``busy``), and the verdict they allow: a
+    decisive one becomes ``inconclusive``, the test's kept in the reason."""
+    row["variant_busy"] = busy.get(str(v["group"]), 0)
+    row["reference_busy"] = busy.get(str(r["group"]), 0)
+    what = "" if row["key"] == "parallel" else "checkpointing "
+    sides = (
+        (what + row["variant"], row["variant_busy"], row["variant_repeats"]),
+        (what + row["reference"], row["reference_busy"], row["reference_repeats"]),
+    )
+    words = [f"{name}: {n} of {runs} complete run(s)" for name, n, runs in sides if n]
+    row["busy"] = None
+    if not words:
+        return
+    row["busy"] = "started on a busy node (" + "; ".join(words) + ")"
+    note = f"{row['busy']}: the change may be interference"
+    if row["verdict"] in ("faster", "slower", "same"):
+        note += f"; the test alone says {row['verdict']} ({row['reason']})"
+        row["verdict"] = "inconclusive"
+    else:
+        note += f"; {row['reason']}"
+    row["reason"] = note
+
+
 def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
     """One comparison: the change of tokens/s of ``v`` against ``r``, its interval and test."""
     seq = float(v["seq_len"]) if not missing(v.get("seq_len")) else math.nan
@@ -174,8 +215,10 @@ def lm_comparisons(
     runs or without a reference configuration in any cell."""
     settings = settings or VerdictSettings()
     c = _lm_configs(runs, configs)
+    busy = busy_runs(runs)
     rows = []
-    if len(c):
-        for key, ref in REFERENCES:
-            rows += [_row(key, v, r, settings) for v, r in _sides(c, key, ref, fields)]
+    for key, ref in REFERENCES if len(c) else ():
+        for v, r in _sides(c, key, ref, fields):
+            rows.append(_row(key, v, r, settings))
+            _busy(rows[-1], v, r, busy)
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import captions
 from .format import fnum, fpct, fsig, ftext, missing
+from .lm import tflops_palm
 from .table import Column, Table, TableSpec, col, text
 
 #: a run belongs in the table when one of these is known, or a rank logged (``ranks_present``)
@@ -83,6 +84,28 @@ def efficiency_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
     return by_configuration(rows)
 
 
+def _transformer_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """:func:`efficiency_rows` with each transformer run's achieved TFLOP/s and MFU under
+    PaLM's FLOPs per token (the collector's per-sample figures are the image models') and no
+    image layout."""
+    if "parallel" not in runs or "tflops_per_device" not in runs or "mfu" not in runs:
+        return efficiency_rows(runs)
+    runs, lm = runs.copy(), runs["parallel"].notna()
+    palm = pd.Series([tflops_palm(r) for r in runs.to_dict("records")], index=runs.index)
+    runs["tflops_per_device"] = runs["tflops_per_device"].where(~lm | palm.isna(), palm)
+    if "mfu_palm" in runs:
+        runs["mfu"] = runs["mfu"].where(~lm | runs["mfu_palm"].isna(), runs["mfu_palm"])
+    runs["layout"] = runs["layout"].where(~lm, None) if "layout" in runs else None
+    return efficiency_rows(runs)
+
+
+LM_NOTE = (
+    " Transformer runs: TFLOP/s per device = tokens/s per device x PaLM's training FLOPs per "
+    "token, MFU that over the peak (the language-model table has every convention); no image "
+    "layout; compile: what the run applied (TensorFlow's and Keras' train step is a tf.function)."
+)
+
+
 def _throttled(v: Any, reasons: Any) -> str:
     if missing(v):
         return "-"
@@ -110,8 +133,8 @@ EFFICIENCY = TableSpec(
         text("fallbacks", "fallbacks", ftext),
         text("interference", "interference", ftext),
     ],
-    select=efficiency_rows,
-    note=captions.EFFICIENCY_NOTE,
+    select=_transformer_rows,
+    note=captions.EFFICIENCY_NOTE + LM_NOTE,
     flag=_flagged,
 )
 

@@ -70,14 +70,24 @@ def fdevices(n: Any) -> str:
 
 
 def fbytes(v: Any) -> str:
-    """A size in bytes with a binary unit: ``1 KiB``, ``64 MiB``."""
+    """A size in bytes with a binary unit, to three significant figures and no trailing zeros:
+    ``1 KiB``, ``64 MiB``, ``403 MiB``, ``1.25 GiB``."""
     if missing(v):
         return "-"
     v = float(v)
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= div:
-            return f"{v / div:g} {unit}"
-    return f"{v:g} B"
+    for unit, div in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(v) >= div:
+            return f"{_sig3(v / div)} {unit}"
+    return f"{_sig3(v)} B"
+
+
+def _sig3(x: float) -> str:
+    """``x`` to three significant figures, thousands separators, no exponent nor trailing 0."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    text = f"{round(x, digits):,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def frange(lo: Any, hi: Any) -> str:

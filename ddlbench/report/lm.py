@@ -11,13 +11,15 @@ from typing import Any, List, Optional
 import pandas as pd
 
 from ..analyse.lm_memory import predict_memory
+from ..analyse.lm_mfu import TFLOPS_CONVENTION, lm_tflops
 from ..campaign.paths import LM_COMPARISONS_CSV
 from ..diskfull import atomic_path
 from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
 from .table import Column, Row, TableSpec, col, text
 
 NOTE = (
-    "tokens/s = samples/s x seq_len (global, over the measured window). MFU under each "
+    "tokens/s = samples/s x seq_len (global, over the measured window). TFLOP/s per device = "
+    "tokens/s per device x PaLM's FLOPs per token (CPU runs too). MFU under each "
     "convention (docs/mfu.md#language-models): PaLM's 6N + 12LdS per token, Megatron's with "
     "causal attention halved, and hardware FLOP utilisation counting checkpointing's "
     "recomputation; N excludes the input embedding tables. A value above 100 % is not shown "
@@ -58,6 +60,23 @@ def lm_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
     return rows.sort_values(["group", "run_id"])
 
 
+def tflops_palm(r: Row) -> Optional[float]:
+    """Achieved TFLOP/s per device of a transformer run, PaLM's FLOPs per token (docs/mfu.md)."""
+    return lm_tflops(
+        r.get("tokens_per_s_per_device"), r.get(f"flops_per_token_{TFLOPS_CONVENTION}")
+    )
+
+
+def seq_len_of(runs: pd.DataFrame, group: Any) -> Optional[int]:
+    """The sequence length of a configuration's transformer runs (None: not a transformer, or
+    the runs disagree)."""
+    if "parallel" not in runs or "seq_len" not in runs:
+        return None
+    mine = runs[(runs["group"] == group) & runs["parallel"].notna()]
+    seqs = set(pd.to_numeric(mine["seq_len"], errors="coerce").dropna().astype(int))
+    return seqs.pop() if len(seqs) == 1 else None
+
+
 def _ratio(r: Row) -> str:
     measured, predicted = _measured(r), r.get("memory_predicted_bytes")
     if missing(measured) or missing(predicted) or not predicted:
@@ -73,9 +92,10 @@ LANGUAGE_MODELS = TableSpec(
         text("run", "run_id"),
         text("parallel", "parallel", ftext),
         text("checkpointing", "activation_checkpointing", ftext),
-        col("seq", "seq_len", fnum),
+        col("seq", "seq_len", fint),
         col("tokens/s", "tokens_per_s", fnum),
         col("per device", "tokens_per_s_per_device", fnum),
+        Column("TFLOP/s per device", lambda r: fsig(tflops_palm(r))),
         col("MFU PaLM", "mfu_palm", fpct),
         col("MFU Megatron", "mfu_megatron", fpct),
         col("HFU", "hfu", fpct),
@@ -148,6 +168,12 @@ def p_cell(r: Row) -> str:
     return "p < 0.001" if float(p) < 0.001 else f"p = {float(p):.3f}"
 
 
+def verdict_words(r: Row) -> str:
+    """The verdict, and beside it whether a side started on a busy node (the pre-flight)."""
+    busy = "" if missing(r.get("busy")) else " (busy node)"
+    return f"{ftext(r['verdict'])}{busy}"
+
+
 def comparison_sentence(r: Row) -> str:
     """One comparison in words: its one statistic, interval, test and verdict."""
     head = f"{comparison_cell(r)} at {at_cell(r)}"
@@ -204,7 +230,7 @@ LM_COMPARISONS = TableSpec(
         Column("change", lambda r: _signed(r["change"])),
         Column("90 % CI", change_ci_cell),
         Column("p", p_cell),
-        text("verdict", "verdict", ftext),
+        Column("verdict", lambda r: verdict_words(r), numeric=False),
         text("why", "reason", ftext),
     ],
     note=comparisons_note,

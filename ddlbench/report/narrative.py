@@ -15,7 +15,7 @@ from ..analyse.analysis import Analysis, Settings
 from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData
 from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
-from .lm import comparison_sentences
+from .lm import comparison_sentences, seq_len_of
 from .training import diverged_sentences
 
 
@@ -45,14 +45,24 @@ def _scaling_sentences(a: Analysis) -> List[str]:
             (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
         ]
         tp = pt["throughput_gmean"].iloc[0] if len(pt) else math.nan
+        seq = seq_len_of(a.runs, pt["group"].iloc[0]) if len(pt) else None
         out.append(
-            f"{r['label']} (geometric means over repeats): {fnum(tp)} samples/s on "
+            f"{r['label']} (geometric means over repeats): {throughput_words(tp, seq)} on "
             f"{fdevices(r['max_devices'])} "
             f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
             f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
             f"{help_sentence(r)}."
         )
     return out
+
+
+def throughput_words(samples_per_s: Any, seq_len: Any) -> str:
+    """A series' throughput: a language model's in tokens/s, its sequences/s in brackets (the
+    unit of its comparisons and the throughput figure, docs/reports.md); else samples/s."""
+    if missing(seq_len) or missing(samples_per_s):
+        return f"{fnum(samples_per_s)} samples/s"
+    tokens = float(samples_per_s) * float(seq_len)
+    return f"{fnum(tokens)} tokens/s ({fnum(samples_per_s)} sequences/s of {fint(seq_len)} tokens)"
 
 
 def _noise_sentences(a: Analysis) -> List[str]:

@@ -27,6 +27,7 @@ from matplotlib.ticker import (
 )
 
 from ..diskfull import atomic_path
+from ..workloads.vocabulary import TRANSFORMER_MODELS
 from .captions import BUSBW
 from .format import fbytes, missing
 
@@ -204,6 +205,27 @@ def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
 
 
 IDEAL_STYLE = dict(linestyle=(0, (1, 2)), linewidth=1.0, alpha=0.8)
+#: the throughput columns of a point, multiplied by the sequence length for tokens/s
+THROUGHPUT_COLUMNS = ("throughput_gmean", "ci95_low", "ci95_high", "ideal_throughput")
+
+
+def throughput_unit(points: pd.DataFrame, series: pd.DataFrame) -> Tuple[pd.DataFrame, str]:
+    """The points in the throughput axis' unit, and the unit (docs/reports.md): a language
+    model's tokens/s (sequences/s x ``seq_len``) when every series drawn is one and every point
+    has its ``seq_len``; sequences/s when every series is a transformer without; else
+    samples/s."""
+    models = set(series["model"].dropna().astype(str)) if "model" in series else set()
+    if not len(points) or not models or not models <= set(TRANSFORMER_MODELS):
+        return points, "samples/s"
+    if "seq_len" not in points:
+        return points, "sequences/s"
+    seq = pd.to_numeric(points["seq_len"], errors="coerce")
+    if seq.isna().any():
+        return points, "sequences/s"
+    out = points.copy()
+    for c in THROUGHPUT_COLUMNS:
+        out[c] = pd.to_numeric(out[c], errors="coerce") * seq
+    return out, "tokens/s"
 
 
 @styled
@@ -212,6 +234,7 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     (the one rule of ``analyse/stats.py``), ideal (linear) scaling dotted in the series'
     colour; the title and the legend name only what is drawn."""
     points, series = _plot_series(points, series)
+    points, unit = throughput_unit(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
     ideal_colors, has_ci = [], False
@@ -242,7 +265,7 @@ def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
         _log2_devices(ax, points["devices"].tolist())
     count_axis(ax)
     ax.set_xlabel("devices (workers)")
-    ax.set_ylabel("global throughput (samples/s)")
+    ax.set_ylabel(f"global throughput ({unit})")
     marks = ", its 95 % CI" if has_ci else ""
     marks += "; dotted: ideal scaling" if ideal_colors else ""
     ax.set_title(f"Throughput vs devices (geometric mean of repeats{marks})", fontsize=10)
@@ -320,6 +343,7 @@ def efficiency_title(marks: list) -> str:
 def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
     """Scaling efficiency vs devices, threshold line, knee of every series marked."""
     points, series = _plot_series(points, series)
+    points, unit = throughput_unit(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
     marks = []
