@@ -3,17 +3,23 @@
 
 Derived from first principles, never fitted to a measurement:
 
-* **Model states** as the ZeRO paper accounts them (Rajbhandari et al. 2020, section 3.1): with
-  mixed precision (bf16, amp) and Adam, 2 bytes of parameters, 2 of gradients and 12 of
-  optimizer state (float32 master weights, momentum, variance) per parameter; in fp32 (and tf32)
-  4, 4 and 8. Sharded over the group of each mode: ``ddp`` nothing, ``zero1`` the optimizer
-  state (ZeRO-1), ``fsdp``/``fsdp-grad-op`` all three over every rank, ``hsdp`` all three over
-  the ranks of a node.
+* **Model states** as ddlbench's PyTorch workload holds them (``workloads/pytorch``): float32
+  weights, float32 gradients and AdamW's two float32 moments, 4 + 4 + 8 bytes per parameter in
+  every precision (DDP and ZeRO-1 compute under bf16 autocast; FSDP2's ``MixedPrecisionPolicy``
+  keeps float32 sharded parameters, the master weights). ``zero2`` (``ddlbench predict`` only,
+  not a workload mode) follows the ZeRO paper (Rajbhandari et al. 2020, section 3.1) and
+  DeepSpeed's stage 2: with mixed precision 2 + 2 + 12 (bf16 weights and gradients, float32
+  master weights and moments). Sharded over the group of each mode: ``ddp`` nothing, ``zero1``
+  the optimizer state, ``zero2`` gradients and optimizer state, ``fsdp``/``fsdp-grad-op`` all
+  three over every rank, ``hsdp`` all three over the ranks of a node.
   ZeRO-1 (``ZeroRedundancyOptimizer``) assigns whole tensors to ranks: the busiest rank
   holds at least the largest tensor's state (the vocab x d_model table).
+* **Autocast's weight copies** (DDP, ZeRO-1 in bf16): a bf16 copy of every linear weight and
+  the output head, cached for the forward pass and saved for backward, 2 bytes each.
 * **Allocator and framework buffers**: DDP (and ZeRO-1, which runs DDP) copies the gradients
   into its own buckets (``gradient_as_bucket_view=False``, the default): one more gradient's
-  worth. FSDP2 keeps unsharded (gathered) parameters of the units in use: the root unit
+  worth. ZeRO-2: DeepSpeed's default reduce and all-gather buckets, 5e8 elements each. FSDP2
+  keeps unsharded (gathered) parameters of the units in use: the root unit
   (embeddings, final norm, output head; not resharded after forward) and two blocks (the one
   computing, the one prefetched), and the root's unsharded gradient until the end of backward;
   under ``fsdp-grad-op`` every unit stays gathered from forward to backward.
@@ -32,13 +38,14 @@ Derived from first principles, never fitted to a measurement:
   bytes per element (14 with mixed precision: the bf16 logits' gradient too).
 
 The peak is the larger of the start of backward (states but gradients, which are freed each
-step and not yet produced, buffers, activations, logits) and the optimizer step (states,
-gradients, and AdamW's one temporary per optimizer-state tensor, 4 bytes per parameter held).
+step and not yet produced, buffers, autocast's copies, activations, logits) and the optimizer
+step (states, gradients, and AdamW's one temporary per optimizer-state tensor, 4 bytes per
+parameter held).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Union
+from typing import Any, Dict, List, Tuple, Union
 
 from ddlbench.workloads.vocabulary import (
     LM_PARALLEL_MODES,
@@ -74,6 +81,10 @@ def activation_elements(shape: TransformerShape, checkpointing: str) -> int:
 #: gradients and optimizer state sharded, parameters replicated; not a workload mode)
 PREDICTED_MODES = tuple(LM_PARALLEL_MODES) + ("zero2",)
 
+#: DeepSpeed ZeRO stage 2's default ``reduce_bucket_size`` and ``allgather_bucket_size``
+#: (elements; DeepSpeed's configuration docs): one bucket of each, in the compute precision
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
+
 
 def _groups(parallel: str, world_size: int, gpus_per_node: int) -> Dict[str, int]:
     """How many ranks share each state: parameters, gradients, optimizer."""
@@ -91,6 +102,18 @@ def _groups(parallel: str, world_size: int, gpus_per_node: int) -> Dict[str, int
     return {"p": n, "g": n, "o": n}
 
 
+def state_bytes(parallel: str, precision: str) -> Tuple[int, int, int]:
+    """Bytes per parameter of parameters, gradients and optimizer state. The workload keeps
+    float32 weights and gradients in every precision (DDP and ZeRO-1 compute under bf16
+    autocast; FSDP2's ``MixedPrecisionPolicy`` keeps float32 sharded parameters and reduces
+    in float32), so Adam's state is its two float32 moments: 4 + 4 + 8. ZeRO-2 is not a
+    workload mode: there the ZeRO paper's mixed-precision accounting, 2 + 2 + 12 (float32
+    master weights and moments), as DeepSpeed's stage 2 does it."""
+    if parallel == "zero2" and precision in MIXED:
+        return 2, 2, 12
+    return 4, 4, 8
+
+
 def _optimizer_share(s: TransformerShape, parallel: str, psi: int, group: int) -> float:
     """Parameters whose optimizer state the busiest rank holds. FSDP splits every tensor
     evenly; ZeroRedundancyOptimizer assigns whole tensors (largest first, to the least loaded
@@ -101,20 +124,34 @@ def _optimizer_share(s: TransformerShape, parallel: str, psi: int, group: int) -
     return share
 
 
-def _buffers(shape: TransformerShape, parallel: str, world_size: int, p_bytes: int) -> int:
-    """DDP's gradient buckets, or FSDP's gathered parameters (and the root's gradient)."""
+def cast_weights(shape: TransformerShape, parallel: str, precision: str) -> int:
+    """Bytes of the bf16 copies autocast makes of the float32 weights (DDP and ZeRO-1 in
+    mixed precision): every linear layer's weight and bias and the output head, cached until
+    the forward pass ends and saved for backward; 0 where the weights are not cast so."""
+    if precision not in MIXED or parallel not in ("ddp", "zero1"):
+        return 0
+    return 2 * (transformer_params(shape)["blocks"] + shape.vocab * shape.d_model)
+
+
+def _buffers(
+    shape: TransformerShape, parallel: str, world_size: int, p_bytes: int, c_bytes: int = 2
+) -> int:
+    """DDP's gradient buckets, ZeRO-2's reduce and all-gather buckets, or FSDP's gathered
+    parameters (``c_bytes`` each, the compute precision) and the root's float32 gradient."""
     counts = transformer_params(shape)
     total = counts["total"]
     if world_size <= 1:
         return 0
-    if parallel in ("ddp", "zero1", "zero2"):
-        return 4 * total  # float32 gradients, copied into the buckets (ZeRO-2: reduce buckets)
+    if parallel in ("ddp", "zero1"):
+        return 4 * total  # float32 gradients, copied into the buckets
+    if parallel == "zero2":
+        return 2 * p_bytes * min(total, DEEPSPEED_BUCKET_ELEMENTS)
     per_block = (counts["blocks"] - shape.d_model * (2 if shape.style == "gpt2" else 1)) // max(
         1, shape.layers
     )
     root = total - shape.layers * per_block
     gathered = total if parallel == "fsdp-grad-op" else root + 2 * per_block
-    return p_bytes * gathered + 4 * root
+    return c_bytes * gathered + 4 * root
 
 
 def predict_memory(
@@ -128,31 +165,83 @@ def predict_memory(
     gpus_per_node: int,
 ) -> Dict[str, float]:
     """Predicted bytes per rank: ``parameters``, ``gradients``, ``optimizer``, ``buffers``,
-    ``activations``, ``logits``, the two peaks and ``total`` (the larger), and ``total_gib``."""
+    ``cast_weights``, ``activations``, ``logits``, the two peaks and ``total`` (the larger),
+    and ``total_gib``."""
     s = _shape(shape)
     psi = transformer_params(s)["total"]
     mixed = precision in MIXED
-    p_bytes, g_bytes, o_bytes, a_bytes = (2, 2, 12, 2) if mixed else (4, 4, 8, 4)
+    p_bytes, g_bytes, o_bytes = state_bytes(parallel, precision)
+    a_bytes = 2 if mixed else 4
     groups = _groups(parallel, world_size, gpus_per_node)
+    held = _optimizer_share(s, parallel, psi, groups["o"])
     tokens = int(seq_len) * int(micro_batch)
     out: Dict[str, float] = {
         "parameters": p_bytes * psi / groups["p"],
         "gradients": g_bytes * psi / groups["g"],
-        "optimizer": o_bytes * _optimizer_share(s, parallel, psi, groups["o"]),
-        "buffers": float(_buffers(s, parallel, world_size, p_bytes)),
+        "optimizer": o_bytes * held,
+        "buffers": float(_buffers(s, parallel, world_size, p_bytes, a_bytes)),
+        "cast_weights": float(cast_weights(s, parallel, precision)),
         "activations": float(a_bytes * tokens * activation_elements(s, activation_checkpointing)),
         "logits": float((14 if mixed else 12) * tokens * s.vocab),
     }
-    out["backward_peak"] = (
-        out["parameters"] + out["optimizer"] + out["buffers"] + out["activations"] + out["logits"]
-    )
-    out["step_peak"] = (
-        out["parameters"]
-        + out["gradients"]
-        + out["optimizer"]
-        + out["buffers"]
-        + 4 * _optimizer_share(s, parallel, psi, groups["o"])
-    )
+    states = out["parameters"] + out["optimizer"] + out["buffers"]
+    out["backward_peak"] = states + out["cast_weights"] + out["activations"] + out["logits"]
+    out["step_peak"] = states + out["gradients"] + 4 * held  # AdamW's temporary
     out["total"] = max(out["backward_peak"], out["step_peak"])
     out["total_gib"] = out["total"] / GIB
     return out
+
+
+def _changes(
+    parallel: str, checkpointing: str, seq_len: int, micro_batch: int, world_size: int
+) -> List[Tuple[str, Dict[str, Any]]]:
+    """The single changes to a run that can lower its memory, worded for the spec."""
+    out: List[Tuple[str, Dict[str, Any]]] = []
+    if parallel in ("ddp", "zero1", "zero2"):
+        out.append(("parallel: fsdp", {"parallel": "fsdp"}))
+    elif parallel == "fsdp-grad-op":
+        out.append(("parallel: fsdp (reshards after forward)", {"parallel": "fsdp"}))
+    elif parallel == "hsdp":
+        out.append((f"parallel: fsdp (shards over all {world_size} ranks)", {"parallel": "fsdp"}))
+    if checkpointing != "full":
+        out.append(("activation_checkpointing: full", {"activation_checkpointing": "full"}))
+    if micro_batch > 1:
+        half = micro_batch // 2
+        out.append((f"micro-batch {half} (grad_accum x2)", {"micro_batch": half}))
+    if seq_len > 1:
+        out.append((f"seq_len {seq_len // 2}", {"seq_len": seq_len // 2}))
+    out.append((f"{2 * world_size} ranks", {"world_size": 2 * world_size}))
+    return out
+
+
+def memory_fixes(
+    shape: Union[str, TransformerShape],
+    seq_len: int,
+    micro_batch: int,
+    precision: str,
+    parallel: str,
+    activation_checkpointing: str,
+    world_size: int,
+    gpus_per_node: int,
+) -> List[Tuple[str, float]]:
+    """``(change, predicted bytes per rank with it)`` for each single change to the run that
+    lowers its prediction, lowest first; never the run's own mode or checkpointing."""
+    run: Dict[str, Any] = dict(
+        shape=shape,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        precision=precision,
+        parallel=parallel,
+        activation_checkpointing=activation_checkpointing,
+        world_size=world_size,
+        gpus_per_node=gpus_per_node,
+    )
+    now = predict_memory(**run)["total"]
+    out = []
+    for text, change in _changes(
+        parallel, activation_checkpointing, seq_len, micro_batch, world_size
+    ):
+        then = predict_memory(**dict(run, **change))["total"]
+        if then < 0.99 * now:
+            out.append((text, then))
+    return sorted(out, key=lambda item: item[1])

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ddlbench.plan import Plan
 
 from ddlbench.cli.common import (
@@ -116,7 +114,7 @@ def command(
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
     )
-    _warn_memory(plan, console)  # before anything is submitted
+    _warn_memory(plan)  # before anything is submitted; -q keeps warnings
     profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
@@ -168,12 +166,13 @@ def _render(render_campaign, plan, name, results, spec, profile, profile_text, c
         )
 
 
-def _warn_memory(plan: Plan, console: Console) -> None:
-    """The transformer runs predicted not to fit the profile's device memory."""
+def _warn_memory(plan: Plan) -> None:
+    """The transformer runs predicted not to fit the profile's device memory: one
+    ``warning:`` line each on stderr, as ``plan`` prints them, with or without ``-q``."""
     from ddlbench.plan.memory import memory_warnings
 
     for line in memory_warnings(plan):
-        console.print(f"[yellow]warning[/]: {line}")
+        click.echo(f"warning: {line}", err=True)
 
 
 def _submit(root: Path, serial: bool, array: bool, resume: bool, quiet: bool) -> None:

@@ -38,7 +38,11 @@ def memory_gib(plan: Plan) -> Dict[str, Optional[float]]:
 
 
 def memory_warnings(plan: Plan) -> List[str]:
-    """One line per configuration whose predicted peak exceeds the device memory."""
+    """One line per configuration whose predicted peak exceeds the device memory, with the
+    single changes predicted to make it fit (else those that lower it most); never the mode
+    or checkpointing the run already uses."""
+    from ddlbench.analyse.lm_memory import memory_fixes
+
     limit = plan.profile.device_memory_gib
     if limit is None:
         return []
@@ -50,11 +54,30 @@ def memory_warnings(plan: Plan) -> List[str]:
             continue
         seen.add(run.group)
         gib = predicted["total"] / GIB
-        if gib > limit:
-            lines.append(
-                f"{run.group}: predicted peak {gib:.1f} GiB per rank exceeds the "
-                f"{limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib); "
-                "it will run out of memory: shard (parallel: fsdp), checkpoint activations "
-                "or lower the micro-batch"
-            )
+        if gib <= limit:
+            continue
+        fixes = memory_fixes(
+            run.model,
+            int(run.lm["seq_len"]),
+            run.batch_size,
+            run.precision,
+            str(run.lm["parallel"]),
+            str(run.lm["activation_checkpointing"]),
+            run.world_size,
+            run.tasks_per_node,
+        )
+        fit = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes if b / GIB <= limit]
+        near = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes[:3]]
+        advice = (
+            f"predicted to fit with: {', '.join(fit)}"
+            if fit
+            else f"no single change fits; combine: {', '.join(near)}"
+            if near
+            else "no change to this run lowers it"
+        )
+        lines.append(
+            f"{run.group}: predicted peak {gib:.1f} GiB per rank exceeds the "
+            f"{limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib); "
+            f"it will run out of memory: {advice}"
+        )
     return lines
