@@ -430,12 +430,54 @@ class CampaignInputs:
     base_uncertainty: Optional[float] = None  # the base throughput's 95 % CI half-width, relative
     measured: Tuple[Tuple[int, float, float], ...] = ()  # (devices, efficiency, samples/s)
     device: str = ""  # the series' device kind ("gpu", "cpu"; empty: not logged)
+    #: a language model's configuration, as its base runs logged it (CNN: ddp, none, 0)
+    parallel: str = "ddp"
+    checkpointing: str = "none"
+    seq: int = 0
 
 
-def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs]:
-    """The first weak-scaling throughput series of a campaign: its per-device throughput at
-    its smallest scale, its model and batch; the links fitted from the allreduce sweep (this
-    campaign's or ``calibration``'s); its measured overlap when ``comm_s`` was logged."""
+@dataclass(frozen=True)
+class SeriesChoice:
+    """A weak-scaling throughput series ``predict --from`` can take: its label, the spec
+    variant of its base runs ('' when none) and its number of measured points."""
+
+    label: str
+    variant: str
+    points: int
+
+
+def campaign_series(analysis) -> List[SeriesChoice]:
+    """The campaign's weak-scaling throughput series with a measured point, in order."""
+    series, pts = analysis.series, analysis.points
+    if not len(series) or not len(pts):
+        return []
+    out = []
+    weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
+    for _, s in weak.iterrows():
+        p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
+        if len(p):
+            group = str(p.sort_values("devices").iloc[0]["group"])
+            variant = _run_field(analysis.runs, group, "variant")
+            out.append(SeriesChoice(str(s["label"]), variant, len(p)))
+    return out
+
+
+def _run_field(runs: pd.DataFrame, group: str, col: str) -> str:
+    """A group's value of a run column ('' when missing or not logged)."""
+    if col not in runs or "group" not in runs:
+        return ""
+    vals = [v for v in runs.loc[runs["group"] == group, col] if not missing(v)]
+    return str(vals[0]) if vals else ""
+
+
+def campaign_inputs(
+    analysis, data, calibration=None, label: Optional[str] = None
+) -> Optional[CampaignInputs]:
+    """The weak-scaling throughput series ``label`` of a campaign (its first when None): its
+    per-device throughput at its smallest scale, its model, batch and (a language model) its
+    parallel mode, checkpointing, sequence length and precision; the links fitted from the
+    allreduce sweep (this campaign's or ``calibration``'s); its measured overlap when
+    ``comm_s`` was logged."""
     from .analysis import allreduce_table
 
     sweep = (
@@ -450,7 +492,7 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
     weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
     for _, s in weak.iterrows():
         p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
-        if not len(p):
+        if not len(p) or (label is not None and str(s["label"]) != label):
             continue
         base = p.sort_values("devices").iloc[0]
         f, how = (None, "")
@@ -461,16 +503,28 @@ def campaign_inputs(analysis, data, calibration=None) -> Optional[CampaignInputs
                 f, how = _overlap(p, inputs, fits, float(params) * GRAD_BYTES_PER_PARAM)
         intra, inter = links_from_fits(fits) if fits else (None, None)
         cluster = (data.manifest or {}).get("cluster") or {}
+        group = str(base["group"])
         return CampaignInputs(
-            str(s["label"]), str(s["model"]), str(s.get("precision", "")),
+            str(s["label"]), str(s["model"]), _run_field(analysis.runs, group, "precision"),
             str(s.get("framework", "")), int(s["batch_size"]),
             float(base["throughput_gmean"]) / int(base["devices"]), int(base["devices"]),
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
-            jitter_samples(analysis.runs, data, str(base["group"])),
-            _half_width(base), _measured(p),
-            _device(analysis.runs, str(base["group"])),
+            jitter_samples(analysis.runs, data, group),
+            _half_width(base), _measured(p), _device(analysis.runs, group),
+            **_lm_config(analysis.runs, group),
         )  # fmt: skip
     return None
+
+
+def _lm_config(runs: pd.DataFrame, group: str) -> dict:
+    """A group's language-model configuration (its runs' ``parallel``,
+    ``activation_checkpointing`` and ``seq_len``); a CNN's: ddp, none, 0."""
+    seq = _run_field(runs, group, "seq_len")
+    return {
+        "parallel": _run_field(runs, group, "parallel") or "ddp",
+        "checkpointing": _run_field(runs, group, "activation_checkpointing") or "none",
+        "seq": int(float(seq)) if seq else 0,
+    }
 
 
 def _device(runs: pd.DataFrame, group: str) -> str:

@@ -140,9 +140,24 @@ def zero(
     )
 
 
+#: bytes per element of a gradient reduction's dtype (``--reduce-dtype``)
+REDUCE_BYTES = {"fp32": 4.0, "bf16": 2.0}
+#: the reduction ddlbench's own workload runs under every mode and precision: FSDP2's
+#: ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` under bf16, DDP and
+#: ZeRO-1 with float32 gradients (workloads/pytorch/parallel_torch.py)
+DEFAULT_REDUCE = "fp32"
+
+
 def param_bytes_of(precision: str) -> float:
     """Bytes per parameter that FSDP gathers: 2 under bf16 (``param_dtype``), else 4."""
     return 2.0 if precision == "bf16" else 4.0
+
+
+def gathered_param_bytes(strategy: str, precision: str) -> float:
+    """Bytes per parameter a sharded strategy all-gathers: FSDP, HSDP and ZeRO-2 gather the
+    compute dtype (2 under bf16); ZeRO-1 is DDP, whose parameters stay float32 under bf16
+    autocast, and ``ZeroRedundancyOptimizer`` broadcasts the updated float32 shards (4)."""
+    return 4.0 if strategy == "zero1" else param_bytes_of(precision)
 
 
 def is_sharded(strategy: str) -> bool:

@@ -48,6 +48,9 @@ class Case:
     jitter_cv: float = costs.JITTER_CV
     base_uncertainty: float = costs.BASE_UNCERTAINTY
     shape: object = None  # a TransformerShape given on the command line
+    #: the gradient reduction's dtype (fp32, bf16); None: ddlbench's workload's, fp32 for
+    #: every mode (``grad_bytes_per_param``)
+    reduce_dtype: Optional[str] = None
 
 
 def layers_of(case: Case) -> List[overlap.LayerSize]:
@@ -72,7 +75,7 @@ def _sync(case: Case, n: int, end: str) -> float:
 def _comm(case: Case, topo: hierarchy.Topology, layers, compute: float) -> sharded.Sharded:
     """The communication of one step of ``compute`` seconds on ``topo``."""
     share = 1.0 - 1.0 / TRAINING_FACTOR[case.checkpointing]
-    pb = sharded.param_bytes_of(case.precision)
+    pb = sharded.gathered_param_bytes(case.parallel, case.precision)
     gb = _grad_bytes(case)
     if case.parallel in ("fsdp", "hsdp"):
         return sharded.fsdp(layers, topo, (1 - share) * compute, share * compute, pb, gb,
@@ -92,10 +95,12 @@ def _comm(case: Case, topo: hierarchy.Topology, layers, compute: float) -> shard
 
 
 def _grad_bytes(case: Case) -> float:
-    """Bytes per gradient element communicated: the parameter dtype when sharded (FSDP's
-    ``reduce_dtype``), else fp32 (DDP)."""
-    if sharded.is_sharded(case.parallel):
-        return sharded.param_bytes_of(case.precision)
+    """Bytes per gradient element reduced: ``reduce_dtype``'s when given (a framework that
+    reduces in bf16: FSDP ``reduce_dtype=bfloat16``, DeepSpeed's bf16), else what ddlbench's
+    workload reduces in every mode, fp32 (FSDP's ``reduce_dtype=float32``; DDP and ZeRO-1
+    keep float32 gradients under autocast)."""
+    if case.reduce_dtype is not None:
+        return sharded.REDUCE_BYTES[case.reduce_dtype]
     return case.grad_bytes_per_param
 
 
@@ -154,7 +159,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     per_sample = case.batch * (case.seq or 1)
     rate = case.single_throughput * (case.seq or 1)  # per device, samples or tokens per s
     params = sum(la.params for la in layers)
-    whole = hierarchy.allreduce(topo, params * case.grad_bytes_per_param)
+    whole = hierarchy.allreduce(topo, params * _grad_bytes(case))
     return {
         "devices": n,
         "nodes": topo.nodes,

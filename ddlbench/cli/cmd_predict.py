@@ -50,23 +50,29 @@ Exit codes: 0 success, 2 bad input.
 @click.option("--seq", type=int, help="Tokens per sample (transformers) [the shape's context].")
 @click.option(
     "--parallel",
-    default="ddp",
-    show_default=True,
-    help="ddp, fsdp, hsdp, zero1 or zero2 (sharded: transformers and CNNs alike).",
+    default=None,
+    help="ddp, fsdp, hsdp, zero1 or zero2 (sharded: transformers and CNNs alike) "
+    "[ddp, or the campaign's].",
 )
 @click.option(
     "--activation-checkpointing",
     "checkpointing",
-    default="none",
-    show_default=True,
-    help="none, selective or full: recomputation (the base is measured with it).",
+    default=None,
+    help="none, selective or full: recomputation (the base is measured with it) "
+    "[none, or the campaign's].",
 )
 @click.option("--batch", type=int, help="Per-device batch size.")
 @click.option(
     "--precision",
     default=None,
-    help="fp32, tf32, amp or bf16 (the measured throughput's precision; DDP's gradients "
-    "stay fp32, sharded strategies communicate bf16 under bf16).",
+    help="fp32, tf32, amp or bf16 (the measured throughput's precision; FSDP, HSDP and "
+    "ZeRO-2 gather bf16 parameters under bf16) [fp32, or the campaign's].",
+)
+@click.option(
+    "--reduce-dtype",
+    default=None,
+    help="fp32 or bf16: the gradient reduction's dtype [fp32: what ddlbench's workload "
+    "reduces in under every mode; bf16 for a framework that reduces in bf16].",
 )
 @click.option(
     "--single-device-throughput",
@@ -79,10 +85,13 @@ Exit codes: 0 success, 2 bad input.
               "(tokens/s for a transformer).")  # fmt: skip
 @click.option("--base-devices", type=int, default=1, show_default=True)
 @click.option("--from", "source", help="A campaign: its measured base, sweep and overlap.")
+@click.option("--series", help="With --from: the campaign's series (its label or spec variant) "
+              "to predict; required when the campaign has several.")  # fmt: skip
 @click.option("--calibration", help="With --from: another campaign's allreduce sweep.")
 @results_option
 @click.option("--gpus-per-node", type=int, help="Devices per node [8, or the campaign's].")
-@click.option("--nodes", default=DEFAULT_NODES, show_default=True, help="Comma list.")
+@click.option("--nodes", default=None, help=f"Comma list [{DEFAULT_NODES}: those from the "
+              "base's devices up].")  # fmt: skip
 @click.option(
     "--intra-busbw",
     help="Intra-node preset or bus bandwidth in GB/s "
@@ -139,7 +148,7 @@ def command(**kw) -> None:
 
     rows = whatif.curve(case, *topo_args)
     add_memory(rows, case, topo_args[0])
-    meta = {**meta_of(case, topo_args, note), "precision": kw["precision"],
+    meta = {**meta_of(case, topo_args, note), "series": camp.label if camp else None,
             "campaign_scope": campaign_scope(camp)}  # fmt: skip
     measured = against(case, topo_args, camp) if camp else []
     if kw["as_json"]:
@@ -157,33 +166,70 @@ def _inputs(kw):
     """(Case, (gpus_per_node, nodes, intra, inter, nics), note, campaign) from the options."""
     from ddlbench.analyse import whatif
 
-    nodes = _nodes(kw["nodes"])
     if kw["nics_per_node"] < 1:
         raise InputError(f"--nics-per-node must be at least 1, not {kw['nics_per_node']}")
+    if kw["series"] and not kw["source"]:
+        raise InputError("--series names a series of --from CAMPAIGN; give --from too")
     camp = _from_campaign(kw) if kw["source"] else None
     model, shape = _model(kw, camp)
-    seq = _seq(kw, model, shape)
-    batch = kw["batch"] or (camp.batch if camp else None)
+    seq = _seq(kw, model, shape, camp)
+    batch = kw["batch"] if kw["batch"] is not None else (camp.batch if camp else None)
     _positive("--batch", batch)
     rate, base_devices = _rate(kw, camp, seq)
-    _precision(kw["precision"])
-    _choice("--parallel", kw["parallel"], ("ddp", "fsdp", "hsdp", "zero1", "zero2"))
-    _choice("--activation-checkpointing", kw["checkpointing"], tuple(whatif.TRAINING_FACTOR))
+    parallel, ckpt, precision = _config(kw, camp)
     intra = _link(kw["intra_busbw"], "intra", camp.intra if camp else None)
     inter = _link(kw["inter_busbw"], "inter", camp.inter if camp else None)
-    gpn = kw["gpus_per_node"] or (camp.gpus_per_node if camp else 8)
+    gpn = _given(kw["gpus_per_node"], camp.gpus_per_node if camp else 8)
     _positive("--gpus-per-node", gpn)
+    nodes = _nodes(kw["nodes"], base_devices, int(gpn))
     case = whatif.Case(
         model, int(batch), float(rate) / base_devices, base_devices=base_devices,
-        overlap_fraction=_overlap_fraction(kw["overlap"], camp), parallel=kw["parallel"],
-        seq=seq, precision=kw["precision"] or "fp32", checkpointing=kw["checkpointing"],
-        shape=shape, jitter_samples=camp.jitter_samples if camp else (),
+        overlap_fraction=_overlap_fraction(kw["overlap"], camp), parallel=parallel,
+        seq=seq, precision=precision, checkpointing=ckpt, shape=shape,
+        jitter_samples=camp.jitter_samples if camp else (),
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
+        reduce_dtype=kw["reduce_dtype"],
         **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
     return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note, camp
+
+
+def _given(value, default):
+    """An option's value when given (0 included: bad input, said as such), else ``default``."""
+    return value if value is not None else default
+
+
+def _config(kw, camp):
+    """(parallel, checkpointing, precision): the options', else the campaign series' (its
+    measured base is of that configuration: an option that differs is bad input)."""
+    from ddlbench.analyse import sharded, whatif
+
+    _choice("--parallel", kw["parallel"], sharded.STRATEGIES)
+    _choice("--activation-checkpointing", kw["checkpointing"], tuple(whatif.TRAINING_FACTOR))
+    _precision(kw["precision"])
+    _choice("--reduce-dtype", kw["reduce_dtype"], tuple(sharded.REDUCE_BYTES))
+    out = []
+    for option, key, ran, default in (
+        ("--parallel", "parallel", camp.parallel if camp else "", "ddp"),
+        ("--activation-checkpointing", "checkpointing", camp.checkpointing if camp else "",
+         "none"),
+        ("--precision", "precision", camp.precision if camp else "", "fp32"),
+    ):  # fmt: skip
+        given = kw[key]
+        if given is not None and ran and given != ran:
+            raise InputError(_differs(kw, camp, option, given, ran))
+        out.append(given or ran or default)
+    return tuple(out)
+
+
+def _differs(kw, camp, option: str, given, ran) -> str:
+    return (
+        f"{option} {given}: series '{camp.label}' of campaign {kw['source']} ran {ran}, and "
+        "its measured base is of that configuration (choose the series that ran "
+        f"{given} with --series, or give its base with --base-throughput and no --from)"
+    )
 
 
 def _fusion(kw, horovod: bool) -> dict:
@@ -204,7 +250,6 @@ def _fusion(kw, horovod: bool) -> dict:
 def _model(kw, camp):
     """(model name, transformer shape or None) from --model, --transformer or the campaign."""
     from ddlbench.analyse import overlap
-    from ddlbench.errors import did_you_mean
     from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, TransformerShape
 
     if kw["transformer"]:
@@ -212,10 +257,13 @@ def _model(kw, camp):
             v = [int(x) for x in kw["transformer"].split(",")]
             if len(v) not in (4, 6) or min(v) < 1 or v[1] % v[2]:
                 raise ValueError
+            if len(v) == 6 and v[2] % v[4]:  # grouped-query attention: groups of heads
+                raise ValueError
         except ValueError:
             raise InputError(
                 f"--transformer: expected LAYERS,D_MODEL,HEADS,VOCAB[,KV_HEADS,FFN] (positive "
-                f"integers, D_MODEL a multiple of HEADS), got {kw['transformer']!r}"
+                f"integers, D_MODEL a multiple of HEADS, KV_HEADS a divisor of HEADS), got "
+                f"{kw['transformer']!r}"
             ) from None
         kv, ffn = (v[4], v[5]) if len(v) == 6 else (v[2], 4 * v[1])
         shape = TransformerShape("gpt2", v[0], v[1], v[2], kv, ffn, v[3], 0, "command line")
@@ -232,13 +280,14 @@ def _model(kw, camp):
         )
     if model not in known:
         raise InputError(
-            f"--model: unknown model {model!r}{did_you_mean(model, known)} "
-            f"(known: {', '.join(known)})"
+            f"--model: unknown model {model!r}{_suggest(model, known)} (known: {', '.join(known)})"
         )
     return model, None
 
 
-def _seq(kw, model: str, shape) -> int:
+def _seq(kw, model: str, shape, camp) -> int:
+    """Tokens per sample: --seq, else the campaign series' seq_len, else the shape's
+    position table (2048 without one); at most the position table (the spec's rule)."""
     from ddlbench.analyse import overlap
     from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
 
@@ -246,11 +295,21 @@ def _seq(kw, model: str, shape) -> int:
         if kw["seq"]:
             raise InputError(f"--seq applies to transformers, not to {model}")
         return 0
+    s = shape or TRANSFORMER_SHAPES[model]
+    ran = camp.seq if camp else 0
     if kw["seq"] is not None:
         _positive("--seq", kw["seq"])
-        return int(kw["seq"])
-    s = shape or TRANSFORMER_SHAPES[model]
-    return int(s.positions or 2048)
+        if ran and kw["seq"] != ran:
+            raise InputError(_differs(kw, camp, "--seq", kw["seq"], ran))
+        seq = int(kw["seq"])
+    else:
+        seq = ran or int(s.positions or 2048)
+    if s.positions and seq > s.positions:
+        raise InputError(
+            f"--seq {seq} exceeds {model}'s {s.positions} positions (its learned position "
+            f"table; the spec refuses such a seq_len too): give at most {s.positions}"
+        )
+    return seq
 
 
 def _rate(kw, camp, seq: int):
@@ -273,17 +332,44 @@ def _rate(kw, camp, seq: int):
     return float(single), 1
 
 
-def _choice(option: str, value: str, known) -> None:
-    if value not in known:
-        from ddlbench.errors import did_you_mean
-
+def _choice(option: str, value: Optional[str], known) -> None:
+    if value is not None and value not in known:
         raise InputError(
-            f"{option}: unknown value {value!r}{did_you_mean(value, list(known))} "
+            f"{option}: unknown value {value!r}{_suggest(value, list(known))} "
             f"(known: {', '.join(known)})"
         )
 
 
-def _nodes(text: str) -> List[int]:
+def _suggest(word: str, known: List[str]) -> str:
+    """`` (did you mean 'x'?)``: the shortest name that begins with ``word`` (mpt-13:
+    mpt-13b), else the closest by spelling."""
+    from ddlbench.errors import did_you_mean
+
+    starts = [k for k in known if k.lower().startswith(word.lower()) and k != word]
+    if starts:
+        return f" (did you mean '{min(starts, key=len)}'?)"
+    return did_you_mean(word, known)
+
+
+def _nodes(text: Optional[str], base_devices: int, gpn: int) -> List[int]:
+    """The node counts: --nodes (each at least the base's devices), else the default list
+    from the base's devices up."""
+    if text is None:
+        return [k for k in _node_list(DEFAULT_NODES) if k * gpn >= base_devices]
+    out = _node_list(text)
+    below = [k for k in out if k * gpn < base_devices]
+    if below:
+        k = below[0]
+        raise InputError(
+            f"--nodes {k}: {k * gpn} devices, fewer than the base's {base_devices}: the model "
+            "adds to a measured base what more devices cost, and does not predict below it "
+            f"(a base of {k * gpn} devices, --base-throughput with --base-devices "
+            f"{k * gpn}, predicts {k * gpn})"
+        )
+    return out
+
+
+def _node_list(text: str) -> List[int]:
     parts = [p.strip() for p in (text or "").split(",") if p.strip()]
     if not parts:
         raise InputError("--nodes: give at least one node count, e.g. --nodes 1,2,4,8")
@@ -341,7 +427,7 @@ def _overlap_fraction(value: Optional[float], camp) -> Optional[float]:
 
 def _from_campaign(kw):
     from ddlbench.analyse.analysis import analyse
-    from ddlbench.analyse.scaling_model import campaign_inputs
+    from ddlbench.analyse.scaling_model import campaign_inputs, campaign_series
     from ddlbench.collect.collector import ensure_collected
     from ddlbench.collect.states import store_states
 
@@ -350,9 +436,36 @@ def _from_campaign(kw):
     if kw["calibration"]:
         cal_dir = campaign_dir(kw["results"], kw["calibration"])
         cal = ensure_collected(cal_dir, run_states=store_states)
-    camp = campaign_inputs(analyse(data), data, cal)
+    analysis = analyse(data)
+    choices = campaign_series(analysis)
+    camp = campaign_inputs(analysis, data, cal, _pick_series(kw, choices)) if choices else None
     if camp is None:
         raise InputError(
             f"--from {kw['source']}: no weak-scaling throughput series with a measured point"
         )
     return camp
+
+
+def _pick_series(kw, choices) -> str:
+    """The label of the series --series names (its label or its spec variant), or of the
+    campaign's only series; several and none named: bad input that lists them."""
+    want = kw["series"]
+    if want is None and len(choices) == 1:
+        return choices[0].label
+    listed = "; ".join(f"'{c.label}'" + (f" (variant {c.variant})" if c.variant else "")
+                       for c in choices)  # fmt: skip
+    if want is None:
+        raise InputError(
+            f"--from {kw['source']}: the campaign holds {len(choices)} weak-scaling series "
+            "(each of its own configuration: parallel mode, checkpointing, seq_len, framework, "
+            f"...), each its own base; choose one with --series: {listed}"
+        )
+    by_label = [c.label for c in choices if c.label == want]
+    by_variant = [c.label for c in choices if c.variant == want]
+    if by_label or len(by_variant) == 1:
+        return (by_label or by_variant)[0]
+    names = [c.label for c in choices] + [c.variant for c in choices if c.variant]
+    raise InputError(
+        f"--series: campaign {kw['source']} has no series {want!r}"
+        f"{_suggest(want, names)} (its series: {listed})"
+    )

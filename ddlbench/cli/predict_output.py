@@ -24,6 +24,8 @@ def meta_of(case, topo_args, note) -> dict:
         "unit": "tokens/s" if lm else "samples/s",
         "parallel": case.parallel,
         "activation_checkpointing": case.checkpointing,
+        "precision": case.precision,
+        "reduce_dtype": case.reduce_dtype or "fp32",
         "base_devices": case.base_devices,
         "base_throughput": case.single_throughput * case.base_devices * (case.seq or 1),
         "single_device_throughput": case.single_throughput * (case.seq or 1),
@@ -103,7 +105,7 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     click.echo(
         f"{meta['model']} ({meta['parallel']}), batch {meta['batch_per_device']}/device"
         + (f" x {meta['seq']} tokens" if meta["seq"] else "")
-        + f", {meta['base_devices']} device(s) {meta['base_throughput']:,.6g} {unit} "
+        + f", {meta['base_devices']} device(s) {rate_text(meta['base_throughput'])} {unit} "
         f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:g} "
         f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:g} GB/s) x "
         f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
@@ -138,6 +140,12 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         click.echo("  ".join(f"{v!s:>10}" for v in vals))
 
 
+def rate_text(value: float) -> str:
+    """A throughput as printed: an integer with separators (1,183 tokens/s), three
+    significant digits below 100 (9.25 samples/s)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def add_memory(rows: List[dict], case, gpus_per_node: int) -> None:
     """``memory_gib`` per point for a transformer: the predicted peak memory per rank
     (``analyse.lm_memory``, docs/memory.md) at that point's world size, sharding mode,
@@ -163,26 +171,47 @@ def costs_noisy() -> float:
 
 
 def against(case, topo_args, camp) -> List[dict]:
-    """Each point the campaign measured beside the model's prediction at its device count,
-    flagged when outside the interval, with the term that would explain it."""
+    """Each point the campaign measured beside the model's prediction at its device count
+    (its throughput in the table's unit: tokens/s for a language model), flagged when outside
+    the interval, with the term that would explain it; ``inside`` None and no cause when the
+    prediction is of another configuration than the campaign measured."""
     from ddlbench.analyse import hierarchy, sharded, whatif
 
     gpn, _nodes, intra, inter, nics = topo_args
     one = hierarchy.Topology(1, 1, intra, inter, nics, hierarchy.base_latency_s())
     bd = case.base_devices
     base = replace(one, gpus_per_node=min(bd, gpn), nodes=sharded.ceil_nodes(bd, gpn))
+    other = _other_configuration(case, camp)
     out = []
     for n, eff, thr in camp.measured:
         k = sharded.ceil_nodes(n, gpn)
         topo = replace(one, gpus_per_node=math.ceil(n / k), nodes=k)
         p = whatif.point(case, topo, base)
         lo, hi = float(p["efficiency_low"]), float(p["efficiency_high"])
-        inside = lo <= eff <= hi
-        why = "" if inside else _explain(eff, p, camp)
+        inside = None if other else lo <= eff <= hi
+        why = other or ("" if inside else _explain(eff, p, camp))
+        thr *= case.seq or 1
         out.append({"devices": n, "measured_efficiency": eff, "measured_throughput": thr,
                     "efficiency": p["efficiency"], "efficiency_low": lo, "efficiency_high": hi,
                     "inside": inside, "explanation": why})  # fmt: skip
     return out
+
+
+def _other_configuration(case, camp) -> str:
+    """Why the campaign's points are not compared with the prediction ('' when they are):
+    a batch or a model other than the series measured."""
+    from ddlbench.analyse import overlap
+    from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES
+
+    diff = []
+    if case.batch != camp.batch:
+        diff.append(f"batch {camp.batch}/device, the prediction {case.batch}")
+    known = camp.model in overlap.MODEL_INPUT or camp.model in TRANSFORMER_SHAPES
+    if known and case.model != camp.model:  # an own program's stand-in is compared
+        diff.append(f"{camp.model}, the prediction {case.model}")
+    if not diff:
+        return ""
+    return "not compared: the campaign measured " + "; ".join(diff)
 
 
 def _explain(eff: float, p: dict, camp) -> str:
@@ -210,7 +239,7 @@ def print_measured(measured: List[dict]) -> None:
         return
     click.echo("measured (the campaign) beside predicted:")
     for m in measured:
-        flag = "inside" if m["inside"] else "OUTSIDE the interval"
+        flag = {True: "inside", False: "OUTSIDE the interval", None: "-"}[m["inside"]]
         click.echo(
             f"  {m['devices']:>6} devices: measured {100 * m['measured_efficiency']:.1f} %, "
             f"predicted {100 * m['efficiency']:.1f} % ({100 * m['efficiency_low']:.1f}-"
@@ -240,6 +269,7 @@ def plot(rows: List[dict], meta: dict, path: Path, measured: List[dict]) -> None
     ax2.fill_between(n, [100 * r["efficiency_low"] for r in rows],
                      [100 * r["efficiency_high"] for r in rows], alpha=0.25)  # fmt: skip
     ax2.plot(n, [100 * r["efficiency"] for r in rows], marker="o")
+    measured = [m for m in measured if m["inside"] is not None]  # the same configuration
     if measured:
         ax.plot([m["devices"] for m in measured], [m["measured_throughput"] for m in measured],
                 "k^", label="measured")  # fmt: skip
