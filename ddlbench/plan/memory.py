@@ -37,15 +37,50 @@ def memory_gib(plan: Plan) -> Dict[str, Optional[float]]:
     return out
 
 
-def memory_warnings(plan: Plan) -> List[str]:
-    """One line per configuration whose predicted peak exceeds the device memory, with the
-    single changes predicted to make it fit (else those that lower it most); never the mode
-    or checkpointing the run already uses."""
+#: what the prediction leaves out on a GPU (the CUDA context, about 0.5 GB; NCCL's buffers,
+#: hundreds of MB per process; the caching allocator's slack): a run predicted within this
+#: margin of ``device_memory_gib`` is warned about as likely not to fit (docs/memory.md). A
+#: judgement from those figures, not a measurement: the larger of 2 GiB and 5 % of the device
+HEADROOM_GIB = 2.0
+HEADROOM_SHARE = 0.05
+
+
+def headroom_gib(limit: float) -> float:
+    """The margin below ``device_memory_gib`` that a prediction should stay under."""
+    return max(HEADROOM_GIB, HEADROOM_SHARE * limit)
+
+
+def _advice(run: Run, limit: float) -> str:
+    """The single changes predicted to bring ``run`` under ``limit`` GiB (else those that
+    lower it most); never the mode or checkpointing the run already uses."""
     from ddlbench.analyse.lm_memory import memory_fixes
 
+    fixes = memory_fixes(
+        run.model,
+        int(run.lm["seq_len"]),
+        run.batch_size,
+        run.precision,
+        str(run.lm["parallel"]),
+        str(run.lm["activation_checkpointing"]),
+        run.world_size,
+        run.tasks_per_node,
+    )
+    fit = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes if b / GIB <= limit]
+    near = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes[:3]]
+    if fit:
+        return f"predicted to fit with: {', '.join(fit)}"
+    if near:
+        return f"no single change fits; combine: {', '.join(near)}"
+    return "no change to this run lowers it"
+
+
+def memory_warnings(plan: Plan) -> List[str]:
+    """One line per configuration whose predicted peak exceeds the device memory, or comes
+    within :func:`headroom_gib` of it, with the changes predicted to make it fit."""
     limit = plan.profile.device_memory_gib
     if limit is None:
         return []
+    room = headroom_gib(limit)
     lines = []
     seen = set()
     for run in plan.runs:
@@ -54,30 +89,17 @@ def memory_warnings(plan: Plan) -> List[str]:
             continue
         seen.add(run.group)
         gib = predicted["total"] / GIB
-        if gib <= limit:
-            continue
-        fixes = memory_fixes(
-            run.model,
-            int(run.lm["seq_len"]),
-            run.batch_size,
-            run.precision,
-            str(run.lm["parallel"]),
-            str(run.lm["activation_checkpointing"]),
-            run.world_size,
-            run.tasks_per_node,
-        )
-        fit = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes if b / GIB <= limit]
-        near = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes[:3]]
-        advice = (
-            f"predicted to fit with: {', '.join(fit)}"
-            if fit
-            else f"no single change fits; combine: {', '.join(near)}"
-            if near
-            else "no change to this run lowers it"
-        )
-        lines.append(
-            f"{run.group}: predicted peak {gib:.1f} GiB per rank exceeds the "
-            f"{limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib); "
-            f"it will run out of memory: {advice}"
-        )
+        where = f"the {limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib)"
+        if gib > limit:
+            lines.append(
+                f"{run.group}: predicted peak {gib:.1f} GiB per rank exceeds {where}; it will "
+                f"run out of memory: {_advice(run, limit - room)}"
+            )
+        elif gib > limit - room:
+            lines.append(
+                f"{run.group}: predicted peak {gib:.1f} GiB per rank is within {room:.1f} GiB "
+                f"of {where}, which the CUDA context, NCCL's buffers and the allocator's slack "
+                f"(not predicted) may take; it will likely run out of memory: "
+                f"{_advice(run, limit - room)}"
+            )
     return lines
