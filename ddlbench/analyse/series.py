@@ -138,6 +138,8 @@ def _scaling_point(
         "efficiency": math.nan,
         "ideal_throughput": math.nan,
         "noisy": r["noisy"],
+        # a language model's sequence length: the figures and tables give its tokens/s
+        "seq_len": r.get("seq_len"),
     }
     if base_t and not math.isnan(t):
         p["speedup"] = t / base_t

@@ -114,7 +114,8 @@ STATS_NOTE = (
     "repeats of each run's figure (itself the median over ranks)."
 )
 SCALES_NOTE = (
-    f"Samples/s: the {GMEAN}. Speedup and efficiency: ratios of geometric means; the "
+    f"Samples/s: the {GMEAN} (a language model's samples are sequences; its tokens/s: "
+    "samples/s x sequence length). Speedup and efficiency: ratios of geometric means; the "
     "efficiency interval is the Welch t interval of the difference of the mean logs "
     "(docs/metrics.md). The step verdicts test the same difference."
 )

@@ -73,6 +73,22 @@ def _with_base(df: pd.DataFrame, order: List[str]):
     return rows.sort_values(order) if len(rows) else None
 
 
+def _has_seq(df: pd.DataFrame) -> bool:
+    """Whether a table holds language-model rows (their sequence length)."""
+    return "seq_len" in df and bool(pd.to_numeric(df["seq_len"], errors="coerce").notna().any())
+
+
+def _tokens(key: str) -> Column:
+    """A language model's tokens/s (samples, i.e. sequences, per second x sequence length);
+    blank for the other rows."""
+
+    def cell(r: Row) -> str:
+        seq = pd.to_numeric(pd.Series([r.get("seq_len")]), errors="coerce").iloc[0]
+        return "" if missing(seq) or missing(r[key]) else fnum(float(r[key]) * float(seq))
+
+    return Column("tokens/s (geo. mean)", cell, when=_has_seq)
+
+
 SERIES = TableSpec(
     section="scaling",
     title="Scaling series",
@@ -104,6 +120,7 @@ SCALES = TableSpec(
         col("repeats", "repeats", fint),
         col("samples/s (geo. mean)", "throughput_gmean", fnum),
         _ci("95 % CI", "ci95_low", "ci95_high"),
+        _tokens("throughput_gmean"),
         col("per device", "per_device", fnum),
         col("speedup", "speedup", fsig),
         col("efficiency", "efficiency", fpct),
@@ -127,6 +144,7 @@ STATS = TableSpec(
         Column("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}"),
         col("samples/s (geo. mean)", "throughput_gmean", fnum),
         _ci("95 % CI", "throughput_ci95_low", "throughput_ci95_high"),
+        _tokens("throughput_gmean"),
         _ci("min - max", "throughput_min", "throughput_max"),
         col("CV", "throughput_cv", lambda v: fpct(v, 2)),
         text("noisy", "noisy", lambda v: "NOISY" if v else ""),

@@ -90,9 +90,12 @@ def test_summary_and_figure_in_tokens_per_second(campaign, analysis):
     assert throughput_words(6.5, None) == "6.5 samples/s"
     md = build_report(campaign, formats=("md",)).files["md"].read_text()
     assert f"sequences/s of {SEQ} tokens) on 2 devices" in md
+    assert md.count("| tokens/s (geo. mean) |") == 2  # the scaling and the repeats tables
     pts, ser = analysis.points, analysis.series
-    assert plots.throughput_unit(pts, ser)[1] == "sequences/s"  # no seq_len in the points
-    tokens, unit = plots.throughput_unit(pts.assign(seq_len=SEQ), ser)
+    # the points carry their sequence length: the figure is in tokens/s
+    assert pts["seq_len"].notna().all()
+    assert plots.throughput_unit(pts.drop(columns="seq_len"), ser)[1] == "sequences/s"
+    tokens, unit = plots.throughput_unit(pts, ser)
     assert unit == "tokens/s"
     assert list(tokens["throughput_gmean"]) == pytest.approx(list(SEQ * pts["throughput_gmean"]))
     ax = plots.throughput_figure(pts.assign(seq_len=SEQ), ser).axes[0]
