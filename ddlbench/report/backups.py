@@ -105,7 +105,7 @@ def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> An
             ("baseline applied samples/s", lambda r: f["fnum"](r["applied_base"]), True),
             ("applied change", lambda r: pct(r["applied_change"]), True),
             (
-                "change 95 % CI",
+                "change CI (the tests' level)",
                 lambda r: _range(pct, r["applied_change_low"], r["applied_change_high"], " to "),
                 True,
             ),

@@ -136,10 +136,12 @@ def test_applied_rate_with_interval_beside_a_shorter_step():
     ln, lb = log_stats(new), log_stats(base)
     assert r["applied_new"] == pytest.approx(math.exp(ln[0]))
     assert r["applied_change"] == pytest.approx(math.exp(ln[0] - lb[0]) - 1)
-    _, lo, hi = ratio_interval(*ln, *lb, 1.0, 0.95)
+    # the interval the one-sided tests read (90 % at alpha 0.05), as compare shows it
+    _, lo, hi = ratio_interval(*ln, *lb, 1.0, 0.90)
     assert (r["applied_change_low"], r["applied_change_high"]) == pytest.approx(
         (lo[0] - 1, hi[0] - 1)
     )
+    assert r["applied_change_level"] == pytest.approx(0.90)
     assert r["applied_new_low"] < r["applied_new"] < r["applied_new_high"]
     assert r["step_verdict"] == "improved" and r["applied_verdict"] != "improved"
     text = sentences(pd.DataFrame([r]), VS, ST.accuracy_margin)[0]
@@ -149,6 +151,7 @@ def test_applied_rate_with_interval_beside_a_shorter_step():
         "batches, and the applied samples per second did not rise significantly" in text
     )
     assert "final accuracy" in text
+    assert f"90 % CI {100 * (lo[0] - 1):+.1f} %" in text
 
 
 def _missed() -> Dict[int, Dict]:
@@ -239,7 +242,8 @@ def test_report_table_shows_applied_rate_and_reached_counts():
     table = backup_tables(a, data)[-1]
     assert table.title == "Backup workers: paired comparisons"
     row = dict(zip(table.columns, table.rows[0]))
-    assert row["applied samples/s (geo. mean)"] != "-" and row["change 95 % CI"] != "-"
+    assert row["applied samples/s (geo. mean)"] != "-"
+    assert row["change CI (the tests' level)"] != "-"
     assert row["reached target"] == "2/4 vs 4/4"
     assert row["time verdict"].endswith("(censored)")
     assert table.flags == [True]  # shorter steps, not more applied samples per second
