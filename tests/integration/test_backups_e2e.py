@@ -75,7 +75,7 @@ def test_injected_straggler_and_backup_on_the_local_executor(tmp_path):
     assert rep.returncode == 0, rep.stderr
     md = (root / "report" / "report.md").read_text()
     assert "Injected stragglers and dropped gradients per run" in md
-    assert "Backup workers against plain synchronous SGD" in md
+    assert "Backup workers: paired comparisons" in md
     assert "- Backup workers: backup1-lenet-n1x3-b128 (3 ranks, b = 1) against sync-" in md
 
 
