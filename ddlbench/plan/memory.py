@@ -4,7 +4,7 @@ before anything is submitted."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ddlbench.analyse.lm_memory import GIB, predict_memory
 
@@ -12,11 +12,9 @@ if TYPE_CHECKING:
     from ddlbench.plan.planner import Plan, Run
 
 
-def run_memory(run: Run) -> Optional[Dict[str, float]]:
-    """``predict_memory`` of a transformer run (None for a CNN run)."""
-    if not run.lm:
-        return None
-    return predict_memory(
+def _memory_args(run: Run) -> Tuple[Any, ...]:
+    """A transformer run's arguments of ``predict_memory`` and ``memory_fixes``."""
+    return (
         run.model,
         int(run.lm["seq_len"]),
         run.batch_size,
@@ -26,6 +24,11 @@ def run_memory(run: Run) -> Optional[Dict[str, float]]:
         run.world_size,
         run.tasks_per_node,
     )
+
+
+def run_memory(run: Run) -> Optional[Dict[str, float]]:
+    """``predict_memory`` of a transformer run (None for a CNN run)."""
+    return predict_memory(*_memory_args(run)) if run.lm else None
 
 
 def memory_gib(plan: Plan) -> Dict[str, Optional[float]]:
@@ -55,16 +58,7 @@ def _advice(run: Run, limit: float) -> str:
     lower it most); never the mode or checkpointing the run already uses."""
     from ddlbench.analyse.lm_memory import memory_fixes
 
-    fixes = memory_fixes(
-        run.model,
-        int(run.lm["seq_len"]),
-        run.batch_size,
-        run.precision,
-        str(run.lm["parallel"]),
-        str(run.lm["activation_checkpointing"]),
-        run.world_size,
-        run.tasks_per_node,
-    )
+    fixes = memory_fixes(*_memory_args(run))
     fit = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes if b / GIB <= limit]
     near = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes[:3]]
     if fit:
