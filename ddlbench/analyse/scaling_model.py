@@ -28,32 +28,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
 from ..values import missing
 from . import costs, hierarchy, overlap
+from .alpha_beta import AlphaBeta, allreduce_time, fit_sweep, links_from_fits
 from .stats import repeat_centre
 
 GRAD_BYTES_PER_PARAM = 4
-
-
-@dataclass
-class AlphaBeta:
-    """Ring allreduce time for one layout: ``alpha + factor(n) * bytes / busbw``."""
-
-    world_size: int
-    nodes: int
-    alpha_s: float
-    busbw_gbps: float
-    points: int
-    rms_rel_error: float
-
-    def time(self, nbytes: float) -> float:
-        n = self.world_size
-        return self.alpha_s + 2 * (n - 1) / n * nbytes / (self.busbw_gbps * 1e9)
 
 
 @dataclass
@@ -73,82 +58,6 @@ class ScalingModel:
             "mean_abs": float(e.abs().mean()),
             "max_abs": float(e.abs().max()),
         }
-
-
-def fit_alpha_beta(allreduce: pd.DataFrame) -> List[AlphaBeta]:
-    """One fit per (world size, nodes) with more than one rank and at least 3 sizes.
-
-    ``allreduce``: the analysis' per-(configuration, size) table (``time_s`` median).
-    Weighted least squares of ``t_i = a + b x_i`` with weights ``1 / t_i`` (relative
-    errors: sizes span decades); ``alpha = a`` (clipped at 0), ``busbw = factor / b``.
-    """
-    out = []
-    if not len(allreduce):
-        return out
-    ar = allreduce[allreduce["world_size"] > 1]
-    for (n, nodes), g in ar.groupby(["world_size", "nodes"], sort=True):
-        g = g.groupby("bytes", as_index=False)["time_s"].median()
-        if len(g) < 3:
-            continue
-        x = g["bytes"].to_numpy(dtype=float)
-        t = g["time_s"].to_numpy(dtype=float)
-        w = 1.0 / t
-        A = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
-        (a, b), *_ = np.linalg.lstsq(A, t * w, rcond=None)
-        if b <= 0:
-            continue
-        a = max(float(a), 0.0)
-        n = int(n)
-        busbw = 2 * (n - 1) / n / float(b) / 1e9
-        fit = AlphaBeta(n, int(nodes), a, busbw, len(g), math.nan)
-        pred = np.array([fit.time(v) for v in x])
-        fit.rms_rel_error = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
-        out.append(fit)
-    return out
-
-
-def allreduce_time(fits: List[AlphaBeta], n: int, nodes: int, nbytes: float) -> float:
-    """Predicted allreduce time of ``nbytes`` on ``n`` ranks over ``nodes`` nodes: the fit of
-    that layout when it was swept, else the hierarchical ring (``hierarchy.ring``) on the
-    links that the sweep's fits give (:func:`links_from_fits`)."""
-    if n <= 1:
-        return 0.0
-    exact = [f for f in fits if f.world_size == n and f.nodes == nodes]
-    if exact:
-        return exact[0].time(nbytes)
-    intra, inter = links_from_fits(fits)
-    nodes = max(1, nodes)
-    topo = hierarchy.Topology(max(1, math.ceil(n / nodes)), nodes, intra, inter)
-    return hierarchy.ring(topo, nbytes).time_s
-
-
-def links_from_fits(fits: List[AlphaBeta]) -> Tuple[hierarchy.Link, hierarchy.Link]:
-    """The intra- and inter-node links of a sweep: bus bandwidth of the largest one-node and
-    the largest several-node layout; latency per ring step from their alpha, split as
-    NCCL's ring counts steps (``2(n-1) - 2(k-1)`` inside nodes, ``2(k-1)`` across)."""
-    one = [f for f in fits if f.nodes <= 1 and f.world_size > 1]
-    many = [f for f in fits if f.nodes > 1]
-    intra = inter = None
-    if one:
-        r = max(one, key=lambda f: f.world_size)
-        intra = hierarchy.Link(
-            "fitted", r.busbw_gbps, r.alpha_s / (2 * (r.world_size - 1)), "fitted",
-            busbw_range_gbps=_fit_range(r),
-        )  # fmt: skip
-    if many:
-        r = max(many, key=lambda f: (f.world_size, f.nodes))
-        a_in = intra.alpha_s if intra else r.alpha_s / (2 * (r.world_size - 1))
-        cross = 2 * (r.nodes - 1)
-        a_net = max(0.0, (r.alpha_s - (2 * (r.world_size - 1) - cross) * a_in) / cross)
-        inter = hierarchy.Link("fitted", r.busbw_gbps, a_net, "fitted",
-                               busbw_range_gbps=_fit_range(r))  # fmt: skip
-    return intra or inter, inter or intra  # type: ignore[return-value]
-
-
-def _fit_range(fit: AlphaBeta) -> Tuple[float, float]:
-    """A fitted bus bandwidth's range: +- the fit's rms relative error."""
-    e = fit.rms_rel_error if _ok(fit.rms_rel_error) else 0.0
-    return fit.busbw_gbps / (1 + e), fit.busbw_gbps * (1 + e)
 
 
 def _run_inputs(runs: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
@@ -383,31 +292,48 @@ def _ok(v) -> bool:
         return False
 
 
-def build(analysis, data, calibration=None) -> Optional[ScalingModel]:
+@dataclass(frozen=True)
+class NoModel:
+    """Why a campaign that has an allreduce sweep (its own or a calibration's) has no model:
+    one sentence for the report's model section and a warning."""
+
+    reason: str
+
+
+def build(analysis, data, calibration=None) -> Union[ScalingModel, NoModel]:
     """The model of a campaign: the allreduce sweep comes from ``calibration`` (collected
     data of another campaign on the same cluster) when given, else from this campaign's
-    own allreduce runs. None when there is no sweep or no throughput series."""
+    own allreduce runs. :class:`NoModel` with the reason when none can be built."""
     from .analysis import allreduce_table
 
     if calibration is not None:
         sweep = allreduce_table(calibration.runs, calibration.allreduce)
+        whose = f"the calibration campaign {calibration.name}'s allreduce sweep"
     else:
-        sweep = analysis.allreduce
-    if not len(sweep) or not len(analysis.series):
-        return None
-    fits = fit_alpha_beta(sweep)
+        sweep, whose = analysis.allreduce, "this campaign's allreduce sweep"
+    if not len(sweep):
+        return NoModel(f"{whose} has no complete run")
+    if not len(analysis.series) or not (analysis.series["mode"] == "throughput").any():
+        return NoModel("the campaign has no throughput series to predict")
+    fits, gaps = fit_sweep(sweep)
     if not fits:
-        return None
+        return NoModel(f"no layout of {whose} could be fitted: " + "; ".join(gaps))
     cluster = (data.manifest or {}).get("cluster") or {}
     gpn = int(cluster.get("gpus_per_node") or 1)
     max_nodes = cluster.get("max_nodes")
     max_devices = int(max_nodes) * gpn if max_nodes else None
     model = predict(analysis, data, fits, max_devices, gpn)
+    if not len(model.predictions):
+        return NoModel(
+            "no throughput series has a complete run whose ranks logged their parameter "
+            "count (the rank meta record's param_count), which the gradient bytes need"
+        )
     if max_devices is None:
         model.assumptions.append(
             "the cluster profile sets no max_nodes: predictions reach 4x the largest measured N"
         )
-    return model if len(model.predictions) else None
+    model.assumptions.extend(f"not fitted: {g}" for g in gaps)
+    return model
 
 
 @dataclass
@@ -434,6 +360,7 @@ class CampaignInputs:
     parallel: str = "ddp"
     checkpointing: str = "none"
     seq: int = 0
+    link_gaps: Tuple[str, ...] = ()  # the sweep's layouts that gave no fit, and why
 
 
 @dataclass(frozen=True)
@@ -485,7 +412,7 @@ def campaign_inputs(
         if calibration is not None
         else analysis.allreduce
     )
-    fits = fit_alpha_beta(sweep) if len(sweep) else []
+    fits, gaps = fit_sweep(sweep) if len(sweep) else ([], [])
     series, pts = analysis.series, analysis.points
     if not len(series) or not len(pts):
         return None
@@ -511,7 +438,7 @@ def campaign_inputs(
             int(cluster.get("gpus_per_node") or 1), intra, inter, f, how,
             jitter_samples(analysis.runs, data, group),
             _half_width(base), _measured(p), _device(analysis.runs, group),
-            **_lm_config(analysis.runs, group),
+            **_lm_config(analysis.runs, group), link_gaps=tuple(gaps),
         )  # fmt: skip
     return None
 

@@ -443,6 +443,13 @@ def _from_campaign(kw):
         raise InputError(
             f"--from {kw['source']}: no weak-scaling throughput series with a measured point"
         )
+    if cal is not None and camp.intra is None:
+        why = "; ".join(camp.link_gaps) or "it has no complete allreduce run"
+        click.echo(
+            f"warning: --calibration {kw['calibration']}: no link could be fitted ({why}); "
+            "the links are the options' or the defaults'",
+            err=True,
+        )
     return camp
 
 

@@ -11,7 +11,7 @@ from ddlbench.campaign.paths import REPORT_FORMATS
 from ddlbench.cli.common import campaign_dir, deprecated_option, exit_quickly, results_option
 
 if TYPE_CHECKING:
-    from ddlbench.analyse.analysis import Analysis
+    pass
 
 _FORMAT_LIST = ", ".join(REPORT_FORMATS)
 
@@ -28,13 +28,16 @@ def _fraction(text: str, name: str) -> float:
         ) from None
 
 
-def _warn_training(analysis: Optional[Analysis]) -> None:
-    """One line on stderr when runs' training diverged (the report's summary lists them)."""
+def _warn(res) -> None:
+    """One line on stderr when runs' training diverged (the report's summary lists them), and
+    one when a campaign with an allreduce sweep got no scaling model (its section says why)."""
     from ddlbench.report.training import diverged_warning
 
-    line = diverged_warning(analysis.runs) if analysis is not None else None
+    line = diverged_warning(res.analysis.runs) if res.analysis is not None else None
     if line:
         click.echo(f"warning: {line}", err=True)
+    if res.model_gap:
+        click.echo(f"warning: no scaling model: {res.model_gap}", err=True)
 
 
 @click.command(
@@ -155,7 +158,7 @@ def command(
     exit_quickly()  # every file is written, the figure worker has ended
     for fmt in fmts:
         click.echo(f"report: {res.files[fmt]}")
-    _warn_training(res.analysis)
+    _warn(res)
     if res.missing:
         from ddlbench.report.missing import NothingToReport
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
 
@@ -15,16 +15,23 @@ from .format import fint, fms, fnum, fpct, fsig
 from .table import Column, Table, col, make_table, text
 
 
-def scaling_model(a: Analysis, data: CampaignData, calibration, run_states, say: Callable):
+def scaling_model(
+    a: Analysis, data: CampaignData, calibration, run_states, say: Callable
+) -> Tuple[Any, Optional[str]]:
+    """The scaling model and ``None``, or ``None`` and why there is none, when the campaign
+    has allreduce runs or a calibration campaign was named; ``(None, None)`` otherwise."""
     if calibration is None and not len(a.allreduce):
-        return None  # no sweep to build it from (the model's modules are not even imported)
-    from ..analyse.scaling_model import build
+        return None, None  # no sweep to build it from (the model's modules are not imported)
+    from ..analyse.scaling_model import NoModel, build
 
     cal = None
     if calibration is not None:
         say("collecting the calibration campaign")
         cal = ensure_collected(Path(calibration), run_states=run_states, progress=say)
-    return build(a, data, cal)
+    built = build(a, data, cal)
+    if isinstance(built, NoModel):
+        return None, built.reason
+    return built, None
 
 
 def _interval(r) -> str:

@@ -58,6 +58,8 @@ class ReportResult:
     analysis: Optional[Analysis] = None
     #: no run is complete: what is missing and what to run (the report shows failures only)
     missing: Optional[str] = None
+    #: why a campaign with an allreduce sweep (or a calibration) has no scaling model
+    model_gap: Optional[str] = None
 
 
 # ------------------------------------------------------------------ output
@@ -111,9 +113,11 @@ def _figure_entries(
     return {f["key"]: f for f in figs}
 
 
-def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -> Dict[str, Any]:
+def report_context(
+    a: Analysis, data: CampaignData, out_dir: Path, model=None, model_gap: Optional[str] = None
+) -> Dict[str, Any]:
     """Everything the report templates show but the figures: built while the figure worker
-    draws."""
+    draws. ``model_gap``: why a campaign with an allreduce sweep has no scaling model."""
     tables = report_tables(a)
     from .backups import backup_sentences, backup_tables  # stragglers on purpose, backups
 
@@ -138,6 +142,7 @@ def report_context(a: Analysis, data: CampaignData, out_dir: Path, model=None) -
         "largest_run": a.largest_run,
         "provenance": narrative.provenance(a),
         "model_notes": model_notes(model) + (transports.notes if transports else []),
+        "model_gap": model_gap,
         "stderr_tails": stderr_tails(a),
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": md_cell,
@@ -249,8 +254,8 @@ def build_report(
         # while the worker draws: the data files, the scaling model and the report's text
         finish_write(data)
         _copy_data_files(data, out, a.lm_comparisons)
-        model = scaling_model(a, data, calibration, run_states, say)
-        ctx = report_context(a, data, out, model)
+        model, model_gap = scaling_model(a, data, calibration, run_states, say)
+        ctx = report_context(a, data, out, model, model_gap)
         templates = load_templates(formats)
         figures = _figures(worker, fig_input, out, say)
         if model is not None:
@@ -262,4 +267,4 @@ def build_report(
             worker.close()
         if data is not None:
             finish_write(data)  # also when the report failed: keep what was collected
-    return ReportResult(out, files, figures, a, missing)
+    return ReportResult(out, files, figures, a, missing, model_gap)

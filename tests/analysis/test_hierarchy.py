@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ddlbench.analyse import hierarchy, overlap, whatif
+from ddlbench.analyse.alpha_beta import AlphaBeta, allreduce_time, links_from_fits
 from ddlbench.analyse.hierarchy import Link, Topology
-from ddlbench.analyse.scaling_model import AlphaBeta, allreduce_time, links_from_fits
 from ddlbench.workloads.common.architectures import EXPECTED_PARAMS
 
 NVL = Link("nvl", 100.0, 2e-6)  # 100 GB/s, 2 us per ring step

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from ddlbench.analyse.alpha_beta import fit_alpha_beta
 from ddlbench.analyse.analysis import Settings, analyse
 from ddlbench.analyse.large_batch import margin_table
-from ddlbench.analyse.scaling_model import build, fit_alpha_beta
+from ddlbench.analyse.scaling_model import build
 from ddlbench.cli import main
 from ddlbench.collect.collector import collect_campaign
 from ddlbench.report.render import build_report

@@ -19,7 +19,7 @@ name: sweep
 mode: allreduce
 frameworks:
   - {name: pytorch, backend: gloo}
-allreduce: {min_bytes: 1024, max_bytes: 1048576, iters: 5, warmup: 2}
+allreduce: {min_bytes: 1024, max_bytes: 16777216, iters: 5, warmup: 2}
 scale: {points: [2x1]}
 slurm: {time: "00:05:00"}
 """
@@ -63,6 +63,7 @@ def test_report_model_section_from_a_slurm_sweep(tmp_path, slurm_cluster):
     assert rep.returncode == 0, rep.stderr
     md = (results / "train" / "report" / "report.md").read_text()
     assert "## Scaling model" in md
+    assert "No scaling model" not in md, rep.stderr  # a sweep to 16 MiB shows the bandwidth
     section = md.split("## Scaling model", 1)[1].split("\n## ", 1)[0]
     # the fitted link and whether the overlap was measured or estimated are said
     assert "busbw" in section or "GB/s" in section, section
