@@ -39,6 +39,7 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
     """
     from ddlbench.plan import plan_runs
     from ddlbench.plan.advice import measurement_warnings
+    from ddlbench.plan.data_check import data_warnings
     from ddlbench.spec.load import choose_profile, load_spec
 
     spec = load_spec(spec_path)
@@ -46,7 +47,7 @@ def command(spec_path: str, cluster: str | None, as_json: bool) -> None:
     from ddlbench.plan.memory import memory_warnings
 
     plan = plan_runs(spec.value, profile.value, spec.source)
-    for line in measurement_warnings(spec.value, spec.source):
+    for line in measurement_warnings(spec.value, spec.source) + data_warnings(plan, spec.source):
         click.echo(line, err=True)  # stderr: --json stays clean
     if as_json:
         click.echo(json.dumps(_plan_json(plan, spec_path, why), indent=1))

@@ -114,7 +114,7 @@ def command(
     console.print(
         f"{label}: {runs_text(len(plan.runs))} on cluster profile '{profile.value.name}' ({why})"
     )
-    _warn_memory(plan)  # before anything is submitted; -q keeps warnings
+    _warn_plan(plan, spec.source)  # before anything is submitted; -q keeps warnings
     profile_text = profile.source.text + ("\n# --exclusive\n" if exclusive else "")
     rendered = _render(render_campaign, plan, name, results, spec, profile, profile_text, console)
     console.print(f"rendered {runs_text(len(plan.runs))} into {rendered.root}")
@@ -166,11 +166,15 @@ def _render(render_campaign, plan, name, results, spec, profile, profile_text, c
         )
 
 
-def _warn_memory(plan: Plan) -> None:
-    """The transformer runs predicted not to fit the profile's device memory: one
-    ``warning:`` line each on stderr, as ``plan`` prints them, with or without ``-q``."""
+def _warn_plan(plan: Plan, source) -> None:
+    """The runs that would fail at their start for their data set, and the transformer runs
+    predicted not to fit the profile's device memory: one ``warning:`` line each on stderr,
+    as ``plan`` prints them, with or without ``-q``."""
+    from ddlbench.plan.data_check import data_warnings
     from ddlbench.plan.memory import memory_warnings
 
+    for line in data_warnings(plan, source):
+        click.echo(line, err=True)
     for line in memory_warnings(plan):
         click.echo(f"warning: {line}", err=True)
 

@@ -28,6 +28,7 @@ def command(specs: tuple, cluster: str | None) -> None:
     from ddlbench.errors import InputError
     from ddlbench.plan import plan_runs
     from ddlbench.plan.advice import measurement_warnings
+    from ddlbench.plan.data_check import data_warnings
     from ddlbench.spec.load import choose_profile, load_spec
 
     problems = []
@@ -40,7 +41,8 @@ def command(specs: tuple, cluster: str | None) -> None:
                 f"{path}: ok ({len(plan.runs)} runs on '{profile.value.name}', "
                 f"{plan.node_hours:.1f} node-hours requested)"
             )
-            for line in measurement_warnings(spec.value, spec.source):
+            warnings = measurement_warnings(spec.value, spec.source)
+            for line in warnings + data_warnings(plan, spec.source):
                 click.echo(line, err=True)
         except InputError as exc:
             problems += exc.problems

@@ -13,10 +13,17 @@ from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS, MIN_REPEATS
 from ddlbench.spec.own_workload import placeholders_in
 from ddlbench.spec.yamlsource import Loc, YamlSource, format_loc
 
-__all__ = ["MIN_MEASURE_SECONDS", "MIN_REPEATS", "measurement_warnings", "schedule_warnings"]
+__all__ = [
+    "MIN_MEASURE_SECONDS",
+    "MIN_REPEATS",
+    "measurement_warnings",
+    "schedule_warnings",
+    "warning_line",
+]
 
 
-def _warning(source: Optional[YamlSource], loc: Loc, message: str) -> str:
+def warning_line(source: Optional[YamlSource], loc: Loc, message: str) -> str:
+    """``file:line: warning: where: message``, as ``validate`` and ``plan`` print warnings."""
     where = format_loc(loc)
     prefix = ""
     if source is not None:
@@ -40,7 +47,7 @@ def _own_window(spec: ExperimentSpec, source: Optional[YamlSource]) -> str:
     own = spec.workload
     if own is None or any("measure_seconds" in placeholders_in(w) for w in own.command):
         return ""
-    return _warning(
+    return warning_line(
         source,
         ("workload", "command"),
         f"the measured window is what your program's {spec.steps.measure} measured steps "
@@ -56,7 +63,7 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
     out = []
     if spec.repeats < MIN_REPEATS:
         out.append(
-            _warning(
+            warning_line(
                 source,
                 ("repeats",),
                 f"{spec.repeats} repeat(s) per configuration: {_too_few(spec.repeats)}, and "
@@ -78,7 +85,7 @@ def measurement_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> 
                 "0.24-0.61 s)"
             )
         out.append(
-            _warning(
+            warning_line(
                 source,
                 ("steps", "measure_seconds"),
                 f"{asked}; so short a window mostly shows the moment a run ran in; set "
@@ -128,4 +135,4 @@ def schedule_warnings(spec: ExperimentSpec, source: Optional[YamlSource]) -> Lis
             found += _schedule_problems(
                 variant.lr_scaling, spec.epochs, ("variants", i, "lr_scaling")
             )
-    return [_warning(source, loc, message) for loc, message in found]
+    return [warning_line(source, loc, message) for loc, message in found]
