@@ -6,7 +6,6 @@ written out in ``docs/metrics.md``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -17,7 +16,14 @@ import pandas as pd
 from ..values import missing
 from .large_batch import STUDY_FIELDS, study_keys
 from .lm_verdicts import lm_comparisons
-from .series import LM_SERIES_FIELDS, series_tables
+from .series import (
+    LM_SERIES_FIELDS,
+    RATE_STATS,
+    RATE_THROUGHPUT,
+    backup_workers_of,
+    series_rate,
+    series_tables,
+)
 from .stats import summarize, t_ci_mean
 from .verdicts import VerdictSettings
 
@@ -117,6 +123,19 @@ THROUGHPUT_STATS = (
 )
 
 
+def _rate_stats(done: pd.DataFrame, options: object, st: dict, settings: Settings) -> dict:
+    """The statistics of the rate the configuration's scaling series is of (``rate``,
+    ``rate_<stat>``; :func:`~ddlbench.analyse.series.series_rate`): its throughput's ``st``
+    unless backup workers make it the applied samples per second."""
+    rate, values = series_rate(done, options)
+    if rate != RATE_THROUGHPUT:
+        st = summarize(values, settings.noise_threshold)
+    out: Dict[str, object] = {"rate": rate}
+    for k in RATE_STATS:
+        out[f"rate_{k}"] = st["n" if k == "repeats" else k]
+    return out
+
+
 def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Statistics over the repeats of every configuration (``group``).
 
@@ -141,6 +160,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         for k in THROUGHPUT_STATS:
             row[f"throughput_{k}"] = st[k]
         row["noisy"] = st["noisy"]
+        row.update(_rate_stats(done, row["framework_options"], st, settings))
         ws = row["world_size"]
         row["per_device"] = st["gmean"] / ws if not missing(ws) and ws else math.nan
         row["step_time_median_s"] = (
@@ -278,17 +298,6 @@ def _run_accuracy(r: pd.Series, e: pd.DataFrame) -> dict:
 
 def _warmup_word(w) -> str:
     return "gradual warmup" if not missing(w) and w > 0 else "no warmup"
-
-
-def backup_workers_of(options: object) -> Optional[int]:
-    """The backup workers b of a configuration's ``framework_options`` (JSON), else None."""
-    if missing(options) or not options:
-        return None
-    try:
-        b = json.loads(str(options)).get("backup_workers")
-    except (ValueError, AttributeError):
-        return None
-    return int(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else None
 
 
 def _applied_batch(first: pd.Series) -> object:

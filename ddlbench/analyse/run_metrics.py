@@ -125,15 +125,31 @@ def _global_throughput(row: Dict[str, Any], g, ws: Optional[int], problems: List
 
 def _applied(row: Dict[str, Any], g) -> None:
     """Samples applied per second and samples dropped: with backup workers from the ranks'
-    summaries (a dropped rank's samples train nothing), else every sample is applied."""
+    summaries (a dropped rank's samples train nothing), else every sample is applied.
+
+    Backup-worker logs written before the summaries counted samples (2026-11-24) have each
+    rank's dropped steps only: a rank's dropped samples are then its measured samples times
+    its share of measured steps that were dropped (what the workload counts, steps x batch,
+    for a batch that is the same every step)."""
     if row.get("throughput") is None:
         return
     applied = np.asarray(g["summary_applied_samples"], dtype=float)
-    if np.isnan(applied).all():
+    if not np.isnan(applied).all():
+        dropped = np.asarray(g["summary_dropped_samples"], float)
+        row["applied_samples_per_s"] = float(np.nansum(applied)) / row["measure_time_s"]
+        row["dropped_samples"] = float(np.nansum(dropped))
+        return
+    drops = np.asarray(g["summary_dropped_steps"], dtype=float)
+    if np.isnan(drops).all():  # no backup workers: every sample is applied
         row["applied_samples_per_s"], row["dropped_samples"] = row["throughput"], 0.0
         return
-    row["applied_samples_per_s"] = float(np.nansum(applied)) / row["measure_time_s"]
-    row["dropped_samples"] = float(np.nansum(np.asarray(g["summary_dropped_samples"], float)))
+    samples = np.asarray(g["samples_measured"], dtype=float)
+    steps = np.asarray(g["steps_measured"], dtype=float)
+    dropped = np.where(steps > 0, samples * np.nan_to_num(drops) / np.maximum(steps, 1), 0.0)
+    row["dropped_samples"] = float(dropped.sum())
+    row["applied_samples_per_s"] = (float(samples.sum()) - row["dropped_samples"]) / row[
+        "measure_time_s"
+    ]
 
 
 def run_metrics(

@@ -36,6 +36,7 @@ import pandas as pd
 from ..values import missing
 from . import costs, hierarchy, overlap
 from .alpha_beta import AlphaBeta, allreduce_time, fit_sweep, links_from_fits
+from .series import RATE_APPLIED
 from .stats import repeat_centre
 
 GRAD_BYTES_PER_PARAM = 4
@@ -88,7 +89,12 @@ def predict(
     pts, series = analysis.points, analysis.series
     if not len(pts) or not fits or not len(inputs):
         return ScalingModel(fits, pd.DataFrame(), assumptions, max_devices)
-    for _, s in series[series["mode"] == "throughput"].iterrows():
+    for label in series.loc[_backup(series), "label"]:
+        assumptions.append(
+            f"{label}: not modelled (backup workers: the model does not predict the applied "
+            "rate of a step that drops b ranks' gradients)"
+        )
+    for _, s in series[(series["mode"] == "throughput") & ~_backup(series)].iterrows():
         p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p):
             continue
@@ -100,6 +106,19 @@ def predict(
     return ScalingModel(
         fits, pd.DataFrame(rows), sorted(set(assumptions), key=assumptions.index), max_devices
     )
+
+
+def _backup(series: pd.DataFrame) -> pd.Series:
+    """The series of the applied rate (backup workers, b > 0), which the model leaves out."""
+    if "rate" not in series:
+        return pd.Series(False, index=series.index)
+    return series["rate"] == RATE_APPLIED
+
+
+def _weak(series: pd.DataFrame) -> pd.DataFrame:
+    """The weak-scaling throughput series ``predict --from`` can take."""
+    keep = (series["mode"] == "throughput") & (series["scaling"] != "strong") & ~_backup(series)
+    return series[keep]
 
 
 def _group_inputs(inputs: pd.DataFrame, group: str) -> pd.Series:
@@ -379,7 +398,7 @@ def campaign_series(analysis) -> List[SeriesChoice]:
     if not len(series) or not len(pts):
         return []
     out = []
-    weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
+    weak = _weak(series)
     for _, s in weak.iterrows():
         p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if len(p):
@@ -416,7 +435,7 @@ def campaign_inputs(
     series, pts = analysis.series, analysis.points
     if not len(series) or not len(pts):
         return None
-    weak = series[(series["mode"] == "throughput") & (series["scaling"] != "strong")]
+    weak = _weak(series)
     for _, s in weak.iterrows():
         p = pts[(pts["series"] == s["series"]) & pts["throughput_gmean"].notna()]
         if not len(p) or (label is not None and str(s["label"]) != label):

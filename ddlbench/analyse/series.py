@@ -10,10 +10,16 @@ spec variant joins a series' id where the series holds more than one variant (co
 cpushare stragglers: nothing else tells them apart); a variant that sets one of the fields
 (warmup, transport) already makes its own series, and pairings that differ only in that field
 (:mod:`ddlbench.analyse.transports`) still find each other.
+
+The rate a series is of, one rule for its points, ratios, verdicts, label, tables and figures
+(:func:`series_rate`): the global throughput, except with backup workers (``b > 0``), whose
+dropped gradients train nothing: their series is of the applied samples per second, and its
+label says so (:data:`APPLIED_WORDS`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Dict, Optional, Tuple
 
@@ -54,8 +60,52 @@ SERIES_FIELDS = [
 ]
 
 
+#: the rate a scaling series is of (``rate`` of its configurations, points and row): every
+#: sample the ranks processed (``throughput``), or only those whose gradient was applied
+#: (``applied_samples_per_s``: backup workers, b > 0)
+RATE_THROUGHPUT, RATE_APPLIED = "throughput", "applied"
+#: the words a series of the applied rate carries in its label (tables, legends, summary)
+APPLIED_WORDS = "applied samples/s"
+#: the statistics over repeats that a series reads of its rate (``rate_<name>``, config_stats)
+RATE_STATS = ("gmean", "ci95_low", "ci95_high", "log_mean", "log_sd", "repeats", "noisy")
+
+
 def _key(v) -> str:
     return "" if missing(v) else str(v)
+
+
+def backup_workers_of(options: object) -> Optional[int]:
+    """The backup workers b of a configuration's ``framework_options`` (JSON), else None."""
+    if missing(options) or not options:
+        return None
+    try:
+        b = json.loads(str(options)).get("backup_workers")
+    except (ValueError, AttributeError):
+        return None
+    return int(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+
+
+def series_rate(runs: pd.DataFrame, options: object) -> Tuple[str, np.ndarray]:
+    """The rate of a configuration's scaling series and its values over ``runs`` (the complete
+    repeats), the one rule of docs/metrics.md#scaling: with backup workers (b > 0 in
+    ``options``) the applied samples per second (``applied_samples_per_s``: a dropped rank's
+    samples train nothing, and ``throughput`` counts them); else, and for a runs table
+    collected without that column, the global throughput (``rate`` then says so)."""
+    b = backup_workers_of(options)
+    if b is not None and b > 0 and "applied_samples_per_s" in runs:
+        return RATE_APPLIED, runs["applied_samples_per_s"].to_numpy(dtype=float)
+    return RATE_THROUGHPUT, runs["throughput"].to_numpy(dtype=float)
+
+
+def _with_rate(c: pd.DataFrame) -> pd.DataFrame:
+    """Configurations with their series rate's figures (``rate``, ``rate_<stat>``); a table
+    made without them (by hand) is of the throughput."""
+    if "rate_gmean" in c:
+        return c
+    c = c.assign(rate=RATE_THROUGHPUT, rate_repeats=c["repeats"], rate_noisy=c["noisy"])
+    for k in RATE_STATS[:5]:
+        c[f"rate_{k}"] = c.get(f"throughput_{k}", math.nan)
+    return c
 
 
 def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
@@ -67,6 +117,7 @@ def _scaling_configs(configs: pd.DataFrame) -> pd.DataFrame:
     c = configs[(configs["mode"] != "allreduce") & configs["world_size"].notna()].copy()
     if not len(c):
         return c
+    c = _with_rate(c)
     c["scaling"] = c["scaling"].map(lambda s: "weak" if missing(s) else s)
     fixed = np.where(
         c["scaling"] == "strong",
@@ -98,6 +149,7 @@ def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: f
         "model": first["model"],
         "mode": first["mode"],
         "scaling": first["scaling"],
+        "rate": first["rate"],
         "batch_size": first["batch_size"] if not strong else None,
         "global_batch_size": first["global_batch_size"] if strong else None,
         "points": valid,
@@ -115,9 +167,10 @@ def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: f
 def _scaling_point(
     sid: str, label: str, r: pd.Series, base_n: Optional[int], base_t: Optional[float]
 ) -> dict:
-    """One configuration of a series, with speedup and efficiency relative to the base."""
+    """One configuration of a series, with speedup and efficiency relative to the base; its
+    ``throughput_*`` figures are of the series' rate (``rate``: :func:`series_rate`)."""
     n = int(r["world_size"])
-    t = math.nan if missing(r["throughput_gmean"]) else float(r["throughput_gmean"])
+    t = math.nan if missing(r["rate_gmean"]) else float(r["rate_gmean"])
     p = {
         "series": sid,
         "label": label,
@@ -126,18 +179,19 @@ def _scaling_point(
         "devices": n,
         "nodes": r["nodes"],
         "tasks_per_node": r["tasks_per_node"],
-        "repeats": r["repeats"],
+        "rate": r["rate"],
+        "repeats": r["rate_repeats"],
         "throughput_gmean": t,
-        "throughput_log_mean": r.get("throughput_log_mean", math.nan),
-        "throughput_log_sd": r.get("throughput_log_sd", math.nan),
-        "ci95_low": r["throughput_ci95_low"],
-        "ci95_high": r["throughput_ci95_high"],
+        "throughput_log_mean": r.get("rate_log_mean", math.nan),
+        "throughput_log_sd": r.get("rate_log_sd", math.nan),
+        "ci95_low": r["rate_ci95_low"],
+        "ci95_high": r["rate_ci95_high"],
         "per_device": t / n if n else math.nan,
         "base_devices": base_n,
         "speedup": math.nan,
         "efficiency": math.nan,
         "ideal_throughput": math.nan,
-        "noisy": r["noisy"],
+        "noisy": r["rate_noisy"],
         # a language model's sequence length: the figures and tables give its tokens/s
         "seq_len": r.get("seq_len"),
     }
@@ -183,12 +237,12 @@ def series_tables(
     points, series = [], []
     for sid, g in c.groupby("series", sort=True):
         g = g.sort_values("world_size")
-        valid = g[g["throughput_gmean"].notna() & (g["throughput_gmean"] > 0)]
+        valid = g[g["rate_gmean"].notna() & (g["rate_gmean"] > 0)]
         srow = _series_row(sid, labels[sid], g.iloc[0], len(valid), threshold)
         base_n = base_t = None
         if len(valid):
             base_n = int(valid["world_size"].iloc[0])
-            base_t = float(valid["throughput_gmean"].iloc[0])
+            base_t = float(valid["rate_gmean"].iloc[0])
         own = [_scaling_point(sid, labels[sid], r, base_n, base_t) for _, r in g.iterrows()]
         if base_n is not None:
             _set_base_knee_peak(srow, own, base_n, base_t, threshold)
@@ -302,6 +356,8 @@ def _series_labels(c: pd.DataFrame) -> Dict[str, str]:
                 parts[sid].append(f"{sid.rsplit('|tpn', 1)[1]}/node")
         labels.update({sid: " ".join(p for p in ps if p) for sid, ps in parts.items()})
     _add_variants(labels, firsts)
+    for sid, rate in firsts["rate"].items():  # the figure is not every sample: say so
+        labels[sid] = f"{labels[sid]}, {APPLIED_WORDS}" if rate == RATE_APPLIED else labels[sid]
     # still ambiguous: number them
     seen: Dict[str, int] = {}
     for sid in sorted(labels):

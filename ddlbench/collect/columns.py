@@ -202,7 +202,8 @@ _RUN_METRICS = [
         "float",
         "run metric",
         "samples whose gradient was applied per second: the ranks' applied samples / "
-        "measure_time_s with backup workers, else throughput",
+        "measure_time_s with backup workers (logs without applied samples: from each rank's "
+        "dropped steps), else throughput; a backup run's scaling series is of this",
     ),
     (
         "dropped_samples",
@@ -297,9 +298,20 @@ _GPU = [
     ("fallbacks", "text", "meta", "every knob fallback any rank logged, once each"),
     ("compile_s", "float", "summary", "compile time outside the measured window (largest rank)"),
     ("flops_per_sample", "float", "meta", "training FLOPs per sample (forward x 3, analytic)"),
-    ("tflops_per_device", "float", "collector", "achieved TFLOP/s per device"),
+    (
+        "tflops_per_device",
+        "float",
+        "collector",
+        "achieved TFLOP/s per device: throughput_per_device x flops_per_sample / 1e12; a "
+        "transformer's: tokens_per_s_per_device x flops_per_token_palm / 1e12",
+    ),
     ("peak_tflops", "float", "collector", "the device's peak TFLOP/s for the precision that ran"),
-    ("mfu", "float", "collector", "model FLOP utilisation: tflops_per_device / peak_tflops"),
+    (
+        "mfu",
+        "float",
+        "collector",
+        "model FLOP utilisation: tflops_per_device / peak_tflops (a transformer's: mfu_palm)",
+    ),
     ("telemetry", "text", "telemetry", "what the GPU sampler said (null: no sampler ran)"),
     ("gpu_power_w", "float", "telemetry", "mean GPU power in the measured window, W"),
     ("energy_j", "float", "telemetry", "GPU energy in the measured window, J"),

@@ -38,7 +38,9 @@ from ddlbench.campaign.paths import COLLECT_INFO, CampaignPaths
 from .data_files import REQUIRED_FILES
 from .states import store_rows
 
-COLLECTOR_VERSION = 5  # bump when the data files change meaning or columns
+#: bump when the data files change meaning or columns; what each version changed:
+#: docs/metrics.md#collector-versions
+COLLECTOR_VERSION = 6
 
 
 def iter_inputs(campaign_dir: Path) -> Iterator[Path]:

@@ -1,6 +1,11 @@
 """Run columns of the transformer language models: tokens/s, MFU under each convention, peak
 memory per rank and the time to the first step, from the ranks' meta and summary records
 (docs/workloads.md#transformers, docs/mfu.md#language-models). Null for the CNN runs.
+
+A transformer run also fills the run table's ``tflops_per_device`` and ``mfu``
+(:data:`LM_MFU_COLUMNS`, null for it in ``gpu_columns.py``: it records FLOPs per token, not
+per sample) under PaLM's convention (``TFLOPS_CONVENTION``), by ``lm_tflops``, the one formula
+that the report reads through these columns.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 
 from ddlbench.analyse.device_peaks import peak_tflops
-from ddlbench.analyse.lm_mfu import lm_utilisation
+from ddlbench.analyse.lm_mfu import MFU_COLUMN, TFLOPS_CONVENTION, lm_tflops, lm_utilisation
 from ddlbench.collect.reader import meta_and_summaries
 
 LM_COLUMNS = [
@@ -35,6 +40,9 @@ LM_COLUMNS = [
     "startup_process_group_s",
     "startup_build_shard_s",
 ]
+#: the run table's achieved TFLOP/s and MFU (``gpu_columns.MFU_COLUMNS``): a transformer run's
+#: under PaLM's FLOPs per token (MFU null above 100 %, as ``mfu_palm``)
+LM_MFU_COLUMNS = ("tflops_per_device", "mfu")
 
 
 def _num(v: Any) -> Optional[float]:
@@ -52,7 +60,8 @@ def _largest(summaries: List[dict], key: str) -> Optional[float]:
 
 
 def lm_fields(row: Dict[str, Any], metas: List[dict], summaries: List[dict]) -> Dict[str, Any]:
-    """One run's language-model columns (all None for a run without ``lm`` in its meta)."""
+    """One run's language-model columns (all None for a run without ``lm`` in its meta), and,
+    for a transformer run only, its :data:`LM_MFU_COLUMNS`."""
     out: Dict[str, Any] = {c: None for c in LM_COLUMNS}
     meta = metas[0] if metas else {}
     lm = meta.get("lm")
@@ -74,6 +83,10 @@ def lm_fields(row: Dict[str, Any], metas: List[dict], summaries: List[dict]) -> 
     name = meta.get("device_name")
     peak = peak_tflops(name if isinstance(name, str) else None, meta.get("precision"))
     out.update(lm_utilisation(out["tokens_per_s_per_device"], flops, peak))
+    out["tflops_per_device"] = lm_tflops(
+        out["tokens_per_s_per_device"], flops.get(TFLOPS_CONVENTION)
+    )
+    out["mfu"] = out[MFU_COLUMN[TFLOPS_CONVENTION]]
     for key in ("peak_rss_model_bytes", "peak_allocated_bytes", "peak_reserved_bytes"):
         out[key] = _largest(summaries, key)
     startup = [m.get("startup") or {} for m in metas]
@@ -83,14 +96,20 @@ def lm_fields(row: Dict[str, Any], metas: List[dict], summaries: List[dict]) -> 
 
 
 def add_lm_columns(runs: pd.DataFrame, kept: Sequence[Any]) -> pd.DataFrame:
-    """``runs`` with :data:`LM_COLUMNS` (largest rank for memory and start-up times)."""
+    """``runs`` with :data:`LM_COLUMNS` (largest rank for memory and start-up times) and the
+    transformer runs' :data:`LM_MFU_COLUMNS` (the other runs keep theirs)."""
     metas, summaries = meta_and_summaries(kept)
     rows = []
     for row in runs.to_dict("records"):
         key = str(row["run_dir"]).rstrip("/").rsplit("/", 1)[-1]
         rows.append(lm_fields(row, metas.get(key, []), summaries.get(key, [])))
     out = runs.copy()
-    extra = pd.DataFrame(rows, columns=LM_COLUMNS, index=runs.index)
+    names = [*LM_COLUMNS, *LM_MFU_COLUMNS]
+    extra = pd.DataFrame(rows, columns=names, index=runs.index)
     for c in LM_COLUMNS:
         out[c] = extra[c]
+    lm = pd.Series([LM_MFU_COLUMNS[0] in r for r in rows], index=runs.index, dtype=bool)
+    for c in LM_MFU_COLUMNS:
+        if c in out:
+            out[c] = out[c].where(~lm, pd.to_numeric(extra[c], errors="coerce"))
     return out

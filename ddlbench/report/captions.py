@@ -47,6 +47,11 @@ MFU = "MFU = that / the device's peak for the precision that ran"
 #: the formulas the templates restate
 FORMULAS: Dict[str, str] = {"cv": CV, "jitter": JITTER, "straggler": STRAGGLER_TEXT, "gmean": GMEAN}
 
+#: added to the throughput figure's caption when a series is of the applied rate (backup workers)
+APPLIED_CAPTION = (
+    " A series labelled 'applied samples/s' (backup workers, b > 0) counts only the samples "
+    "whose gradient was applied, not those of the dropped ranks."
+)
 FIGURE_TEXT: Dict[str, Tuple[str, str]] = {
     "throughput": (
         "Throughput vs devices",

@@ -14,7 +14,6 @@ import pandas as pd
 
 from . import captions
 from .format import fnum, fpct, fsig, ftext, missing
-from .lm import tflops_palm
 from .table import Column, Table, TableSpec, col, text
 
 #: a run belongs in the table when one of these is known, or a rank logged (``ranks_present``)
@@ -85,17 +84,10 @@ def efficiency_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
 
 
 def _transformer_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
-    """:func:`efficiency_rows` with each transformer run's achieved TFLOP/s and MFU under
-    PaLM's FLOPs per token (the collector's per-sample figures are the image models') and no
-    image layout."""
-    if "parallel" not in runs or "tflops_per_device" not in runs or "mfu" not in runs:
-        return efficiency_rows(runs)
-    runs, lm = runs.copy(), runs["parallel"].notna()
-    palm = pd.Series([tflops_palm(r) for r in runs.to_dict("records")], index=runs.index)
-    runs["tflops_per_device"] = runs["tflops_per_device"].where(~lm | palm.isna(), palm)
-    if "mfu_palm" in runs:
-        runs["mfu"] = runs["mfu"].where(~lm | runs["mfu_palm"].isna(), runs["mfu_palm"])
-    runs["layout"] = runs["layout"].where(~lm, None) if "layout" in runs else None
+    """:func:`efficiency_rows` with no image layout for the transformer runs (their achieved
+    TFLOP/s and MFU are the collector's, under PaLM's FLOPs per token: collect/lm_columns.py)."""
+    if "parallel" in runs and "layout" in runs:
+        runs = runs.assign(layout=runs["layout"].where(runs["parallel"].isna(), None))
     return efficiency_rows(runs)
 
 

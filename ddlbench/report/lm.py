@@ -11,7 +11,6 @@ from typing import Any, List, Optional
 import pandas as pd
 
 from ..analyse.lm_memory import predict_memory
-from ..analyse.lm_mfu import TFLOPS_CONVENTION, lm_tflops
 from ..campaign.paths import LM_COMPARISONS_CSV
 from ..diskfull import atomic_path
 from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
@@ -60,13 +59,6 @@ def lm_rows(runs: pd.DataFrame) -> Optional[pd.DataFrame]:
     return rows.sort_values(["group", "run_id"])
 
 
-def tflops_palm(r: Row) -> Optional[float]:
-    """Achieved TFLOP/s per device of a transformer run, PaLM's FLOPs per token (docs/mfu.md)."""
-    return lm_tflops(
-        r.get("tokens_per_s_per_device"), r.get(f"flops_per_token_{TFLOPS_CONVENTION}")
-    )
-
-
 def seq_len_of(runs: pd.DataFrame, group: Any) -> Optional[int]:
     """The sequence length of a configuration's transformer runs (None: not a transformer, or
     the runs disagree)."""
@@ -95,7 +87,8 @@ LANGUAGE_MODELS = TableSpec(
         col("seq", "seq_len", fint),
         col("tokens/s", "tokens_per_s", fnum),
         col("per device", "tokens_per_s_per_device", fnum),
-        Column("TFLOP/s per device", lambda r: fsig(tflops_palm(r))),
+        # the collector's, PaLM's FLOPs per token (collect/lm_columns.py, docs/mfu.md)
+        Column("TFLOP/s per device", lambda r: fsig(r.get("tflops_per_device"))),
         col("MFU PaLM", "mfu_palm", fpct),
         col("MFU Megatron", "mfu_megatron", fpct),
         col("HFU", "hfu", fpct),

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analyse.analysis import Analysis, Settings
+from ..analyse.series import RATE_APPLIED
 from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData
 from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
@@ -46,8 +47,10 @@ def _scaling_sentences(a: Analysis) -> List[str]:
         ]
         tp = pt["throughput_gmean"].iloc[0] if len(pt) else math.nan
         seq = seq_len_of(a.runs, pt["group"].iloc[0]) if len(pt) else None
+        applied = r.get("rate") == RATE_APPLIED
         out.append(
-            f"{r['label']} (geometric means over repeats): {throughput_words(tp, seq)} on "
+            f"{r['label']} (geometric means over repeats): "
+            f"{throughput_words(tp, seq, applied)} on "
             f"{fdevices(r['max_devices'])} "
             f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
             f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
@@ -56,13 +59,18 @@ def _scaling_sentences(a: Analysis) -> List[str]:
     return out
 
 
-def throughput_words(samples_per_s: Any, seq_len: Any) -> str:
+def throughput_words(samples_per_s: Any, seq_len: Any, applied: bool = False) -> str:
     """A series' throughput: a language model's in tokens/s, its sequences/s in brackets (the
-    unit of its comparisons and the throughput figure, docs/reports.md); else samples/s."""
+    unit of its comparisons and the throughput figure, docs/reports.md); else samples/s. Of a
+    series of the applied rate (backup workers, docs/metrics.md#scaling): applied ones."""
+    word = "applied " if applied else ""
     if missing(seq_len) or missing(samples_per_s):
-        return f"{fnum(samples_per_s)} samples/s"
+        return f"{fnum(samples_per_s)} {word}samples/s"
     tokens = float(samples_per_s) * float(seq_len)
-    return f"{fnum(tokens)} tokens/s ({fnum(samples_per_s)} sequences/s of {fint(seq_len)} tokens)"
+    return (
+        f"{fnum(tokens)} {word}tokens/s ({fnum(samples_per_s)} {word}sequences/s of "
+        f"{fint(seq_len)} tokens)"
+    )
 
 
 def _noise_sentences(a: Analysis) -> List[str]:

@@ -27,7 +27,7 @@ from ..collect.collector import CampaignData, RunStates, ensure_collected, finis
 from ..collect.data_files import DATA_FILES
 from ..diskfull import atomic_path
 from . import narrative
-from .captions import FIGURE_TEXT, FORMULAS
+from .captions import APPLIED_CAPTION, FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
 from .lm import write_comparisons
 from .missing import check_data
@@ -88,15 +88,16 @@ def _env():
 
 
 def _figure_entries(
-    figures: Dict[str, Dict[str, Path]], out_dir: Path, formats: Sequence[str]
+    figures: Dict[str, Dict[str, Path]], out_dir: Path, formats: Sequence[str], applied: bool
 ) -> Dict[str, Dict[str, str]]:
     """The report's figures by key, in report order, with titles, captions and paths (the
-    PNG inlined for HTML)."""
+    PNG inlined for HTML). ``applied``: a series is of the applied rate (backup workers)."""
     figs = []
     for key in ("throughput", "efficiency", "model", "ranks", "accuracy", "curves", "busbw"):
         if key not in figures:
             continue
         title, caption = FIGURE_TEXT[key]
+        caption += APPLIED_CAPTION if applied and key == "throughput" else ""
         png = figures[key]["png"]
         figs.append(
             {
@@ -143,6 +144,7 @@ def report_context(
         "provenance": narrative.provenance(a),
         "model_notes": model_notes(model) + (transports.notes if transports else []),
         "model_gap": model_gap,
+        "applied_series": "rate" in a.series and bool((a.series["rate"] == "applied").any()),
         "stderr_tails": stderr_tails(a),
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": md_cell,
@@ -166,7 +168,8 @@ def write_reports(
 ) -> Dict[str, Path]:
     """Render each format's template with ``ctx`` and the figures, each file written whole."""
     templates = templates or load_templates(formats)
-    ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats))
+    applied = bool(ctx.get("applied_series"))
+    ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats, applied))
     out: Dict[str, Path] = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Sequence
 import pandas as pd
 
 from ..analyse.analysis import Analysis
+from ..analyse.series import RATE_APPLIED
 from . import captions
 from .efficiency import EFFICIENCY
 from .format import fbytes, fint, fms, fnum, fpct, frange, fsig, ftext, missing
@@ -89,12 +90,28 @@ def _tokens(key: str) -> Column:
     return Column("tokens/s (geo. mean)", cell, when=_has_seq)
 
 
+def _has_applied(df: pd.DataFrame) -> bool:
+    """Whether a table holds a series of the applied rate (backup workers, b > 0)."""
+    return "rate" in df and bool((df["rate"] == RATE_APPLIED).any())
+
+
+#: which samples a series' figures count (docs/metrics.md#scaling): every sample, or with
+#: backup workers only those whose gradient was applied; shown where a series has the latter
+COUNTED = Column(
+    "samples counted",
+    lambda r: "applied only" if r.get("rate") == RATE_APPLIED else "all",
+    numeric=False,
+    when=_has_applied,
+)
+
+
 SERIES = TableSpec(
     section="scaling",
     title="Scaling series",
     source="series",
     columns=[
         text("series", "label"),
+        COUNTED,
         text("mode", "mode", ftext),
         text("scaling", "scaling", ftext),
         col("base N", "base_devices", fint),
@@ -115,6 +132,7 @@ SCALES = TableSpec(
     source="points",
     columns=[
         text("series", "label"),
+        COUNTED,
         col("N", "devices", fint),
         Column("nodes x tasks", lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}"),
         col("repeats", "repeats", fint),
