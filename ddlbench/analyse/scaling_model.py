@@ -85,6 +85,11 @@ def predict(
         "measured overlap: one allreduce of all the gradient bytes per step; estimated "
         "overlap: one allreduce per gradient bucket, each paying the latency",
     ]
+    if fits and not any(f.nodes > 1 for f in fits):
+        assumptions.append(
+            "no layout across nodes was swept: a prediction across nodes uses the one-node "
+            "fit for the network too (sweep at 2 nodes or more for the network's own)"
+        )
     inputs = _run_inputs(analysis.runs, data.ranks)
     pts, series = analysis.points, analysis.series
     if not len(pts) or not fits or not len(inputs):
@@ -217,8 +222,8 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions, runs=None, d
     u = _half_width(base) or costs.BASE_UNCERTAINTY
     if u > costs.NOISY_BASE:
         assumptions.append(
-            f"{s['label']}: the base's 95 % interval is +-{100 * u:.0f} % of its throughput: "
-            "too noisy for a useful interval (more repeats, a quieter machine)"
+            f"{s['label']}: the base's 95 % interval is {costs.factor_words(u)} of its "
+            "throughput: too noisy for a useful interval (more repeats, a quieter machine)"
         )
     ends = {"mid": (comm, 1.0), "pess": (replace(comm, ar_scale=1 + rms), 1.25),
             "opt": (replace(comm, ar_scale=max(0.0, 1 - rms)), 0.75)}  # fmt: skip
@@ -448,6 +453,8 @@ def campaign_inputs(
             if len(inputs) and _ok(params):
                 f, how = _overlap(p, inputs, fits, float(params) * GRAD_BYTES_PER_PARAM)
         intra, inter = links_from_fits(fits) if fits else (None, None)
+        if not any(f.nodes > 1 for f in fits):
+            inter = None  # no layout across nodes swept: the network is the options' or assumed
         cluster = (data.manifest or {}).get("cluster") or {}
         group = str(base["group"])
         return CampaignInputs(
@@ -509,10 +516,12 @@ def jitter_samples(runs: pd.DataFrame, data, group: str) -> Tuple[float, ...]:
 
 
 def _half_width(base) -> Optional[float]:
-    lo, hi, m = base.get("ci95_low"), base.get("ci95_high"), base.get("throughput_gmean")
-    if not (_ok(lo) and _ok(hi) and _ok(m)) or not float(m):
+    """The base throughput's uncertainty: its 95 % interval as a factor either way of the
+    geometric mean (:func:`costs.relative_half_width`)."""
+    lo, hi = base.get("ci95_low"), base.get("ci95_high")
+    if not (_ok(lo) and _ok(hi)) or float(lo) <= 0:
         return None
-    return (float(hi) - float(lo)) / 2 / float(m)
+    return costs.relative_half_width(float(lo), float(hi))
 
 
 def _measured(p: pd.DataFrame) -> Tuple[Tuple[int, float, float], ...]:

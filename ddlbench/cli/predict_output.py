@@ -106,8 +106,8 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         f"{meta['model']} ({meta['parallel']}), batch {meta['batch_per_device']}/device"
         + (f" x {meta['seq']} tokens" if meta["seq"] else "")
         + f", {meta['base_devices']} device(s) {rate_text(meta['base_throughput'])} {unit} "
-        f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:g} "
-        f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:g} GB/s) x "
+        f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:.3g} "
+        f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:.3g} GB/s) x "
         f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
     )
     click.echo(f"synchronisation: {meta['synchronisation']}")
@@ -116,9 +116,11 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     for scope in ("campaign_scope", "base_scope"):
         if meta.get(scope):
             click.echo(meta[scope])
-    if meta["base_uncertainty"] > costs_noisy():
+    from ddlbench.analyse import costs
+
+    if meta["base_uncertainty"] > costs.NOISY_BASE:
         click.echo(
-            f"base: its 95 % interval is +-{100 * meta['base_uncertainty']:.0f} % of the "
+            f"base: its 95 % interval is {costs.factor_words(meta['base_uncertainty'])} of the "
             "throughput, too noisy for a useful prediction (more repeats, a quieter machine)"
         )
     for level in ("intra", "inter"):
@@ -162,12 +164,6 @@ def add_memory(rows: List[dict], case, gpus_per_node: int) -> None:
             int(r["devices"]), min(gpus_per_node, int(r["devices"])),
         )  # fmt: skip
         r["memory_gib"] = mem["total_gib"]
-
-
-def costs_noisy() -> float:
-    from ddlbench.analyse import costs
-
-    return costs.NOISY_BASE
 
 
 def against(case, topo_args, camp) -> List[dict]:

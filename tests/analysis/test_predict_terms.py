@@ -90,7 +90,7 @@ def test_intervals_come_from_the_inputs():
     steady = whatif.Case("resnet50", 64, 253.1, jitter_samples=(1.0,) * 50, base_uncertainty=0.01)
     q = whatif.point(steady, fixed)
     assert q["sync_s"] == 0.0
-    assert q["efficiency_low"] == pytest.approx(q["efficiency"] * 0.99)
+    assert q["efficiency_low"] == pytest.approx(q["efficiency"] / 1.01)
     assert q["efficiency_high"] == pytest.approx(q["efficiency"] * 1.01)
     # TCP and RDMA on the same line rate: sockets reach less, and say where that comes from
     tcp, roce = hierarchy.preset("100gbe"), hierarchy.preset("100gbe-roce")
@@ -173,12 +173,16 @@ def test_the_base_point_has_no_efficiency_interval_but_keeps_its_throughput_inte
     base = rows[0]
     assert base["devices"] == 1
     assert base["efficiency_low"] == base["efficiency"] == base["efficiency_high"] == 1.0
-    assert base["throughput_low"] == pytest.approx(253.1 * 0.95)
+    assert base["throughput_low"] == pytest.approx(253.1 / 1.05)  # a factor either way
     assert base["throughput_high"] == pytest.approx(253.1 * 1.05)
     assert base["step_s_low"] < base["step_s"] < base["step_s_high"]
     for r in rows[1:]:  # beyond the base the base's uncertainty widens the efficiency too
         assert r["efficiency_low"] < r["efficiency"] < r["efficiency_high"]
-    assert costs.efficiency_interval(0.9, 1.0, 0.02, at_base=False) == (0.9 * 0.98, 1.02)
+    assert costs.efficiency_interval(0.9, 1.0, 0.02, at_base=False) == (0.9 / 1.02, 1.02)
+    # the base's interval is symmetric on the log scale: as a factor either way, never below 0
+    u = costs.relative_half_width(2314.3, 12803.7)
+    assert u == pytest.approx(1.352, abs=1e-3) and costs.factor_words(u) == "-57 % to +135 %"
+    assert costs.widen(0.9, 1.0, u)[0] > 0
 
 
 def test_one_allreduce_per_gradient_tensor_with_a_cap_of_zero():
