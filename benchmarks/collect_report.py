@@ -199,8 +199,10 @@ def main() -> int:
             )
         for name, _ in rows:
             figures[name] = ([], [], [])
-        for _ in range(args.repeat):  # rounds: one of each, in turn
-            for name, fn in rows:
+        for i in range(args.repeat):  # rounds: one of each, in turn
+            # the order reversed every other round: whichever row runs first in a round was
+            # measured 0.28-0.39 s of CPU dearer, whatever its code (docs/reports.md#performance)
+            for name, fn in rows if i % 2 == 0 else rows[::-1]:
                 for store, value in zip(figures[name], fn()):
                     store.append(value)
 
