@@ -25,7 +25,7 @@ from .series import (
     series_tables,
 )
 from .stats import summarize, t_ci_mean
-from .verdicts import VerdictSettings
+from .verdicts import VerdictSettings, busy_runs
 
 
 @dataclass
@@ -133,6 +133,7 @@ def _rate_stats(done: pd.DataFrame, options: object, st: dict, settings: Setting
     out: Dict[str, object] = {"rate": rate}
     for k in RATE_STATS:
         out[f"rate_{k}"] = st["n" if k == "repeats" else k]
+    out["rate_cv"] = st["cv"]  # compare reads the rate's spread too
     return out
 
 
@@ -144,6 +145,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     rows = []
     if not len(runs):
         return pd.DataFrame()
+    busy = busy_runs(runs)
     for group, g in runs.groupby("group", sort=True):
         g = g.sort_values("repeat")
         first = _identity_run(g)
@@ -179,6 +181,7 @@ def config_stats(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
             else math.nan
         )
         row["run_ids"] = ",".join(g["run_id"])
+        row["busy_runs"] = busy.get(str(group), 0)  # complete runs started on a busy node
         rows.append(row)
     df = pd.DataFrame(rows)
     return df
@@ -195,6 +198,7 @@ def scaling_tables(configs: pd.DataFrame, settings: Settings):
     batch for strong scaling. Efficiency and speedup are relative to the series' smallest
     device count (its base).
     """
+    # series_tables applies the busy-node rule itself (busy_counts of the configurations)
     return series_tables(configs, settings.efficiency_threshold, settings.verdicts())
 
 
@@ -205,10 +209,11 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Runs with a straggler index, worst first. The index is the compute-time one wherever
     the workload logs ``compute_s`` (``straggler_metric``), else the step-time one.
 
-    ``straggler``: the index is above the threshold. ``suspect``: that is evidence against
-    the slowest rank's node (docs/bad-nodes.md#stragglers): the run spans more than one node
-    and the index exceeds the threshold by more than the run's own step-to-step noise
-    (``straggler_noise``: the step-time jitter over the median step time)."""
+    ``straggler``: the index is above the threshold. ``beyond_noise``: it exceeds the
+    threshold by more than the run's own step-to-step noise (``straggler_noise``: the
+    step-time jitter over the median step time), the evidence the summary counts.
+    ``suspect``: that is evidence against the slowest rank's node
+    (docs/bad-nodes.md#stragglers): beyond the noise, in a run on more than one node."""
     if not len(runs) or "straggler_index" not in runs:
         return pd.DataFrame()
     s = runs[runs["straggler_index"].notna()].copy()
@@ -217,11 +222,11 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     hosts = s["n_hosts"] if "n_hosts" in s else pd.Series(np.nan, index=s.index)
     s["n_hosts"] = hosts.fillna(s["nodes"]) if "nodes" in s else hosts
     hosts = s["n_hosts"]
-    s["suspect"] = (
+    s["beyond_noise"] = (
         s["straggler"]
-        & (hosts > 1)
         & (s["straggler_index"] > settings.straggler_threshold + s["straggler_noise"])
     ).fillna(False)
+    s["suspect"] = (s["beyond_noise"] & (hosts > 1)).fillna(False)
     cols = [
         "run_id",
         "group",
@@ -234,6 +239,7 @@ def straggler_table(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         "compute_straggler_index",
         "straggler",
         "straggler_noise",
+        "beyond_noise",
         "suspect",
         "n_hosts",
         "step_time_median_s",

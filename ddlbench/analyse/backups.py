@@ -30,6 +30,13 @@ Over the complete repeats, with ddlbench's one-sided Welch tests on the logs
   (:func:`logrank_z`; no ``min_gain``); no comparison when a run that missed has no evaluation;
 - accuracy: final accuracy, ``within`` / ``outside`` a margin (``accuracy_margin``, default
   1 point) below the baseline, as in the large-batch study.
+
+The verdicts are stored as the tests name them (``improved``, ``regressed``, ...); the
+sentences and the table say them in one vocabulary (:func:`verdict_words`: ``more`` /
+``fewer`` applied samples, ``shorter`` / ``longer`` steps, ``sooner`` / ``later`` to the
+target). A side with a complete run that started on a busy node (``busy``) makes the speed
+verdicts inconclusive (:func:`~ddlbench.analyse.verdicts.busy_verdict`); the accuracy verdict
+stays (interference changes how fast a run goes, not what a step computes).
 """
 
 from __future__ import annotations
@@ -41,7 +48,15 @@ import numpy as np
 import pandas as pd
 
 from .stats import gmean_interval, log_stats
-from .verdicts import VerdictSettings, change_intervals, change_verdicts, welch_margin
+from .verdicts import (
+    VerdictSettings,
+    busy_note,
+    busy_runs,
+    busy_verdict,
+    change_intervals,
+    change_verdicts,
+    welch_margin,
+)
 
 PLAIN = -1  # the backup count of a plain (DDP) configuration
 COST, LIKE, SAME_RANKS, PAPER = "cost", "like", "same ranks", "paper"
@@ -53,6 +68,18 @@ PAIRING = {
     PAPER: "the paper's comparison, plain DDP with N = R - b ranks",
 }
 CENSORED = "censored"
+#: the tests' verdicts in the words of each measure (the sentences and the table)
+WORDS = {
+    "applied": {"improved": "more", "regressed": "fewer"},
+    "step": {"improved": "shorter", "regressed": "longer"},
+    "tta": {"improved": "sooner", "regressed": "later"},
+}
+_DECISIVE = ("improved", "regressed", "unchanged")
+
+
+def verdict_words(measure: str, verdict: Optional[str]) -> Optional[str]:
+    """A verdict of ``measure`` (``applied``, ``step``, ``tta``) in the report's words."""
+    return None if verdict is None else WORDS[measure].get(verdict, verdict)
 
 
 def _per_run(ranks: pd.DataFrame) -> pd.DataFrame:
@@ -187,14 +214,19 @@ def pairings(configs: Dict[str, Dict[str, Any]]) -> List[Tuple[str, str, str]]:
 
 def km_median(times: np.ndarray, reached: np.ndarray) -> Optional[float]:
     """Kaplan-Meier median time to accuracy: runs that never reached the target stay at risk
-    until their (censoring) time; None when the survival curve stays above one half."""
+    until their (censoring) time; None when the survival curve stays above one half. Where the
+    curve sits at exactly one half between two events, the midpoint of the two times (the
+    convention of R's survival package): without censoring this is the ordinary median of the
+    times, the figure the convergence table gives (with 2 runs their mean, not the shorter)."""
     times, reached = np.asarray(times, float), np.asarray(reached, bool)
     surv = 1.0
-    for t in np.unique(times[reached]):
+    events = np.unique(times[reached])
+    for i, t in enumerate(events):
         at_risk = int((times >= t).sum())
-        events = int(((times == t) & reached).sum())
-        surv *= 1.0 - events / at_risk
-        if surv <= 0.5:
+        surv *= 1.0 - int(((times == t) & reached).sum()) / at_risk
+        if abs(surv - 0.5) < 1e-9 and i + 1 < len(events):
+            return float(0.5 * (t + events[i + 1]))
+        if surv <= 0.5 + 1e-9:
             return float(t)
     return None
 
@@ -290,7 +322,8 @@ def _tta(base: Dict[str, Any], new: Dict[str, Any], vs: VerdictSettings) -> Dict
     sooner, later = 0.5 * math.erfc(z / math.sqrt(2)), 0.5 * math.erfc(-z / math.sqrt(2))
     p = min(sooner, later)
     verdict = "improved" if sooner < vs.alpha else "regressed" if later < vs.alpha else None
-    return dict(out, verdict=verdict or "inconclusive", p=p, reason=f"log-rank {_pfmt(p)}")
+    why = f"one-sided log-rank {_pfmt(p)}"
+    return dict(out, verdict=verdict or "inconclusive", p=p, reason=why)
 
 
 def _stats(x: np.ndarray) -> tuple:
@@ -327,11 +360,35 @@ def backup_verdicts(
     if not len(per) or not len(runs) or not need <= set(runs.columns):
         return pd.DataFrame()
     configs = _configs(runs, per, _last_evals(evals))
+    busy = busy_runs(runs)
     rows = [
         _pair_row(group, configs[group], base, configs[base], kind, vs, margin)
         for group, base, kind in pairings(configs)
     ]
+    for r in rows:
+        _busy(r, configs, busy)
     return pd.DataFrame(rows)
+
+
+def _busy(row: Dict[str, Any], configs: Dict[str, Dict[str, Any]], busy: Dict[str, int]) -> None:
+    """The busy-node note of a pair (``busy``) and the speed verdicts it allows (the one rule
+    of :func:`~ddlbench.analyse.verdicts.busy_verdict`); the accuracy verdict stays."""
+    sides = [
+        (name, busy.get(g, 0), int(np.sum(~np.isnan(configs[g]["step"]))))
+        for name, g in (("configuration", row["group"]), ("baseline", row["baseline"]))
+    ]
+    row["busy"] = busy_note(sides)
+    for m in ("applied", "step", "tta"):
+        if row[f"{m}_verdict"] not in _DECISIVE:  # the sentence's head says busy already
+            continue
+        v, why = busy_verdict(
+            row[f"{m}_verdict"],
+            row[f"{m}_reason"],
+            row["busy"] and "busy node",
+            _DECISIVE,
+            WORDS[m],
+        )
+        row[f"{m}_verdict"], row[f"{m}_reason"] = v, why
 
 
 def _pair_row(
@@ -379,8 +436,11 @@ def sentences(table: pd.DataFrame, vs: VerdictSettings, margin: float) -> List[s
         out.append(
             f"Backup workers: {r['group']} ({r['world_size']} ranks, b = {r['backup_workers']}) "
             f"against {r['baseline']} ({r['baseline_world_size']} ranks, {base}; "
-            f"{PAIRING[r['comparison']]}), {r['repeats']} repeat(s), one-sided Welch tests at "
-            f"alpha {vs.alpha:g}: " + "; ".join(parts) + "."
+            f"{PAIRING[r['comparison']]}), {r['repeats']} repeat(s)"
+            + ("" if _nan(r.get("busy")) else f", {r['busy']}")
+            + f", one-sided Welch tests at alpha {vs.alpha:g}: "
+            + "; ".join(parts)
+            + "."
         )
     return out
 
@@ -393,7 +453,7 @@ def _applied_text(r: Dict[str, Any]) -> str:
     if _nan(r["applied_change"]):
         return f"applied samples/s: no data ({r['applied_reason']})"
     verdict = r["applied_verdict"]
-    word = {"improved": "more", "regressed": "fewer"}.get(verdict, verdict)
+    word = verdict_words("applied", verdict)
     ci = ""
     if not _nan(r["applied_change_low"]):
         lo, hi = 100 * r["applied_change_low"], 100 * r["applied_change_high"]
@@ -407,7 +467,7 @@ def _applied_text(r: Dict[str, Any]) -> str:
 
 
 def _step_text(r: Dict[str, Any]) -> str:
-    text = _time_text("median step time", r["step_change"], r["step_verdict"], r["step_reason"])
+    text = _time_text("step", r["step_change"], r["step_verdict"], r["step_reason"])
     if r["step_verdict"] == "improved" and r["applied_verdict"] != "improved":
         kept, ranks = r["world_size"] - r["backup_workers"], r["world_size"]
         each = f"each step applies {kept} of {ranks} ranks' batches, and " if kept < ranks else ""
@@ -429,14 +489,14 @@ def _tta_text(r: Dict[str, Any]) -> Optional[str]:
         return f"{reached}; {r['tta_reason']}"
     if r["tta_method"] != CENSORED:
         return f"{reached}, " + _time_text(
-            "geometric mean", r["tta_change"], r["tta_verdict"], r["tta_reason"]
+            "tta", r["tta_change"], r["tta_verdict"], r["tta_reason"]
         )
     new = "not reached by half the runs" if _nan(r["tta_new"]) else f"{r['tta_new']:.3g} s"
     base = "not reached by half the runs" if _nan(r["tta_base"]) else f"{r['tta_base']:.3g} s"
-    word = {"improved": "sooner", "regressed": "later"}.get(r["tta_verdict"], "inconclusive")
+    word = verdict_words("tta", r["tta_verdict"])
     return (
         f"{reached}, so the runs that missed count as censored at their last evaluation, not "
-        f"dropped: Kaplan-Meier median {new} vs {base}, one-sided {r['tta_reason']} ({word})"
+        f"dropped: Kaplan-Meier median {new} vs {base}, {r['tta_reason']} ({word})"
     )
 
 
@@ -459,8 +519,8 @@ def _accuracy_text(r: Dict[str, Any], margin: float) -> str:
     )
 
 
-def _time_text(what: str, change: float, verdict: Optional[str], reason: str) -> str:
+def _time_text(measure: str, change: float, verdict: Optional[str], reason: str) -> str:
+    what = {"step": "median step time", "tta": "geometric mean"}[measure]
     if _nan(change):
         return f"{what}: no data ({reason})"
-    word = {"improved": "shorter", "regressed": "longer"}.get(verdict or "", verdict or "")
-    return f"{what} {100 * change:+.1f} % ({word}; {reason})"
+    return f"{what} {100 * change:+.1f} % ({verdict_words(measure, verdict) or ''}; {reason})"

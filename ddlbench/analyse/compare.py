@@ -11,6 +11,13 @@ are about, with its 95 % interval (``change_ci95_low``/``high``) and the interva
 tests' Welch standard error and degrees of freedom): ``improved`` or ``regressed`` exactly when it
 excludes 0 and the change passes the threshold, ``unchanged`` exactly when it lies within
 +/- the threshold. The CLI shows that one, so that no verdict contradicts the interval beside it.
+
+The figure compared is the rate of the configuration's scaling series (``rate``:
+:func:`~ddlbench.analyse.series.series_rate`, through ``config_stats``' ``rate_*``): the
+throughput, except for backup workers (b > 0), whose dropped samples train nothing: the applied
+samples per second there, when both campaigns have them. A side with a complete run that the
+pre-flight found started on a busy node makes a decisive verdict ``inconclusive``
+(:func:`~ddlbench.analyse.verdicts.busy_verdict`, ``busy``).
 """
 
 from __future__ import annotations
@@ -22,8 +29,18 @@ from typing import Optional
 import pandas as pd
 
 from .analysis import Settings, config_stats
+from .series import RATE_APPLIED, RATE_THROUGHPUT
 from .stats import intervals_overlap
-from .verdicts import VerdictSettings, change_intervals, change_verdicts
+from .verdicts import (
+    IMPROVED,
+    REGRESSED,
+    UNCHANGED,
+    VerdictSettings,
+    busy_note,
+    busy_verdict,
+    change_intervals,
+    change_verdicts,
+)
 
 
 def parse_threshold(text: str) -> float:
@@ -41,6 +58,7 @@ def parse_threshold(text: str) -> float:
 COLUMNS = [
     "group",
     "world_size",
+    "rate",
     "verdict",
     "change",
     "change_ci95_low",
@@ -51,6 +69,10 @@ COLUMNS = [
     "p_value",
     "reason",
     "repeats_needed",
+    "repeats_capped",
+    "busy",
+    "base_busy",
+    "new_busy",
     "base_gmean",
     "new_gmean",
     "base_ci95_low",
@@ -75,7 +97,7 @@ def _throughput_by_group(runs: pd.DataFrame, settings: Settings) -> pd.DataFrame
 
 def _set_change(row: dict, vs: VerdictSettings) -> None:
     """The change, its interval, interval overlap and verdict of a configuration both
-    campaigns ran."""
+    campaigns ran (inconclusive where a side started on a busy node)."""
     b = (row["base_log_mean"], row["base_log_sd"], row["base_repeats"])
     n = (row["new_log_mean"], row["new_log_sd"], row["new_repeats"])
     row.update(change_intervals(n, b, vs))
@@ -84,31 +106,51 @@ def _set_change(row: dict, vs: VerdictSettings) -> None:
         (row["new_ci95_low"], row["new_ci95_high"]),
     )
     v = change_verdicts(*b, *n, vs)[0]
+    row["busy"] = busy_note(
+        (
+            ("base", row["base_busy"], row["base_repeats"]),
+            ("new", row["new_busy"], row["new_repeats"]),
+        )
+    )
+    verdict, reason = busy_verdict(v.verdict, v.reason, row["busy"], _DECISIVE)
     row.update(
-        verdict=v.verdict,
+        verdict=verdict,
         change=v.change,
         p_value=v.p_value,
         repeats_needed=v.repeats_needed,
-        reason=v.reason,
+        repeats_capped=v.repeats_capped,
+        reason=reason,
     )
 
 
+_DECISIVE = (REGRESSED, IMPROVED, UNCHANGED)
 _STATS = ("gmean", "log_mean", "log_sd", "ci95_low", "ci95_high", "cv")
+
+
+def _rate(rb: Optional[pd.Series], rn: Optional[pd.Series]) -> str:
+    """The rate both sides are compared on: the applied samples per second where each side
+    present has them (backup workers, b > 0: the scaling series' rate), else the throughput."""
+    sides = [r for r in (rb, rn) if r is not None]
+    applied = all(r.get("rate") == RATE_APPLIED for r in sides)
+    return RATE_APPLIED if sides and applied else RATE_THROUGHPUT
 
 
 def _comparison_row(group: str, rb: Optional[pd.Series], rn: Optional[pd.Series], vs) -> dict:
     """One configuration's row; ``rb``/``rn``: its statistics in base/new (None: not run)."""
-    row = {"group": group}
+    row = {"group": group, "rate": _rate(rb, rn)}
+    prefix = "rate" if row["rate"] == RATE_APPLIED else "throughput"
     for tag, r in (("base", rb), ("new", rn)):
-        row[f"{tag}_repeats"] = int(r["repeats"]) if r is not None else 0
+        n = r.get("rate_repeats") if prefix == "rate" and r is not None else None
+        row[f"{tag}_repeats"] = int(n if n is not None else r["repeats"]) if r is not None else 0
+        row[f"{tag}_busy"] = int(r.get("busy_runs", 0) or 0) if r is not None else 0
         for k in _STATS:
-            row[f"{tag}_{k}"] = float(r[f"throughput_{k}"]) if r is not None else math.nan
+            row[f"{tag}_{k}"] = float(r[f"{prefix}_{k}"]) if r is not None else math.nan
     row["world_size"] = (rb if rb is not None else rn)["world_size"]
     row["change"] = row["change_ci95_low"] = row["change_ci95_high"] = math.nan
     row["change_test_ci_low"] = row["change_test_ci_high"] = math.nan
     row["test_ci_level"] = vs.test_level
-    row["ci_overlap"] = None
-    row.update(p_value=math.nan, repeats_needed=math.nan, reason="")
+    row["ci_overlap"] = row["busy"] = None
+    row.update(p_value=math.nan, repeats_needed=math.nan, repeats_capped=False, reason="")
     if rb is None:
         row["verdict"] = "only in new"
     elif rn is None:

@@ -14,7 +14,8 @@ design of the linear rule). For every other configuration of each arm, with
 
 - ``within``: ``H0: acc <= baseline - margin`` is rejected;
 - ``outside``: ``H0: acc >= baseline - margin`` is rejected;
-- ``undetermined`` otherwise (or fewer than 2 repeats on either side).
+- ``undetermined`` otherwise (or fewer than 2 repeats on either side: ``tested`` False; the
+  summary then says that no test was possible, not that one was inconclusive).
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def margin_table(conv: pd.DataFrame, margin: float, alpha: float) -> pd.DataFram
                     "p_within": p_in[i],
                     "p_outside": p_out[i],
                     "verdict": _class(p_in[i], p_out[i], alpha),
+                    # a test needs 2 repeats on both sides (else undetermined, untested)
+                    "tested": bool(na >= 2 and nb[i] >= 2),
                 }
             )
     return pd.DataFrame(rows)
@@ -164,16 +167,40 @@ def sentences(table: pd.DataFrame, margin: float, confidence: float) -> List[str
         single = ""
         if int(first.get("arms", len(arms))) == 1:
             single = f"; only the {arms[0]} arm ran: warmup is not compared"
+        tested = g["tested"].astype(bool) if "tested" in g else pd.Series(True, index=g.index)
+        if not tested.any():
+            out.append(_untested_sentence(first, pts, g, single))
+            continue
+        how = f"one-sided Welch tests, {100 * confidence:g} % confidence"
+        if not tested.all():
+            how += "; untested: fewer than 2 repeats on either side"
         out.append(
             f"{first['study_label']}, within {pts} of the small-batch baseline "
-            f"(mean {100 * first['baseline_accuracy']:.2f} % at global batch "
-            f"{_batch_word(_Batch(first['baseline_batch'], first.get('baseline_applied')))}, "
-            f"{first.get('baseline_warmup', NO_WARMUP)}; "
-            f"one-sided Welch tests, {100 * confidence:g} % confidence{single}): "
-            + "; ".join(parts)
-            + "."
+            f"({_baseline_words(first)}; {how}{single}): " + "; ".join(parts) + "."
         )
     return out
+
+
+def _baseline_words(first: pd.Series) -> str:
+    return (
+        f"mean {100 * first['baseline_accuracy']:.2f} % at global batch "
+        f"{_batch_word(_Batch(first['baseline_batch'], first.get('baseline_applied')))}, "
+        f"{first.get('baseline_warmup', NO_WARMUP)}"
+    )
+
+
+def _untested_sentence(first: pd.Series, pts: str, g: pd.DataFrame, single: str) -> str:
+    """A study none of whose comparisons has 2 repeats on both sides: no test is possible,
+    only the single differences, said as such."""
+    diffs = "; ".join(
+        f"{r.warmup} at {_batch_word(r)}: {100 * r.difference:+.2f} points"
+        for r in g.sort_values(["warmup", "global_batch_size"]).itertuples(index=False)
+    )
+    return (
+        f"{first['study_label']}, against the small-batch baseline ({_baseline_words(first)}"
+        f"{single}): no test of the {pts} margin is possible with fewer than 2 repeats per "
+        f"configuration; the differences, from single runs, are {diffs}."
+    )
 
 
 class _Batch(NamedTuple):
@@ -202,5 +229,7 @@ def _arm_text(arm: str, g: pd.DataFrame) -> str:
         return f"{arm}: within at every global batch up to {_batch_word(prefix[-1])}"
     head = f"{arm}: within up to global batch {_batch_word(prefix[-1])}; " if prefix else f"{arm}: "
     return head + ", ".join(
-        f"{_batch_word(r)} {r.verdict} ({100 * r.difference:+.2f} points)" for r in rest
+        f"{_batch_word(r)} {r.verdict if getattr(r, 'tested', True) else 'untested'} "
+        f"({100 * r.difference:+.2f} points)"
+        for r in rest
     )

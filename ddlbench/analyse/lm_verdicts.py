@@ -37,6 +37,9 @@ from .verdicts import (
     REGRESSED,
     UNCHANGED,
     VerdictSettings,
+    busy_note,
+    busy_runs,
+    busy_verdict,
     change_intervals,
     change_verdicts,
 )
@@ -81,6 +84,7 @@ COLUMNS = [
     "verdict",
     "reason",
     "repeats_needed",
+    "repeats_capped",
     "variant_busy",
     "reference_busy",
     "busy",
@@ -136,8 +140,8 @@ def _reason(v: pd.Series, r: pd.Series, key: str, verdict, vs: VerdictSettings) 
             "and no test"
         )
         need = verdict.repeats_needed
-        if not math.isnan(need):
-            count = f"more than {MAX_REPEATS}" if need > MAX_REPEATS else f"about {int(need)}"
+        if verdict.repeats_capped or not math.isnan(need):
+            count = f"more than {MAX_REPEATS}" if verdict.repeats_capped else f"about {int(need)}"
             why += f"; {count} repeats each would resolve a {gain} difference"
         return why
     if verdict.verdict in (IMPROVED, REGRESSED):
@@ -145,37 +149,21 @@ def _reason(v: pd.Series, r: pd.Series, key: str, verdict, vs: VerdictSettings) 
     return verdict.reason
 
 
-def busy_runs(runs: pd.DataFrame) -> Dict[str, int]:
-    """Per configuration (``group``), its complete runs that started on a busy node."""
-    if "preflight_busy" not in runs or not len(runs):
-        return {}
-    done = runs["complete"].fillna(False).astype(bool) if "complete" in runs else True
-    busy = runs["preflight_busy"].map(lambda b: not missing(b) and bool(b)) & done
-    return {str(g): int(n) for g, n in busy.groupby(runs["group"]).sum().items() if n}
-
-
 def _busy(row: dict, v: pd.Series, r: pd.Series, busy: Dict[str, int]) -> None:
-    """The busy-node counts of both sides, in words (``busy``), and the verdict they allow: a
-    decisive one becomes ``inconclusive``, the test's kept in the reason."""
+    """The busy-node counts of both sides, in words (``busy``), and the verdict they allow
+    (:func:`~.verdicts.busy_verdict`: a decisive one becomes ``inconclusive``)."""
     row["variant_busy"] = busy.get(str(v["group"]), 0)
     row["reference_busy"] = busy.get(str(r["group"]), 0)
     what = "" if row["key"] == "parallel" else "checkpointing "
-    sides = (
-        (what + row["variant"], row["variant_busy"], row["variant_repeats"]),
-        (what + row["reference"], row["reference_busy"], row["reference_repeats"]),
+    row["busy"] = busy_note(
+        (
+            (what + row["variant"], row["variant_busy"], row["variant_repeats"]),
+            (what + row["reference"], row["reference_busy"], row["reference_repeats"]),
+        )
     )
-    words = [f"{name}: {n} of {runs} complete run(s)" for name, n, runs in sides if n]
-    row["busy"] = None
-    if not words:
-        return
-    row["busy"] = "started on a busy node (" + "; ".join(words) + ")"
-    note = f"{row['busy']}: the change may be interference"
-    if row["verdict"] in ("faster", "slower", "same"):
-        note += f"; the test alone says {row['verdict']} ({row['reason']})"
-        row["verdict"] = "inconclusive"
-    else:
-        note += f"; {row['reason']}"
-    row["reason"] = note
+    row["verdict"], row["reason"] = busy_verdict(
+        row["verdict"], row["reason"], row["busy"], tuple(WORDS.values())
+    )
 
 
 def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
@@ -195,12 +183,14 @@ def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
     if not n_v or not n_r:
         missing_side = v["group"] if not n_v else r["group"]
         row.update(change=math.nan, p_value=math.nan, verdict="no data", repeats_needed=math.nan)
+        row["repeats_capped"] = False
         row["reason"] = f"no complete run of {missing_side}"
         return row
     verdict = change_verdicts(*lr, *lv, vs)[0]
     row.update(change=verdict.change, p_value=verdict.p_value)
     row.update(verdict=WORDS.get(verdict.verdict, verdict.verdict))
     row.update(reason=_reason(v, r, key, verdict, vs), repeats_needed=verdict.repeats_needed)
+    row["repeats_capped"] = verdict.repeats_capped
     return row
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..values import missing
-from .verdicts import VerdictSettings, annotate_series
+from .verdicts import VerdictSettings, annotate_series, busy_counts
 
 #: what a language-model configuration fixes besides the rest (analyse/lm_verdicts.py)
 LM_SERIES_FIELDS = ("parallel", "activation_checkpointing", "seq_len", "grad_accum", "compile")
@@ -158,9 +158,12 @@ def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: f
         "max_devices": None,
         "efficiency_at_max": math.nan,
         "knee_devices": None,
+        "knee_reason": "",
         "peak_devices": None,
         "saturates": None,
         "efficiency_threshold": threshold,
+        # a language model's sequence length: the series table gives its base tokens/s
+        "seq_len": first.get("seq_len"),
     }
 
 
@@ -234,6 +237,7 @@ def series_tables(
     if not len(c):
         return empty
     labels = _series_labels(c)
+    busy = busy_counts(c)  # a step with a run started on a busy node is inconclusive
     points, series = [], []
     for sid, g in c.groupby("series", sort=True):
         g = g.sort_values("world_size")
@@ -246,10 +250,37 @@ def series_tables(
         own = [_scaling_point(sid, labels[sid], r, base_n, base_t) for _, r in g.iterrows()]
         if base_n is not None:
             _set_base_knee_peak(srow, own, base_n, base_t, threshold)
-        annotate_series(own, srow, threshold, verdicts)
+        annotate_series(own, srow, threshold, verdicts, busy)
+        _drop_unsupported_knee(srow, own)
         points.extend(own)
         series.append(srow)
     return pd.DataFrame(points), pd.DataFrame(series)
+
+
+#: why a series has no knee (``knee_reason``)
+NO_KNEE_ONE_SCALE = "one device count"
+NO_KNEE_NO_INTERVAL = "fewer than 2 complete repeats: no efficiency interval"
+
+
+def _drop_unsupported_knee(srow: dict, points: list) -> None:
+    """No knee where the data cannot place one with the stated confidence: a series measured
+    at one device count (its base is 100 % by definition), or one none of whose points
+    beyond the base has an efficiency interval (fewer than 2 complete repeats there or at
+    the base: the point estimate ``knee_devices`` stays); ``knee_reason`` says which. Else
+    the knee range stands (docs/metrics.md)."""
+    if missing(srow.get("base_devices")):
+        return
+    beyond = [
+        p
+        for p in points
+        if not missing(p.get("efficiency")) and p["devices"] != srow["base_devices"]
+    ]
+    if not beyond:  # not even a point estimate: the base is 100 % by definition
+        srow.update(knee_low=None, knee_high=None, knee_devices=None)
+        srow["knee_reason"] = NO_KNEE_ONE_SCALE
+    elif all(missing(p.get("efficiency_ci95_low")) for p in beyond):
+        # knee_devices stays: the point estimate, which no table or figure shows as a knee
+        srow.update(knee_low=None, knee_high=None, knee_reason=NO_KNEE_NO_INTERVAL)
 
 
 def _point_knee(pts, threshold: float) -> Optional[int]:

@@ -13,7 +13,11 @@ change of the geometric means, the same figure the report prints.
   ``inconclusive`` with the repeats a power calculation asks for;
 - :func:`repeats_needed`: repeats per configuration for a one-sided Welch test at ``alpha``
   to detect a relative difference ``delta`` with probability ``power`` at the observed spread;
-- :func:`knee_range`: the knee of a scaling series with its uncertainty.
+- :func:`knee_range`: the knee of a scaling series with its uncertainty;
+- :func:`busy_note`, :func:`busy_verdict`: the one rule for a result resting on runs that the
+  pre-flight found started on a busy node (``preflight_busy``): every comparison (the scaling
+  steps, ``compare``, the language-model and backup-worker comparisons) makes a decisive verdict
+  ``inconclusive`` and keeps the test's own in the reason (docs/metrics.md#busy-nodes).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,6 +35,8 @@ from .stats import ratio_interval
 
 YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
 MAX_REPEATS = 1000  # a power calculation asking for more says "more than 1000"
+#: the words a verdict resting on a busy node's run carries beside it (tables, compare)
+BUSY_NODE = "busy node"
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,10 @@ class GainVerdict:
     gain: float  # exp(l_b - l_a) - 1: the change of the geometric means
     p_value: float  # H0: no gain (mu_b <= mu_a)
     p_below: float  # H0: gain >= min_gain (rejected -> "no")
-    repeats_needed: float  # per configuration, power calculation
-    more_repeats: float  # beyond the fewer repeats the two configurations have
+    repeats_needed: float  # per configuration, where the verdict is inconclusive; NaN if capped
+    more_repeats: float  # beyond the fewer repeats the two have (inf: over MAX_REPEATS)
     reason: str
+    repeats_capped: bool = False  # the power calculation asks for more than MAX_REPEATS
 
 
 def _shift(l_a: np.ndarray, change: float) -> np.ndarray:
@@ -167,31 +174,58 @@ def gain_verdicts(
     return out
 
 
+def capped(need: float) -> bool:
+    """Whether a :func:`repeats_needed` answer stands for "more than :data:`MAX_REPEATS`"
+    (it is capped at ``MAX_REPEATS + 1``): never printed or written as a count."""
+    return not math.isnan(need) and need > MAX_REPEATS
+
+
+def _more(need: float, have: float) -> float:
+    """The repeats beyond ``have``: inf when the calculation was capped, NaN when unknown."""
+    if math.isnan(need):
+        return math.nan
+    return math.inf if capped(need) else max(need - have, 0.0)
+
+
+def _advice(need: float, have: float, st: VerdictSettings, close: str) -> str:
+    """What resolves an inconclusive test: the repeats still needed, or ``close`` when the
+    repeats already run would resolve the minimum difference (the change lies near it)."""
+    at = f"a {_pct(st.min_gain)} difference at the observed spread"
+    at += f" (alpha {st.alpha:g}, power {st.power:g})"
+    if capped(need):
+        return f"more than {MAX_REPEATS} repeats per configuration would be needed to resolve {at}"
+    if need - have >= 1:
+        return f"{int(need - have)} more repeats would resolve {at}"
+    return close
+
+
 def _one_gain(gain, p_up, p_dn, need, have, st: VerdictSettings) -> GainVerdict:
-    more = max(need - have, 0.0) if not math.isnan(need) else math.nan
+    more, cap = _more(need, have), capped(need)
+    shown = math.nan if cap else need  # the count, where a verdict asks for repeats
+
+    def verdict(v: Optional[str], why: str) -> GainVerdict:
+        asks = v == INCONCLUSIVE
+        return GainVerdict(
+            v, gain, p_up, p_dn, shown if asks else math.nan, more, why, cap and asks
+        )
+
     if math.isnan(gain):
-        return GainVerdict(None, gain, p_up, p_dn, need, more, "no data")
+        return verdict(None, "no data")
     if math.isnan(p_up):
         why = f"fewer than 2 complete repeats at one of the two scales (have {int(have)})"
         if not math.isnan(need):
-            why += f"; about {_count(need)} repeats each resolve a {_pct(st.min_gain)} difference"
-        return GainVerdict(INCONCLUSIVE, gain, p_up, p_dn, need, more, why)
+            why += f"; {_count(need)} repeats each resolve a {_pct(st.min_gain)} difference"
+        return verdict(INCONCLUSIVE, why)
     if p_up < st.alpha and gain >= st.min_gain:
-        return GainVerdict(YES, gain, p_up, p_dn, need, more, _p(p_up))
+        return verdict(YES, _p(p_up))
     if p_dn < st.alpha:
         what = "a loss" if gain < 0 else f"below the {_pct(st.min_gain)} minimum"
-        return GainVerdict(NO, gain, p_up, p_dn, need, more, f"{what}, {_p(p_dn)}")
-    if more >= 1:
-        why = (
-            f"{_count(more)} more repeats would resolve a {_pct(st.min_gain)} difference at "
-            f"the observed spread (alpha {st.alpha:g}, power {st.power:g})"
-        )
-    else:
-        why = (
-            f"the gain is close to the {_pct(st.min_gain)} minimum; {int(have)} repeats "
-            "already resolve that difference at the observed spread"
-        )
-    return GainVerdict(INCONCLUSIVE, gain, p_up, p_dn, need, more, why)
+        return verdict(NO, f"{what}, {_p(p_dn)}")
+    close = (
+        f"the gain is close to the {_pct(st.min_gain)} minimum; {int(have)} repeats "
+        "already resolve that difference at the observed spread"
+    )
+    return verdict(INCONCLUSIVE, _advice(need, have, st, close))
 
 
 def _pct(v: float) -> str:
@@ -203,7 +237,58 @@ def _p(p: float) -> str:
 
 
 def _count(n: float) -> str:
-    return f"more than {MAX_REPEATS}" if n > MAX_REPEATS else f"{int(n)}"
+    """A repeats count as said: "about N", or "more than MAX_REPEATS" where capped."""
+    return f"more than {MAX_REPEATS}" if capped(n) else f"about {int(n)}"
+
+
+# ------------------------------------------------------------------ busy nodes
+
+
+def busy_runs(runs: Any) -> Dict[str, int]:
+    """Per configuration (``group``), its complete runs that the pre-flight found started on a
+    busy node (``preflight_busy``); configurations without one are left out."""
+    if not len(runs) or "preflight_busy" not in runs:
+        return {}
+    busy = runs["preflight_busy"].map(lambda b: not missing(b) and bool(b))
+    if "complete" in runs:
+        busy = busy & runs["complete"].fillna(False).astype(bool)
+    return {str(g): int(n) for g, n in busy.groupby(runs["group"]).sum().items() if n}
+
+
+def busy_counts(configs: Any) -> Dict[str, int]:
+    """:func:`busy_runs` from a configuration table's ``busy_runs`` column (config_stats)."""
+    if not len(configs) or "busy_runs" not in configs:
+        return {}
+    pairs = zip(configs["group"], configs["busy_runs"])
+    return {str(g): int(n) for g, n in pairs if _num(n) and n}
+
+
+def busy_note(sides: Sequence[Tuple[str, int, int]]) -> Optional[str]:
+    """``started on a busy node (NAME: k of n complete run(s); ...)`` over the sides
+    ``(name, complete runs on a busy node, complete runs)`` that have one; None otherwise."""
+    words = [f"{name}: {k} of {n} complete run(s)" for name, k, n in sides if k]
+    return "started on a busy node (" + "; ".join(words) + ")" if words else None
+
+
+def busy_verdict(
+    verdict: Optional[str],
+    reason: str,
+    busy: Optional[str],
+    decisive: Sequence[str],
+    words: Optional[Mapping[str, str]] = None,
+) -> Tuple[Optional[str], str]:
+    """The one rule for a result resting on a run that started on a busy node (``busy``: a
+    :func:`busy_note`, None when no side has one): a ``decisive`` verdict becomes
+    ``inconclusive``, the test's own (in ``words``, where given) kept in the reason; any
+    other verdict stays and its reason says so. Interference slows a run by an amount its
+    repeats' spread does not hold, so no test on it can say faster, slower or the same."""
+    if not busy:
+        return verdict, reason
+    note = f"{busy}: the change may be interference"
+    if verdict in decisive:
+        said = (words or {}).get(str(verdict), str(verdict))
+        return INCONCLUSIVE, f"{note}; the test alone says {said} ({reason})"
+    return verdict, f"{note}; {reason}" if reason else note
 
 
 ABOVE, BELOW, UNSURE = "above", "below", "undetermined"
@@ -254,6 +339,8 @@ def _clear_verdicts(points: List[dict], srow: dict, usable: int) -> None:
             step_verdict=None,
             step_reason="",
             step_repeats_needed=math.nan,
+            step_repeats_capped=False,
+            step_busy=None,
             efficiency_ci95_low=math.nan,
             efficiency_ci95_high=math.nan,
             efficiency_class=None,
@@ -261,6 +348,7 @@ def _clear_verdicts(points: List[dict], srow: dict, usable: int) -> None:
     srow.update(
         more_devices_help=None,
         more_devices_reason=_no_step_reason(len(points), usable) if usable < 2 else "",
+        more_devices_busy=None,
         helps_up_to=None,
         knee_low=None,
         knee_high=None,
@@ -276,6 +364,15 @@ def _no_step_reason(points: int, usable: int) -> str:
     return f"complete runs at one of its {points} device counts only"
 
 
+def _step_busy(prev: dict, p: dict, busy: Mapping[str, int]) -> Optional[str]:
+    """The busy-node note of a step from ``prev`` to ``p`` (None: both sides quiet)."""
+    sides = []
+    for q in (prev, p):
+        name = f"{q['devices']} device{'' if q['devices'] == 1 else 's'}"
+        sides.append((name, busy.get(str(q.get("group")), 0), int(_nan(q["repeats"]))))
+    return busy_note(sides)
+
+
 def _annotate_steps(
     pts: List[dict],
     srow: dict,
@@ -283,36 +380,49 @@ def _annotate_steps(
     s: np.ndarray,
     n: np.ndarray,
     settings: VerdictSettings,
+    busy: Mapping[str, int],
 ) -> None:
-    """Each step's gain verdict, how far more devices keep helping, and the last step's say."""
+    """Each step's gain verdict (:func:`busy_verdict` where a side started on a busy node),
+    how far more devices keep helping, and the last step's say."""
     steps = gain_verdicts(m[:-1], s[:-1], n[:-1], m[1:], s[1:], n[1:], settings)
     chain = True
     for prev, p, v in zip(pts[:-1], pts[1:], steps):
+        note = _step_busy(prev, p, busy)
+        verdict, reason = busy_verdict(v.verdict, v.reason, note, (YES, NO))
         p.update(
             step_from=prev["devices"],
             gain=v.gain,
             gain_p=v.p_value,
-            step_verdict=v.verdict,
-            step_reason=v.reason,
-            step_repeats_needed=v.repeats_needed,
+            step_verdict=verdict,
+            step_reason=reason,
+            step_repeats_needed=v.repeats_needed if verdict == v.verdict else math.nan,
+            step_repeats_capped=v.repeats_capped and verdict == v.verdict,
+            step_busy=note,
         )
-        chain = chain and v.verdict == YES
+        chain = chain and verdict == YES
         if chain:
             srow["helps_up_to"] = p["devices"]
-    last = steps[-1]
-    srow["more_devices_help"] = last.verdict
+    last = pts[-1]
+    srow["more_devices_help"] = last["step_verdict"]
+    srow["more_devices_busy"] = last["step_busy"]
     srow["more_devices_reason"] = (
-        f"{pts[-2]['devices']} -> {pts[-1]['devices']} devices: {_signed(last.gain)}, "
-        + last.reason
+        f"{pts[-2]['devices']} -> {last['devices']} devices: {_signed(last['gain'])}, "
+        + last["step_reason"]
     )
 
 
 def annotate_series(
-    points: List[dict], srow: dict, threshold: float, settings: VerdictSettings
+    points: List[dict],
+    srow: dict,
+    threshold: float,
+    settings: VerdictSettings,
+    busy: Optional[Mapping[str, int]] = None,
 ) -> None:
     """Add the verdict columns to one scaling series' points (ascending device count, as
-    dicts with ``devices``, ``throughput_log_mean``, ``throughput_log_sd``, ``repeats``) and
-    to its series row ``srow``. Points without a complete repeat take no part."""
+    dicts with ``devices``, ``group``, ``throughput_log_mean``, ``throughput_log_sd``,
+    ``repeats``) and to its series row ``srow``. Points without a complete repeat take no
+    part. ``busy``: per configuration, its complete runs that started on a busy node
+    (:func:`busy_runs`); a step with one on either side is ``inconclusive``."""
     pts = [p for p in points if _num(p.get("throughput_log_mean"))]
     _clear_verdicts(points, srow, len(pts))
     if not pts:
@@ -331,7 +441,7 @@ def annotate_series(
     srow["knee_low"], srow["knee_high"] = knee_range([p["devices"] for p in pts], classes)
     srow["helps_up_to"] = base["devices"]
     if len(pts) >= 2:
-        _annotate_steps(pts, srow, lm, s, n, settings)
+        _annotate_steps(pts, srow, lm, s, n, settings, busy or {})
 
 
 def _num(v) -> bool:
@@ -356,8 +466,9 @@ class ChangeVerdict:
     verdict: str  # regressed / improved / unchanged / inconclusive
     change: float  # exp(l_new - l_base) - 1: the change of the geometric means
     p_value: float  # of the test behind the verdict (the smaller one-sided p otherwise)
-    repeats_needed: float
+    repeats_needed: float  # per configuration, where the verdict is inconclusive; NaN if capped
     reason: str
+    repeats_capped: bool = False  # the power calculation asks for more than MAX_REPEATS
 
 
 def change_verdicts(
@@ -393,18 +504,18 @@ def _one_change(c, pu, pd_, ph, pl, nd, hv, settings: VerdictSettings) -> Change
     d, a = settings.min_gain, settings.alpha
     if math.isnan(pu):
         why = f"fewer than 2 complete repeats in one campaign (have {int(hv)})"
-        return ChangeVerdict(INCONCLUSIVE, c, math.nan, nd, why)
+        return ChangeVerdict(INCONCLUSIVE, c, math.nan, _shown(nd), why, capped(nd))
     if pd_ < a and c <= -d:
-        return ChangeVerdict(REGRESSED, c, pd_, nd, _p(pd_))
+        return ChangeVerdict(REGRESSED, c, pd_, math.nan, _p(pd_))
     if pu < a and c >= d:
-        return ChangeVerdict(IMPROVED, c, pu, nd, _p(pu))
+        return ChangeVerdict(IMPROVED, c, pu, math.nan, _p(pu))
     if max(ph, pl) < a:
-        return ChangeVerdict(UNCHANGED, c, max(ph, pl), nd, f"within +/- {_pct(d)}")
-    more = nd - hv
-    why = (
-        f"{_count(more)} more repeats would resolve a {_pct(d)} difference at the "
-        f"observed spread (alpha {a:g}, power {settings.power:g})"
-        if more >= 1
-        else f"the change is close to {_pct(d)}; {int(hv)} repeats already resolve that"
-    )
-    return ChangeVerdict(INCONCLUSIVE, c, min(pu, pd_), nd, why)
+        return ChangeVerdict(UNCHANGED, c, max(ph, pl), math.nan, f"within +/- {_pct(d)}")
+    close = f"the change is close to {_pct(d)}; {int(hv)} repeats already resolve that"
+    why = _advice(nd, hv, settings, close)
+    return ChangeVerdict(INCONCLUSIVE, c, min(pu, pd_), _shown(nd), why, capped(nd))
+
+
+def _shown(need: float) -> float:
+    """The repeats needed as a table holds them: NaN where the calculation was capped."""
+    return math.nan if capped(need) else need

@@ -28,8 +28,9 @@ Examples:
   ddlbench compare resnet50-jan resnet50-feb --threshold 3% --json
   ddlbench compare resnet50-jan resnet50-feb --results /scratch/me/results
 
-Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the threshold,
-2 bad input (unknown campaign, no configuration in common, bad threshold).
+Exit codes: 0 no configuration regressed, 1 at least one regressed (a drop significant at
+alpha 0.05 whose measured change is at least the threshold), 2 bad input (unknown campaign,
+no configuration in common, bad threshold).
 """,
 )
 @click.argument("base")
@@ -40,8 +41,8 @@ Exit codes: 0 no configuration regressed, 1 at least one regressed beyond the th
     "--threshold",
     default="5%",
     show_default=True,
-    help="A configuration regressed when its throughput dropped significantly and by at "
-    "least this.",
+    help="A configuration regressed when its drop is significant (against no change) and its "
+    "measured change is at least this.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
@@ -53,9 +54,11 @@ def command(
 
     A configuration is a run id without its -r<repeat> suffix. Each campaign is collected
     first when its data is missing or stale. Regressed: the drop is significant (one-sided
-    Welch test over repeats, alpha 0.05) and at least the threshold; unchanged: the change
-    lies within the threshold with confidence; otherwise inconclusive, with the number of
-    repeats that would decide (`ddlbench docs metrics`).
+    Welch test over repeats against no change, alpha 0.05) and the measured change is at
+    least the threshold; unchanged: the change lies within the threshold with confidence;
+    otherwise inconclusive, with the number of repeats that would decide; inconclusive too
+    where a run started on a busy node. Backup-worker configurations (b > 0) are compared on
+    their applied samples per second (`ddlbench docs metrics`).
     """
     from ddlbench.analyse.compare import parse_threshold
     from ddlbench.errors import InputError
@@ -82,13 +85,15 @@ def command(
     both = df[df["verdict"].isin(["regressed", "improved", "unchanged", "inconclusive"])]
     if not len(both):
         raise InputError(
-            f"campaigns {b.name} and {n.name} have no configuration with complete runs in common"
+            f"campaigns {base} and {new} have no configuration with complete runs in common"
         )
     regressed = int((df["verdict"] == "regressed").sum())
     if as_json:
         out = {
-            "base": b.name,
-            "new": n.name,
+            "base": base,
+            "new": new,
+            "base_campaign": b.name,
+            "new_campaign": n.name,
             "threshold": thr,
             "regressed": regressed,
             "compared": int(len(both)),
@@ -98,7 +103,7 @@ def command(
         }
         click.echo(json.dumps(out, indent=1, sort_keys=True))
     else:
-        _print(df, b.name, n.name, thr, regressed, len(both))
+        _print(df, _named(base, b.name), _named(new, n.name), thr, regressed, len(both))
     ctx.exit(1 if regressed else 0)
 
 
@@ -112,6 +117,12 @@ def _campaigns(results: Path, base: str, new: str):
             err=True,
         )
     return base_dir, new_dir
+
+
+def _named(typed: str, name: str) -> str:
+    """A campaign as the user typed it, with its manifest name where that differs (two
+    folders of one spec share a name)."""
+    return typed if typed == name else f"{typed} (campaign {name})"
 
 
 def _must_have_complete_runs(data, name: str) -> None:
@@ -136,6 +147,39 @@ def _p(v) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
+def _verdict_cell(r, style: str) -> str:
+    """The verdict, and why where it is inconclusive (a busy node's run says so first)."""
+    text = f"[{style}]{r['verdict']}[/]" if style else r["verdict"]
+    if r["verdict"] == "inconclusive" and r["reason"]:
+        text += f" ({r['reason']})"
+    return text
+
+
+def _footer(df, thr: float, level: str, regressed: int, compared: int) -> str:
+    busy = int(df["busy"].notna().sum()) if "busy" in df else 0
+    applied = bool((df["rate"] == "applied").any()) if "rate" in df else False
+    text = (
+        f"{compared} configuration(s) compared, {regressed} regressed (a drop significant at "
+        f"alpha 0.05 against no change, with a measured change of -{100 * thr:g} % or more). "
+        "BASE, NEW: geometric means over complete repeats (samples/s"
+        + ("; applied samples/s where the configuration says so" if applied else "")
+        + f"); CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided "
+        "tests read (P): improved or regressed when it excludes 0 and the change passes the "
+        "threshold, unchanged when it lies within the threshold (--json has the 95 % one too)."
+    )
+    if applied:
+        text += (
+            " Applied samples/s: backup workers (b > 0) are compared on the samples whose "
+            "gradient was applied, as their scaling series are (throughput counts dropped ones)."
+        )
+    if busy:
+        text += (
+            f" Busy node: {busy} comparison(s) rest on runs the pre-flight found started on a "
+            "busy node: inconclusive whatever the test says (the test's verdict is in the reason)."
+        )
+    return text
+
+
 def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -> None:
     from rich.table import Table
 
@@ -156,25 +200,16 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
     for _, r in df.iterrows():
         ch = r["change"]
         lo, hi = r["change_test_ci_low"], r["change_test_ci_high"]
-        st = style.get(r["verdict"], "dim")
         t.add_row(
-            r["group"],
+            r["group"] + (" (applied samples/s)" if r.get("rate") == "applied" else ""),
             "" if _num(r["world_size"]) is None else str(int(r["world_size"])),
             "-" if math.isnan(r["base_gmean"]) else f"{r['base_gmean']:,.1f}",
             "-" if math.isnan(r["new_gmean"]) else f"{r['new_gmean']:,.1f}",
             "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
             "-" if math.isnan(lo) else f"{100 * lo:+.1f} .. {100 * hi:+.1f} %",
             _p(r["p_value"]),
-            (f"[{st}]{r['verdict']}[/]" if st else r["verdict"])
-            + (f" ({r['reason']})" if r["verdict"] == "inconclusive" and r["reason"] else ""),
+            _verdict_cell(r, style.get(r["verdict"], "dim")),
         )
     console = stdout_console()
     console.print(t)
-    console.print(
-        f"{compared} configuration(s) compared, {regressed} regressed significantly by "
-        f"{100 * thr:g} % or more. BASE, NEW: geometric means over complete repeats (samples/s); "
-        f"CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided tests "
-        "read (P): improved or regressed when it excludes 0 and the change passes the "
-        "threshold, unchanged when it lies within the threshold (--json has the 95 % one too)",
-        highlight=False,
-    )
+    console.print(_footer(df, thr, level, regressed, compared), highlight=False)

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from ..analyse.backups import PAIRING, backup_verdicts, injection_table, sentences
+from ..analyse.backups import (
+    PAIRING,
+    backup_verdicts,
+    injection_table,
+    sentences,
+    verdict_words,
+)
 from .format import fint, fms, fnum, fpct, fsig, ftext
 from .table import Table
 
@@ -68,7 +74,10 @@ def backup_tables(
                 ],
                 inj,
                 note="Injected: the ranks slowed on purpose, the share of their measured steps "
-                "and the total delay. Found (runs that slowed one rank): the slowest rank by "
+                "and the total delay they served (a rank the backup workers dropped stops "
+                "before its delay runs: one dropped on every slowed step shows 0.00 s). Found "
+                "(runs that slowed one rank, empty for the others): the slowest "
+                "rank by "
                 "the straggler index is the injected one. Drop rate: measured steps whose "
                 "gradient of the rank was dropped (b: backup workers; -: plain DDP). "
                 "docs/backup-workers.md.",
@@ -87,8 +96,32 @@ def _yes(v: Any) -> Any:
     return "yes" if bool(v) else "no"
 
 
+def _signed(v: Any) -> str:
+    """A change as a signed percentage (``+9.2 %``, ``-78.0 %``); ``-`` when missing."""
+    return "-" if v is None or v != v else f"{100 * float(v):+.1f} %"
+
+
+def _level(ver: Any) -> str:
+    """The confidence of the change intervals (the tests' level: 90 % at alpha 0.05)."""
+    levels = ver["applied_change_level"].dropna() if "applied_change_level" in ver else []
+    return f"{100 * float(levels.iloc[0]) if len(levels) else 90:g} %"
+
+
+def _said(measure: str, column: str) -> Callable[[Any], Any]:
+    """A verdict cell in the summary's words, "(busy node)" where a side started on one."""
+
+    def cell(r: Any) -> Any:
+        words = verdict_words(measure, r[column])
+        if words is not None and measure == "tta" and r["tta_method"] == "censored":
+            words += " (censored)"
+        busy = r.get("busy")
+        return words if words is None or not busy or busy != busy else f"{words} (busy node)"
+
+    return cell
+
+
 def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> Any:
-    pct = f["fpct"]
+    level = _level(ver)
     return table(
         "Backup workers: paired comparisons",
         [
@@ -98,41 +131,59 @@ def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> An
             ("repeats", lambda r: f["fint"](r["repeats"]), True),
             ("applied samples/s (geo. mean)", lambda r: f["fnum"](r["applied_new"]), True),
             (
-                "95 % CI",
+                "geo. mean 95 % CI",
                 lambda r: _range(f["fnum"], r["applied_new_low"], r["applied_new_high"]),
                 True,
             ),
             ("baseline applied samples/s", lambda r: f["fnum"](r["applied_base"]), True),
-            ("applied change", lambda r: pct(r["applied_change"]), True),
+            ("applied change", lambda r: _signed(r["applied_change"]), True),
             (
-                "change CI (the tests' level)",
-                lambda r: _range(pct, r["applied_change_low"], r["applied_change_high"], " to "),
+                f"change {level} CI (the tests' level)",
+                lambda r: _range(
+                    _signed, r["applied_change_low"], r["applied_change_high"], " to "
+                ),
                 True,
             ),
-            ("applied verdict", lambda r: f["ftext"](r["applied_verdict"]), False),
-            ("step time change", lambda r: pct(r["step_change"]), True),
-            ("step verdict", lambda r: f["ftext"](r["step_verdict"]), False),
+            (
+                "applied samples/s verdict",
+                lambda r: f["ftext"](_said("applied", "applied_verdict")(r)),
+                False,
+            ),
+            ("step time change", lambda r: _signed(r["step_change"]), True),
+            ("step time verdict", lambda r: f["ftext"](_said("step", "step_verdict")(r)), False),
             ("reached target", _reached, False),
-            ("time to accuracy change", lambda r: pct(r["tta_change"]), True),
-            ("time verdict", lambda r: f["ftext"](_tta_verdict(r)), False),
-            ("accuracy points", lambda r: f["fsig"](100 * r["accuracy_difference"], 3), True),
+            ("time to accuracy change", lambda r: _signed(r["tta_change"]), True),
+            ("time to target verdict", lambda r: f["ftext"](_said("tta", "tta_verdict")(r)), False),
+            ("accuracy points", lambda r: _points(r["accuracy_difference"]), True),
             ("accuracy", lambda r: f["ftext"](r["accuracy_verdict"]), False),
         ],
         ver,
         note="Applied samples/s: samples whose gradient was applied per second (dropped "
         "gradients train nothing; a run's throughput counts them), geometric mean over the "
         "repeats with its 95 % t-interval on the logs, and the change against the baseline "
-        "with its Welch interval; verdicts: one-sided Welch tests on the logs (alpha, 5 % "
-        "threshold; step time on its inverse, improved = shorter). A shorter step is not "
-        "faster training: read it with the applied rate and the accuracy. Reached target: "
-        "runs that reached the target accuracy, configuration vs baseline; when every run "
-        "reached it, time to accuracy compares geometric means; when some missed, Kaplan-Meier "
-        "medians with the runs that missed censored at their last evaluation and a one-sided "
-        "log-rank test (censored). Accuracy: within or outside the accuracy margin below the "
-        "baseline. Bold: a shorter step without significantly more applied samples per second "
-        "(docs/backup-workers.md).",
+        f"with its {level} Welch interval, the one the one-sided tests read (alpha "
+        f"{_alpha(level)}, 5 % threshold): more or fewer excludes 0. Verdicts, as the summary "
+        "says them: more / fewer applied samples per second, shorter / longer steps (tested on "
+        "steps per second), sooner / later to the target, unchanged (within 5 % with "
+        "confidence), inconclusive. A shorter step is not faster training: read it with the "
+        "applied rate and the accuracy. Reached target: runs that reached the target accuracy, "
+        "configuration vs baseline; when every run reached it, time to accuracy compares "
+        "geometric means; when some missed, Kaplan-Meier medians (the summary gives them) "
+        "with the runs that missed censored at their last evaluation and a one-sided log-rank "
+        "test (censored). Accuracy: within or outside the accuracy margin below the baseline. "
+        "Busy node: a side has a complete run that started on a busy node; its speed verdicts "
+        "are inconclusive whatever the test says. Bold: a shorter step without significantly "
+        "more applied samples per second (docs/backup-workers.md).",
         flag=lambda r: r["step_verdict"] == "improved" and r["applied_verdict"] != "improved",
     )
+
+
+def _alpha(level: str) -> str:
+    return f"{(100 - float(level.split()[0])) / 200:g}"
+
+
+def _points(v: Any) -> str:
+    return "-" if v is None or v != v else f"{100 * float(v):+.2f}"
 
 
 def _range(fmt: Callable[[Any], str], lo: Any, hi: Any, sep: str = " - ") -> str:
@@ -144,8 +195,3 @@ def _reached(r: Any) -> str:
         return "-"
     new, base = (f"{r[f'tta_reached_{s}']}/{r[f'tta_runs_{s}']}" for s in ("new", "base"))
     return f"{new} vs {base}"
-
-
-def _tta_verdict(r: Any) -> Any:
-    v = r["tta_verdict"]
-    return f"{v} (censored)" if v is not None and r["tta_method"] == "censored" else v

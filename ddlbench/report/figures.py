@@ -134,7 +134,7 @@ def figure_plan(a) -> List[Tuple[str, str, Callable[[], object]]]:
         plan.append(
             ("ranks", "rank_step_times", partial(draw, threshold=a.settings.straggler_threshold))
         )
-    if len(a.convergence):
+    if len(a.convergence) and a.convergence["final_accuracy_mean"].notna().any():
         plan.append(
             ("accuracy", "accuracy_vs_batch", partial(accuracy_batch_figure, a.convergence))
         )

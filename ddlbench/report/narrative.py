@@ -31,9 +31,13 @@ def _run_count_sentence(runs: pd.DataFrame) -> str:
     )
 
 
+#: a throughput whose 95 % interval spans more than this factor is not stated in the summary
+NOISY_FACTOR = 2.0
+
+
 def _scaling_sentences(a: Analysis) -> List[str]:
     """One sentence per scaling series (throughput ones where there are any): its largest
-    scale, knee and whether more devices help."""
+    scale with the geometric mean's 95 % interval, knee and whether more devices help."""
     s = a.series
     if not len(s):
         return []
@@ -45,18 +49,53 @@ def _scaling_sentences(a: Analysis) -> List[str]:
         pt = a.points[
             (a.points["series"] == r["series"]) & (a.points["devices"] == r["max_devices"])
         ]
-        tp = pt["throughput_gmean"].iloc[0] if len(pt) else math.nan
-        seq = seq_len_of(a.runs, pt["group"].iloc[0]) if len(pt) else None
-        applied = r.get("rate") == RATE_APPLIED
+        p = pt.iloc[0] if len(pt) else pd.Series(dtype=object)
+        seq = seq_len_of(a.runs, p["group"]) if len(pt) else None
         out.append(
             f"{r['label']} (geometric means over repeats): "
-            f"{throughput_words(tp, seq, applied)} on "
-            f"{fdevices(r['max_devices'])} "
-            f"({fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
-            f"efficiency {fpct(r['efficiency_at_max'])}); {knee_sentence(r, a.settings)}; "
+            f"{_largest_scale_words(r, p, seq)}; {knee_sentence(r, a.settings)}; "
             f"{help_sentence(r)}."
         )
     return out
+
+
+def _largest_scale_words(r: Any, p: Any, seq: Any) -> str:
+    """A series' throughput at its largest scale with its 95 % interval, speedup and
+    efficiency; "too noisy to state" when the interval spans more than :data:`NOISY_FACTOR`
+    (one statistic: the geometric mean, its interval and ratios of geometric means)."""
+    applied = r.get("rate") == RATE_APPLIED
+    tp, lo, hi = (p.get(k, math.nan) for k in ("throughput_gmean", "ci95_low", "ci95_high"))
+    where = f"on {fdevices(r['max_devices'])}"
+    n = p.get("repeats")
+    if not missing(lo) and not missing(hi) and float(lo) > 0 and hi / lo > NOISY_FACTOR:
+        return (
+            f"throughput {where} too noisy to state: its 95 % interval, "
+            f"{_range_words(lo, hi, seq, applied)} over {fint(n)} repeats, spans more than a "
+            f"factor of {NOISY_FACTOR:g}, and so do the speedup and efficiency"
+        )
+    if missing(lo) or missing(hi):
+        ci = f"{fint(n)} repeat, no interval" if not missing(n) and int(n) < 2 else "no interval"
+    else:
+        ci = f"95 % interval {_range_words(lo, hi, seq, applied)}"
+    if r["max_devices"] == r["base_devices"]:  # its own base: no speedup to state
+        return f"{throughput_words(tp, seq, applied)} {where} ({ci})"
+    eff = fpct(r["efficiency_at_max"])
+    elo, ehi = p.get("efficiency_ci95_low"), p.get("efficiency_ci95_high")
+    if not missing(elo) and not missing(ehi):
+        eff += f", its 95 % interval {fpct(elo)}-{fpct(ehi)}"
+    return (
+        f"{throughput_words(tp, seq, applied)} {where} ({ci}; "
+        f"{fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
+        f"efficiency {eff})"
+    )
+
+
+def _range_words(lo: Any, hi: Any, seq: Any, applied: bool) -> str:
+    """An interval of samples/s in the series' unit (a language model's tokens/s)."""
+    word = "applied " if applied else ""
+    if missing(seq):
+        return f"{fnum(lo)}-{fnum(hi)} {word}samples/s"
+    return f"{fnum(float(lo) * float(seq))}-{fnum(float(hi) * float(seq))} {word}tokens/s"
 
 
 def throughput_words(samples_per_s: Any, seq_len: Any, applied: bool = False) -> str:
@@ -87,21 +126,53 @@ def _noise_sentences(a: Analysis) -> List[str]:
 
 
 def _straggler_sentences(a: Analysis) -> List[str]:
+    """The stragglers the evidence supports (docs/bad-nodes.md#stragglers): runs whose index
+    exceeds the threshold by more than their own step-to-step noise; those above the
+    threshold but within their noise are counted apart, as no evidence."""
     st = a.stragglers[a.stragglers["straggler"]] if len(a.stragglers) else a.stragglers
     if not len(st):
         return []
-    w = st.iloc[0]
+    thr = f"{a.settings.straggler_threshold:g}"
+    beyond = st["beyond_noise"].astype(bool) if "beyond_noise" in st else st["straggler"]
+    sure, noisy = st[beyond], st[~beyond]
+    within = (
+        f"{len(noisy)} run(s) with an index above {thr} but within their own step-to-step "
+        "noise (threshold + jitter / median step time), so their slowest rank may have drawn "
+        "slower steps rather than be slower"
+    )
+    if not len(sure):
+        w = noisy.iloc[0]
+        return [
+            f"No straggler beyond the runs' own noise: {within} (highest: {w['run_id']}, "
+            f"{_straggler_words(w)}; step noise {fpct(w['straggler_noise'])}, so evidence "
+            f"would need an index above "
+            f"{a.settings.straggler_threshold + float(w['straggler_noise']):.3f})."
+        ]
+    w = sure.iloc[0]
+    return [
+        f"{len(sure)} run(s) with a straggler (index above {thr} by more than the run's own "
+        f"step-to-step noise); worst: {w['run_id']}, {_straggler_words(w)}"
+        + (f"; {within}." if len(noisy) else ".")
+    ]
+
+
+def _straggler_words(w: Any) -> str:
+    """The slowest rank of a run and its index, in words true for any number of ranks:
+    the median over two ranks is their mean."""
     who = (
         f"rank {fint(w['slowest_rank'])} on {w['slowest_host']}"
         if not missing(w["slowest_rank"])
         else "no single slowest rank"
     )
     metric = "compute time" if w.get("straggler_metric") == "compute" else "step time"
-    return [
-        f"{len(st)} run(s) with a straggler (index above "
-        f"{a.settings.straggler_threshold:g}); worst: {w['run_id']}, {who} "
-        f"({fsig(w['straggler_index'])}x the median rank's {metric})."
-    ]
+    n = w.get("world_size")
+    if not missing(n) and int(n) == 2:
+        of = f"the mean of both ranks' median {metric}s"
+    elif not missing(n):
+        of = f"the median over its {fint(n)} ranks of their median {metric}s"
+    else:
+        of = f"the median over ranks of their median {metric}s"
+    return f"{who}, index {fsig(w['straggler_index'], 4)}: its median {metric} over {of}"
 
 
 def _convergence_sentences(a: Analysis) -> List[str]:
@@ -109,12 +180,14 @@ def _convergence_sentences(a: Analysis) -> List[str]:
     if not len(c):
         return []
     out = []
-    best = c.loc[c["final_accuracy"].idxmax()] if c["final_accuracy"].notna().any() else None
+    key = "final_accuracy_mean" if "final_accuracy_mean" in c else "final_accuracy"
+    best = c.loc[c[key].idxmax()] if c[key].notna().any() else None
     words = _target_words(c)
-    if best is not None:
+    if best is not None:  # the table's "final accuracy", not its "best accuracy" (best epoch)
         words.append(
-            f"best final accuracy {fpct(best['final_accuracy'])} "
-            f"({best['group']}, global batch {fint(best['global_batch_size'])})"
+            f"highest final accuracy {fpct(best[key], 2)} (mean over the complete repeats of "
+            f"the last evaluation, the table's final accuracy; {best['group']}, global batch "
+            f"{fint(best['global_batch_size'])})"
         )
     if words:
         out.append("Convergence: " + "; ".join(words) + ".")
@@ -128,6 +201,9 @@ def _target_words(c: pd.DataFrame) -> List[str]:
     out = []
     for t, g in c[c["target_accuracy"].notna()].groupby("target_accuracy", sort=True):
         reached, runs = int(g["reached"].sum()), int(g["repeats"].sum())
+        if not runs:  # nothing ran to completion: nothing to say reached or not
+            out.append(f"target {fpct(t, 1)}: no complete run")
+            continue
         out.append(f"target {fpct(t, 1)} reached by {reached} of {runs} complete run(s)")
     return out
 
@@ -178,10 +254,13 @@ def knee_sentence(r: Any, settings: Settings) -> str:
     thr = fpct(settings.efficiency_threshold, 0)
     lo, hi = r.get("knee_low"), r.get("knee_high")
     conf = fpct(settings.confidence, 0)
-    if missing(lo):
+    if missing(r.get("max_devices")):
         return "no efficiency without a complete run"
     if int(r["max_devices"]) == int(r["base_devices"]):
         return "one device count, no scaling verdict"
+    if missing(lo):
+        why = ftext(r.get("knee_reason")) or "no efficiency interval"
+        return f"no knee ({why})"
     lo, hi = int(lo), int(hi)
     if lo == hi == int(r["max_devices"]):
         return f"efficiency is at or above {thr} at every scale up to {lo} ({conf} confidence)"
@@ -334,7 +413,11 @@ def window_sentences(runs: pd.DataFrame) -> List[str]:
         return []
     from ddlbench.spec.measure_policy import MIN_MEASURE_SECONDS  # no spec models: no pydantic
 
-    span = f"{w.min():.1f} s" if w.min() == w.max() else f"{w.min():.1f}-{w.max():.1f} s"
+    if len(w) == 1:  # one run: its window, no spread to describe
+        span = f"{w.iloc[0]:.1f} s (1 run)"
+    else:
+        span = f"{w.min():.1f} s" if w.min() == w.max() else f"{w.min():.1f}-{w.max():.1f} s"
+        span += f" (median {w.median():.1f} s)"
     short = int((w < MIN_MEASURE_SECONDS).sum())
     caveat = (
         f"; {short} below {MIN_MEASURE_SECONDS:g} s, which shows mostly the moment it ran in "
@@ -342,7 +425,4 @@ def window_sentences(runs: pd.DataFrame) -> List[str]:
         if short
         else ""
     )
-    return [
-        f"Measured window per complete run: {span} (median {w.median():.1f} s), warmup "
-        f"excluded{caveat}."
-    ]
+    return [f"Measured window per complete run: {span}, warmup excluded{caveat}."]

@@ -377,6 +377,8 @@ def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
     """A star at the knee when the data place it; a bar along the threshold from the
     confident lower end to the upper end when they only bound it."""
     lo, hi = s.get("knee_low"), s.get("knee_high")
+    if missing(lo) and s.get("knee_reason"):  # no knee the data support (docs/metrics.md)
+        return None
     if missing(lo):
         lo = hi = s.get("knee_devices")
     if missing(lo):

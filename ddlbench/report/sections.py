@@ -7,7 +7,8 @@ templates show every table of a section they know. Notes that restate a formula 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
 
 import pandas as pd
 
@@ -35,7 +36,8 @@ def knee_cell(r: Row) -> str:
     """The knee: one N, or the range of N it lies in."""
     lo, hi = r.get("knee_low"), r.get("knee_high")
     if missing(lo):
-        return "-"
+        why = ftext(r.get("knee_reason"))
+        return f"- ({why})" if why else "-"
     return fint(lo) if int(lo) == int(hi) else f"{int(lo)} - {int(hi)}"
 
 
@@ -79,7 +81,7 @@ def _has_seq(df: pd.DataFrame) -> bool:
     return "seq_len" in df and bool(pd.to_numeric(df["seq_len"], errors="coerce").notna().any())
 
 
-def _tokens(key: str) -> Column:
+def _tokens(key: str, header: str = "tokens/s (geo. mean)") -> Column:
     """A language model's tokens/s (samples, i.e. sequences, per second x sequence length);
     blank for the other rows."""
 
@@ -87,7 +89,7 @@ def _tokens(key: str) -> Column:
         seq = pd.to_numeric(pd.Series([r.get("seq_len")]), errors="coerce").iloc[0]
         return "" if missing(seq) or missing(r[key]) else fnum(float(r[key]) * float(seq))
 
-    return Column("tokens/s (geo. mean)", cell, when=_has_seq)
+    return Column(header, cell, when=_has_seq)
 
 
 def _has_applied(df: pd.DataFrame) -> bool:
@@ -103,6 +105,19 @@ COUNTED = Column(
     numeric=False,
     when=_has_applied,
 )
+#: the same for the repeat statistics, which are of every processed sample: with backup
+#: workers the dropped ranks' too, so a configuration shows its applied rate beside them
+COUNTED_ALL = Column(
+    "samples counted",
+    lambda r: "all, dropped ones too" if r.get("rate") == RATE_APPLIED else "all",
+    numeric=False,
+    when=_has_applied,
+)
+APPLIED_RATE = Column(
+    "applied samples/s (geo. mean; the scaling tables' figure)",
+    lambda r: fnum(r["rate_gmean"]) if r.get("rate") == RATE_APPLIED else "",
+    when=_has_applied,
+)
 
 
 SERIES = TableSpec(
@@ -116,9 +131,10 @@ SERIES = TableSpec(
         text("scaling", "scaling", ftext),
         col("base N", "base_devices", fint),
         col("base samples/s", "base_throughput", fnum),
+        _tokens("base_throughput", "base tokens/s"),
         col("max N", "max_devices", fint),
         col("efficiency at max", "efficiency_at_max", fpct),
-        Column("knee N", knee_cell),
+        Column("knee N", knee_cell, numeric=False),
         col("peak N", "peak_devices", fint),
         Column("more devices help? (last step)", help_cell, numeric=False),
     ],
@@ -160,8 +176,10 @@ STATS = TableSpec(
         text("configuration", "group"),
         col("N", "world_size", fint),
         Column("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}"),
+        COUNTED_ALL,
         col("samples/s (geo. mean)", "throughput_gmean", fnum),
         _ci("95 % CI", "throughput_ci95_low", "throughput_ci95_high"),
+        APPLIED_RATE,
         _tokens("throughput_gmean"),
         _ci("min - max", "throughput_min", "throughput_max"),
         col("CV", "throughput_cv", lambda v: fpct(v, 2)),
@@ -169,19 +187,63 @@ STATS = TableSpec(
         col("step time ms", "step_time_median_s", fms),
         col("jitter ms", "step_time_jitter_s", fms),
     ],
-    select=lambda c: c[c["mode"] != "allreduce"].sort_values("group"),
+    select=lambda c: _with_statistics(c[c["mode"] != "allreduce"].sort_values("group")),
     note=captions.STATS_NOTE,
     flag=lambda r: bool(r["noisy"]),
 )
+
+
+def _nonempty(df: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """The rows, or None (no table) when there are none."""
+    return df if len(df) else None
+
+
+def _with_statistics(df: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """The configurations, or None (no table) when none has a complete repeat: a table of
+    dashes says nothing the problems table does not."""
+    done = pd.to_numeric(df["repeats"], errors="coerce").fillna(0) > 0 if len(df) else []
+    return df if len(df) and bool(done.any()) else None
 
 
 def _sig4(v: Any) -> str:
     return fsig(v, 4)
 
 
-STRAGGLERS = TableSpec(
+#: the straggler table's rows, at most
+STRAGGLER_ROWS = 15
+
+
+def _multi_rank(s: pd.DataFrame) -> pd.DataFrame:
+    """The runs of more than one rank: one rank's index is 1 by definition."""
+    return s[pd.to_numeric(s["world_size"], errors="coerce") > 1] if len(s) else s
+
+
+@dataclass(frozen=True)
+class _WorstSpec(TableSpec):
+    """A table of the worst :data:`STRAGGLER_ROWS` runs of more than one rank, whose title
+    says how many it shows of how many and which runs it leaves out."""
+
+    def table(self, source: pd.DataFrame, settings: Any = None) -> Optional[Table]:
+        t = super().table(source, settings)
+        if t is None:
+            return None
+        n, single = len(_multi_rank(source)), len(source) - len(_multi_rank(source))
+        shown = (
+            f"the worst {STRAGGLER_ROWS} of {n} runs, worst first"
+            if n > STRAGGLER_ROWS
+            else "worst first"
+        )
+        t.title = f"{self.title} ({shown}" + (
+            f"; {single} run(s) of one rank, whose index is 1 by definition, not listed)"
+            if single
+            else ")"
+        )
+        return t
+
+
+STRAGGLERS = _WorstSpec(
     section="stragglers",
-    title="Straggler index per run (worst first)",
+    title="Straggler index per run of more than one rank",
     source="stragglers",
     columns=[
         text("run", "run_id"),
@@ -200,7 +262,7 @@ STRAGGLERS = TableSpec(
         text("suspect", "suspect", lambda v: "yes" if str(v) == "True" else "no"),
         text("slowest ranks (rank@host median)", "slowest_ranks", ftext),
     ],
-    select=lambda s: s.head(15),
+    select=lambda s: _nonempty(_multi_rank(s).head(STRAGGLER_ROWS)),
     note=captions.STRAGGLER_NOTE,
     flag=lambda r: bool(r["straggler"]),
 )
@@ -212,15 +274,19 @@ def _time_to_target(r: Row) -> str:
     """The median time to the target over the runs that reached it, and how many of the
     complete runs that is: a time from some of them is never shown as if from all."""
     reached = 0 if missing(r.get("reached")) else int(r["reached"])
+    runs = 0 if missing(r.get("repeats")) else int(r["repeats"])
+    if not runs:
+        return "no complete run"
     if missing(r["time_to_accuracy_s"]) or not reached:
         return "not reached"
-    runs = 0 if missing(r.get("repeats")) else int(r["repeats"])
     t = fsig(r["time_to_accuracy_s"], 4)
     return t if reached == runs else f"{t} (median of the {reached} that reached it)"
 
 
 def _reached(r: Row) -> str:
     reached = 0 if missing(r.get("reached")) else int(r["reached"])
+    if missing(r.get("repeats")) or not int(r["repeats"]):
+        return "-"
     return f"{reached} of {fint(r['repeats'])}"
 
 

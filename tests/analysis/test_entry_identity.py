@@ -138,11 +138,11 @@ def test_summary_says_how_many_runs_reached_the_target(data) -> None:
     a = analyse(_as_convergence(data, target=0.9))
     first = _convergence_sentences(a)[0]
     assert first.startswith("Convergence: target 90.0 % reached by 6 of 8 complete run(s); ")
-    assert "best final accuracy 93.0 %" in first
+    assert "highest final accuracy 93.00 % (mean over the complete repeats" in first
     a = analyse(_as_convergence(data, target=0.97))
     a.convergence["reached"] = 0  # nothing reached 97 %
     assert _convergence_sentences(a)[0].startswith(
-        "Convergence: target 97.0 % reached by 0 of 8 complete run(s); best final accuracy"
+        "Convergence: target 97.0 % reached by 0 of 8 complete run(s); highest final accuracy"
     )
     a = analyse(_as_convergence(data))
     t = CONVERGENCE.table(a.convergence)

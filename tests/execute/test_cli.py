@@ -93,6 +93,21 @@ def test_an_emptied_store_on_slurm_is_recovered_from_the_scheduler(slurm_cluster
     assert not any("Slurm has no record" in (a["message"] or "") for a in found["attempts"])
 
 
+def _runner_gone(campaign: Path, timeout_s: float = 60.0) -> None:
+    """Wait until the local runner has let go of its lock (it has closed the store), so
+    that emptying the store is not undone by the runner's own last writes through the
+    connection it still holds open."""
+    import time
+
+    from ddlbench.execute.local.executor import runner_lock
+
+    lock = runner_lock(campaign)
+    deadline = time.monotonic() + timeout_s
+    while lock.is_held():
+        assert time.monotonic() < deadline, "the local runner still holds its lock"
+        time.sleep(0.1)
+
+
 def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_text)
@@ -101,6 +116,7 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
         "submit", QUICKSTART, "--cluster", profile, "--results", res, "--campaign", "qs", *extra
     )
     ddlbench("wait", "qs", "--results", res, "--timeout", "180")
+    _runner_gone(res / "qs")  # its last writes to the store come after the runs have ended
     runs = res / "qs" / "runs"
     before = _files(runs)
     assert any(p.parts[-2:] == ("attempt-1", "job.txt") for p in map(Path, before))
