@@ -204,6 +204,18 @@ def _figures(
     return make_figures(fig_input, out / "plots")
 
 
+def _drop_stale_figures(plots: Path, figures: Dict[str, Dict[str, Path]]) -> None:
+    """Remove the figure files an earlier report left in ``plots`` and this one did not draw
+    (an accuracy figure of a campaign whose runs have since all failed, say), so that the
+    folder holds what the report shows."""
+    if not plots.is_dir():
+        return
+    drawn = {p.resolve() for f in figures.values() for p in f.values()}
+    for path in plots.iterdir():
+        if path.suffix in (".png", ".svg") and path.resolve() not in drawn:
+            path.unlink(missing_ok=True)
+
+
 def _check_formats(formats: Sequence[str]) -> None:
     bad = [f for f in formats if f not in FORMATS]
     if bad:
@@ -265,6 +277,7 @@ def build_report(
             figures["model"] = model_figure(model, out)
         say("writing report")
         files = write_reports(ctx, figures, out, formats, templates)
+        _drop_stale_figures(out / "plots", figures)
     finally:
         if worker is not None:
             worker.close()

@@ -124,6 +124,13 @@ def test_figures_in_process_and_in_the_worker_are_identical(results, monkeypatch
     assert sorted(a.figures) == sorted(b.figures) == ["efficiency", "ranks", "throughput"]
     for key in a.figures:
         assert a.figures[key]["svg"].read_bytes() == b.figures[key]["svg"].read_bytes()
+    # a figure an earlier report drew and this one does not is removed, the others kept
+    stale = results / "p" / "plots" / "accuracy_vs_batch.png"
+    stale.write_bytes(b"old")
+    (results / "p" / "plots" / "notes.txt").write_text("mine")
+    again = build_report(camp, out_dir=results / "p", formats=("md",))
+    assert not stale.exists() and (results / "p" / "plots" / "notes.txt").exists()
+    assert all(p.exists() for f in again.figures.values() for p in f.values())
 
 
 def test_cli_collect_report_and_paths(results):
