@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -306,6 +306,16 @@ def _warmup_word(w) -> str:
     return "gradual warmup" if not missing(w) and w > 0 else "no warmup"
 
 
+def _scheduler_nodes(runs: pd.DataFrame) -> List[str]:
+    """The nodes the scheduler named for the runs (Slurm's node lists, expanded): emulated
+    nodes may share one host name, which ``hosts`` holds."""
+    from ddlbench.execute.hostlist import expand
+
+    if not len(runs) or "nodelist" not in runs:
+        return []
+    return sorted({n for v in runs["nodelist"].dropna() for n in expand(str(v)) if n})
+
+
 def _applied_batch(first: pd.Series) -> object:
     """The global batch whose gradient is applied per step: (ranks - b) x batch with b
     backup workers (docs/backup-workers.md), else the global batch."""
@@ -501,6 +511,7 @@ def provenance(data, runs: pd.DataFrame, ranks: pd.DataFrame) -> Dict[str, objec
         "device_names": uniq(runs, "device_name"),
         "python_versions": uniq(ranks, "python_version"),
         "hosts": uniq(runs, "hosts"),
+        "scheduler_nodes": _scheduler_nodes(runs),
         "largest_run_devices": devices,
         "devices_per_node": sorted(
             {str(int(v)) for v in runs["tasks_per_node"].dropna()} if len(runs) else set(),

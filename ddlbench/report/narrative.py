@@ -6,7 +6,7 @@ Each sentence says what the data support and nothing more (docs/metrics.md, Verd
 from __future__ import annotations
 
 import math
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pandas as pd
 
@@ -347,7 +347,7 @@ def provenance(a: Analysis) -> List[Tuple[str, str]]:
         ("devices", ", ".join(p.get("device_names", []))),
         ("largest complete run", fdevices(p.get("largest_run_devices"))),
         ("devices per node", ", ".join(p.get("devices_per_node", [])) or "-"),
-        ("nodes", f"{len(p.get('hosts', []))}: {short_list(p.get('hosts', []))}"),
+        ("nodes", _nodes_cell(p)),
         (_job_ids_label(p.get("scheduler")), short_list(p.get("job_ids", []))),
         ("python", ", ".join(p.get("python_versions", []))),
         *((f"nodes: {k.replace('_', ' ')}", v) for k, v in (p.get("nodes") or {}).items()),
@@ -426,3 +426,13 @@ def window_sentences(runs: pd.DataFrame) -> List[str]:
         else ""
     )
     return [f"Measured window per complete run: {span}, warmup excluded{caveat}."]
+
+
+def _nodes_cell(p: Dict[str, Any]) -> str:
+    """The nodes the runs ran on: their hosts, and the scheduler's names where those differ
+    (two emulated Slurm nodes on one host are two nodes to the suspects' rule)."""
+    hosts, named = p.get("hosts", []), p.get("scheduler_nodes", [])
+    cell = f"{len(hosts)}: {short_list(hosts)}"
+    if named and set(named) != set(hosts):
+        cell = f"{len(named)}: {short_list(named)} (the scheduler's names; host(s) {cell})"
+    return cell
