@@ -17,6 +17,9 @@ from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
 from .table import Column, Row, TableSpec, col, text
 
 NOTE = (
+    "parallel: the lm.parallel mode, ddp being data parallelism with the weights replicated "
+    "on every rank, whatever the framework (PyTorch DDP, Horovod, TensorFlow's and Keras' "
+    "distribution strategies); fsdp, fsdp-grad-op, hsdp and zero1 shard (PyTorch only). "
     "tokens/s = samples/s x seq_len (global, over the measured window). TFLOP/s per device = "
     "tokens/s per device x PaLM's FLOPs per token (CPU runs too). MFU under each "
     "convention (docs/mfu.md#language-models): PaLM's 6N + 12LdS per token, Megatron's with "
