@@ -78,7 +78,7 @@ def _stragglers(row: Dict[str, Any], g) -> None:
     ok = ~np.isnan(med)
     if ok.any():
         row["step_time_median_s"] = float(np.median(med[ok]))
-        row["step_time_jitter_s"] = float(np.nanmedian(g["step_time_jitter_s"]))
+        row["step_time_jitter_s"] = float(np.nanmedian(np.asarray(g["step_time_jitter_s"], float)))
     row["step_straggler_index"] = straggler_index(med)
     row["compute_straggler_index"] = straggler_index(comp)
     # synchronous training evens out step times: the compute time shows the slow rank itself
