@@ -1,7 +1,8 @@
 """Which figures a report has, and drawing them, whole or shared between two processes.
 
-The figures themselves are drawn by :mod:`.plots`, the per-rank figure of the Stragglers
-section here; :mod:`.worker` draws them in a second process while the report's text is made.
+The figures themselves are drawn by :mod:`.plots` and :mod:`.plots_training`, the per-rank
+figure of the Stragglers section here; :mod:`.worker` draws them in a second process while
+the report's text is made. Which scaling figures are drawn: :mod:`.limits`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .limits import has_scaling
 from .plots import (
     FORMATS,
-    accuracy_batch_figure,
     busbw_figure,
-    curves_figure,
     efficiency_figure,
     new_figure,
     save,
     styled,
     throughput_figure,
 )
+from .plots_training import accuracy_batch_figure, curves_figure
 
 
 def _straggler_metric(stragglers: Optional[pd.DataFrame], run_id: str) -> Optional[str]:
@@ -125,9 +126,9 @@ def figure_plan(a) -> List[Tuple[str, str, Callable[[], object]]]:
     if len(a.points) and a.points["throughput_gmean"].notna().any():
         threshold = a.settings.efficiency_threshold
         plan.append(("throughput", "throughput", lambda: throughput_figure(a.points, a.series)))
-        plan.append(
-            ("efficiency", "efficiency", lambda: efficiency_figure(a.points, a.series, threshold))
-        )
+        if has_scaling(a.points, a.series):  # else a stack of 100 % bases: not drawn
+            draw_eff = partial(efficiency_figure, a.points, a.series, threshold)
+            plan.append(("efficiency", "efficiency", draw_eff))
     if a.largest_run and len(a.largest_ranks):
         metric = _straggler_metric(a.stragglers, a.largest_run)
         draw = partial(rank_distribution_figure, a.largest_ranks, a.largest_run, metric=metric)

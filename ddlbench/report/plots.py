@@ -7,13 +7,13 @@ message sizes, colour plus marker/line style so that a grey-scale print stays re
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.legend_handler import HandlerTuple
@@ -30,12 +30,31 @@ from ..diskfull import atomic_path
 from ..workloads.vocabulary import TRANSFORMER_MODELS
 from .captions import BUSBW
 from .format import fbytes, missing
+from .limits import efficiency_cut, efficiency_top, plot_series, throughput_limits
 
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+#: the series' markers: none a caret (^, v: an interval cut at the axis) or a star (the knee)
+MARKERS = ["o", "s", "D", "P", "X", "h", "<", ">", "p", "d"]
 STYLES = ["-", "--", "-.", ":"]
-PALETTE = colormaps["tab10"].colors
+#: Okabe and Ito's colour-blind-safe qualitative palette (blue, vermillion, bluish green,
+#: reddish purple, orange, sky blue, black, yellow: the weakest on white last)
+PALETTE = (
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#CC79A7",
+    "#E69F00",
+    "#56B4E9",
+    "#000000",
+    "#F0E442",
+)
 # fixed margins (fractions of the figure): cheaper than a tight bounding box per save
 MARGINS = dict(left=0.1, right=0.975, bottom=0.115, top=0.915)
+#: the carets of the series' cut intervals at one device count stand side by side, this far
+#: apart (log2 units of the device axis), at most CARET_SPREAD between the outermost
+CARET_DODGE = 0.03
+CARET_SPREAD = 0.3
+#: a title longer than this many characters is wrapped (the plot is lowered to make room)
+TITLE_WIDTH = 88
 
 RC = {
     "font.size": 10,
@@ -71,6 +90,15 @@ def new_figure(width: float = 7.2, height: float = 4.6, ncols: int = 1, **margin
         axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     fig.subplots_adjust(**dict(MARGINS, **margins))
     return fig, axes
+
+
+def wrapped_title(ax, title: str, fontsize: float = 10) -> None:
+    """``title`` at ``fontsize``, wrapped at :data:`TITLE_WIDTH` characters, the plot
+    lowered by a line's height per line beyond the first."""
+    lines = textwrap.wrap(title, width=TITLE_WIDTH) or [""]
+    ax.set_title("\n".join(lines), fontsize=fontsize)
+    if len(lines) > 1:
+        ax.figure.subplots_adjust(top=MARGINS["top"] - 0.04 * (len(lines) - 1))
 
 
 def _fmt_count(v, _pos=None) -> str:
@@ -149,21 +177,26 @@ def _log2_devices(ax, devices: List[int]) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _framework_colors(frameworks) -> Dict[str, tuple]:
+def framework_colors(frameworks) -> Dict[str, tuple]:
     return {fw: PALETTE[i % len(PALETTE)] for i, fw in enumerate(sorted(set(frameworks)))}
 
 
 def _series_styles(series: pd.DataFrame) -> Dict[str, dict]:
-    colors = _framework_colors(series["framework"])
+    """A colour of :data:`PALETTE` per series (several series of one framework too: sync
+    and backup workers, sharding modes), a marker per series and a line style per series of
+    a framework as second cues (the colours repeat beyond eight series); ``caret_shift``: the
+    factor that sets its carets (:data:`CUT_UP`) beside the other series' at a device count."""
     count: Dict[str, int] = {}
     out = {}
+    step = min(CARET_DODGE, CARET_SPREAD / max(len(series) - 1, 1))
     for i, (_, s) in enumerate(series.sort_values(["framework", "label"]).iterrows()):
         k = count.get(s["framework"], 0)
         count[s["framework"]] = k + 1
         out[s["series"]] = {
-            "color": colors[s["framework"]],
+            "color": PALETTE[i % len(PALETTE)],
             "marker": MARKERS[i % len(MARKERS)],
             "linestyle": STYLES[k % len(STYLES)],
+            "caret_shift": 2 ** (step * (i - (len(series) - 1) / 2)),
         }
     return out
 
@@ -193,17 +226,6 @@ def _metadata(ext: str) -> dict:
     return {"Software": "ddlbench"}
 
 
-def _plot_series(points: pd.DataFrame, series: pd.DataFrame):
-    """The series to draw: throughput mode when present, else every mode."""
-    if not len(points):
-        return points, series
-    modes = set(series["mode"])
-    if "throughput" in modes:
-        series = series[series["mode"] == "throughput"]
-        points = points[points["series"].isin(set(series["series"]))]
-    return points, series
-
-
 IDEAL_STYLE = dict(linestyle=(0, (1, 2)), linewidth=1.0, alpha=0.8)
 #: the throughput columns of a point, multiplied by the sequence length for tokens/s
 THROUGHPUT_COLUMNS = ("throughput_gmean", "ci95_low", "ci95_high", "ideal_throughput")
@@ -228,63 +250,103 @@ def throughput_unit(points: pd.DataFrame, series: pd.DataFrame) -> Tuple[pd.Data
     return out, "tokens/s"
 
 
+#: a caret at an axis' edge where a 95 % interval runs beyond it (docs/reports.md)
+CUT_UP = dict(marker="^", markersize=7, linestyle="none", clip_on=False, zorder=6)
+CUT_DOWN = dict(CUT_UP, marker="v")
+CUT_LABEL = "interval beyond the axis (cut)"
+
+
+def _throughput_errorbar(ax, p: pd.DataFrame, st: dict, label: str, limits) -> Tuple[bool, bool]:
+    """One series' points and 95 % intervals, each interval cut at the axis' edge where
+    ``limits`` (:func:`.limits.throughput_limits`) stop it, with a caret there; whether it
+    drew an interval and whether it cut one."""
+    gmean = p["throughput_gmean"]
+    low, high = p["ci95_low"], p["ci95_high"]
+    cut_lo = cut_hi = pd.Series(False, index=p.index)
+    if limits is not None:
+        cut_lo, cut_hi = (low < limits[0]).fillna(False), (high > limits[1]).fillna(False)
+        low, high = low.clip(lower=limits[0]), high.clip(upper=limits[1])
+    lo, hi = (gmean - low).fillna(0), (high - gmean).fillna(0)
+    ci = bool((lo + hi).gt(0).any())
+    ax.errorbar(
+        p["devices"],
+        gmean,
+        yerr=[lo, hi] if ci else None,
+        color=st["color"],
+        marker=st["marker"],
+        linestyle=st["linestyle"],
+        capsize=3,
+        markersize=5,
+        label=label,
+    )
+    for cut, y, style in ((cut_hi, high, CUT_UP), (cut_lo, low, CUT_DOWN)):
+        if cut.any():
+            x = p["devices"][cut] * st["caret_shift"]
+            ax.plot(x, y[cut], color=st["color"], **style)
+    return ci, bool(cut_lo.any() or cut_hi.any())
+
+
 @styled
 def throughput_figure(points: pd.DataFrame, series: pd.DataFrame):
     """Global throughput vs devices: geometric means over repeats with their 95 % intervals
     (the one rule of ``analyse/stats.py``), ideal (linear) scaling dotted in the series'
-    colour; the title and the legend name only what is drawn."""
-    points, series = _plot_series(points, series)
+    colour, intervals beyond the axis cut with a caret (:func:`.limits.throughput_limits`);
+    the title and the legend name only what is drawn."""
+    points, series = plot_series(points, series)
     points, unit = throughput_unit(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
-    ideal_colors, has_ci = [], False
+    limits = throughput_limits(points[points["throughput_gmean"].notna()]) if len(points) else None
+    ideal_colors, cut_colors, has_ci = [], [], False
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["throughput_gmean"].notna()]
         if not len(p):
             continue
         st = styles[s["series"]]
-        lo = (p["throughput_gmean"] - p["ci95_low"]).fillna(0)
-        hi = (p["ci95_high"] - p["throughput_gmean"]).fillna(0)
-        ci = bool((lo + hi).gt(0).any())
+        ci, cut = _throughput_errorbar(ax, p, st, s["label"], limits)
         has_ci |= ci
-        ax.errorbar(
-            p["devices"],
-            p["throughput_gmean"],
-            yerr=[lo, hi] if ci else None,
-            color=st["color"],
-            marker=st["marker"],
-            linestyle=st["linestyle"],
-            capsize=3,
-            markersize=5,
-            label=s["label"],
-        )
+        cut_colors += [st["color"]] if cut else []
         if p["ideal_throughput"].notna().sum() >= 2:
             ideal_colors.append(st["color"])
             ax.plot(p["devices"], p["ideal_throughput"], color=st["color"], **IDEAL_STYLE)
     if len(points):
         _log2_devices(ax, points["devices"].tolist())
     count_axis(ax)
+    if limits is not None:
+        ax.set_ylim(limits[0], limits[1])
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel(f"global throughput ({unit})")
     marks = ", its 95 % CI" if has_ci else ""
     marks += "; dotted: ideal scaling" if ideal_colors else ""
-    ax.set_title(f"Throughput vs devices (geometric mean of repeats{marks})", fontsize=10)
+    marks += "; caret: CI cut at the axis" if cut_colors else ""
+    wrapped_title(ax, f"Throughput vs devices (geometric mean of repeats{marks})")
     handles, labels = ax.get_legend_handles_labels()
-    if handles and ideal_colors:  # a legend entry only for what is drawn, as it is drawn
-        handles.append(series_legend_handle(ideal_colors, **IDEAL_STYLE))
-        labels.append("ideal (linear from base)")
+    extra = [(ideal_colors, IDEAL_STYLE, "ideal (linear from base)")]
+    extra += [(cut_colors, CUT_UP, CUT_LABEL)]
+    for colors, style, label in extra if handles else []:  # only what is drawn, as drawn
+        if colors:
+            handles.append(series_legend_handle(colors, **_swatch(style)))
+            labels.append(label)
     if handles:
         legend(ax, handles, labels, loc="upper left", frameon=True)
     return fig
+
+
+def _swatch(style: dict) -> dict:
+    """A mark's style as a legend swatch (no drawing options)."""
+    return {k: v for k, v in style.items() if k not in ("clip_on", "zorder")}
 
 
 KNEE_STAR = dict(marker="*", markeredgecolor="black", linestyle="none")
 KNEE_BAR = dict(linewidth=5, alpha=0.45, solid_capstyle="butt")
 
 
-def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float):
-    """One series' efficiency line, its 95 % intervals and its knee; the marks it drew, as
-    ``(mark, colour)`` pairs (mark: ``ci``, ``star`` or ``range``)."""
+def _plot_efficiency_series(
+    ax, s: pd.Series, p: pd.DataFrame, st: dict, threshold: float, top: float
+) -> list:
+    """One series' efficiency line, its 95 % intervals (cut at ``top``, in %, with a caret
+    there) and its knee; the marks it drew, as ``(mark, colour)`` pairs (mark: ``ci``,
+    ``cut``, ``star`` or ``range``)."""
     ax.plot(
         p["devices"],
         100 * p["efficiency"],
@@ -300,12 +362,17 @@ def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, thresho
         ax.vlines(
             ci["devices"],
             100 * ci["efficiency_ci95_low"],
-            100 * ci["efficiency_ci95_high"],
+            (100 * ci["efficiency_ci95_high"]).clip(upper=top),
             color=st["color"],
             linewidth=1.2,
             alpha=0.7,
         )
         drawn += [("ci", st["color"])] if len(ci) else []
+        cut = ci[efficiency_cut(ci, top)]
+        if len(cut):
+            x = cut["devices"] * st["caret_shift"]
+            ax.plot(x, [top] * len(cut), color=st["color"], **CUT_UP)
+            drawn.append(("cut", st["color"]))
     knee = _mark_knee(ax, s, p, threshold, st["color"])
     return drawn + ([(knee, st["color"])] if knee else [])
 
@@ -313,6 +380,7 @@ def _plot_efficiency_series(ax, s: pd.Series, p: pd.DataFrame, st: dict, thresho
 #: what each efficiency mark is called in the title and the legend, and its legend swatch
 EFFICIENCY_MARKS = {
     "ci": ("95 % CI", None, None),
+    "cut": ("caret: CI cut at the axis", CUT_LABEL, _swatch(CUT_UP)),
     "star": ("star: knee", "knee", dict(KNEE_STAR, markersize=9)),
     "range": ("bar on the threshold: knee range", "knee range (the data cannot tell)", KNEE_BAR),
 }
@@ -341,16 +409,18 @@ def efficiency_title(marks: list) -> str:
 
 @styled
 def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: float):
-    """Scaling efficiency vs devices, threshold line, knee of every series marked."""
-    points, series = _plot_series(points, series)
+    """Scaling efficiency vs devices, threshold line, knee of every series marked; the axis
+    stops at :func:`.limits.efficiency_top`, an interval beyond it is cut with a caret."""
+    points, series = plot_series(points, series)
     points, unit = throughput_unit(points, series)
     fig, (ax,) = new_figure(7.2, 4.6)
     styles = _series_styles(series)
+    top, _cap = efficiency_top(points[points["efficiency"].notna()])
     marks = []
     for _, s in series.sort_values(["framework", "label"]).iterrows():
         p = points[(points["series"] == s["series"]) & points["efficiency"].notna()]
         if len(p):
-            marks += _plot_efficiency_series(ax, s, p, styles[s["series"]], threshold)
+            marks += _plot_efficiency_series(ax, s, p, styles[s["series"]], threshold, top)
     ax.axhline(100 * threshold, color="black", linestyle="--", linewidth=1)
     ax.text(
         0.99,
@@ -363,12 +433,10 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     )
     if len(points):
         _log2_devices(ax, points["devices"].tolist())
-    top = [points[c].max() for c in ("efficiency", "efficiency_ci95_high") if c in points]
-    top = [float(v) for v in top if not missing(v)]
-    ax.set_ylim(0, max([110.0] + [100 * v + 5 for v in top]))
+    ax.set_ylim(0, top)  # every point; intervals up to a cap (.limits.efficiency_top)
     ax.set_xlabel("devices (workers)")
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_title(efficiency_title(marks), fontsize=10)
+    wrapped_title(ax, efficiency_title(marks))
     _efficiency_legend(ax, marks)
     return fig
 
@@ -396,124 +464,12 @@ def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
 
 
 @styled
-def accuracy_batch_figure(conv: pd.DataFrame):
-    """Final top-1 accuracy vs global batch size, with and without gradual warmup; the
-    intervals where a configuration has them (two repeats or more)."""
-    fig, (ax,) = new_figure(7.2, 4.4)
-    if not len(conv):
-        return fig
-    xcol, xlabel = _batch_axis(conv)
-    study = (
-        conv["study_label"] if "study_label" in conv else conv["framework"] + " " + conv["model"]
-    )
-    conv = conv.assign(_study=study)
-    colors, has_ci = _framework_colors(conv["_study"]), False
-    for (name, warm), g in conv.sort_values(xcol).groupby(["_study", "warmup"]):
-        g = g[g["final_accuracy_mean"].notna()]
-        if not len(g):
-            continue
-        warmup = warm != "no warmup"
-        # points and bars: the mean of the repeats and its interval (one statistic)
-        lo = (g["final_accuracy_mean"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
-        hi = (g["final_accuracy_ci95_high"] - g["final_accuracy_mean"]).clip(lower=0).fillna(0)
-        ci = bool(g["final_accuracy_ci95_low"].notna().any())
-        has_ci |= ci
-        ax.errorbar(
-            g[xcol] * (1.03 if warmup else 1 / 1.03),  # bars side by side
-            100 * g["final_accuracy_mean"],
-            yerr=[100 * lo, 100 * hi] if ci else None,
-            capsize=3,
-            color=colors[name],
-            marker="o" if warmup else "s",
-            linestyle="-" if warmup else "--",
-            label=f"{name}, {warm}",
-        )
-    _target_line(ax, conv["target_accuracy"].dropna().unique())
-    ax.set_xscale("log", base=2)
-    ticks = sorted(set(int(v) for v in conv[xcol].dropna() if v > 0))
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("final validation accuracy (%)")
-    ci = ", its 95 % CI" if has_ci else ""
-    arms = "warmup vs none" if conv["warmup"].nunique() > 1 else conv["warmup"].iloc[0]
-    ax.set_title(f"Accuracy vs global batch (mean of repeats{ci}; {arms})")
-    ax.legend(loc="lower left")
-    return fig
-
-
-def _batch_axis(conv: pd.DataFrame) -> Tuple[str, str]:
-    """The x axis of the accuracy figure: the global batch, or, where backup workers drop
-    gradients, the global batch applied per step ((ranks - b) x batch)."""
-    if (
-        "applied_batch_size" in conv
-        and (
-            conv["applied_batch_size"].fillna(conv["global_batch_size"])
-            != conv["global_batch_size"]
-        ).any()
-    ):
-        return "applied_batch_size", "global batch applied per step: (ranks - b) x batch"
-    return "global_batch_size", "global batch size (samples)"
-
-
-def _target_line(ax, targets) -> None:
-    """The target accuracy, when the runs share one."""
-    if len(targets) != 1:
-        return
-    ax.axhline(100 * targets[0], color="black", linestyle=":", linewidth=1)
-    ax.text(
-        0.01,
-        100 * targets[0],
-        f" target {100 * targets[0]:g} %",
-        transform=ax.get_yaxis_transform(),
-        va="bottom",
-        fontsize=8.5,
-    )
-
-
-@styled
-def curves_figure(curves: pd.DataFrame):
-    """Validation accuracy per epoch of every convergence run, by global batch size."""
-    arms = sorted(curves["warmup"].unique()) if len(curves) else []
-    fig, axes = new_figure(7.2, 4.2, ncols=max(len(arms), 1), top=0.84, wspace=0.08)
-    for ax in axes[1:]:
-        ax.sharey(axes[0])
-        ax.tick_params(labelleft=False)
-    axes = [axes]
-    if not len(curves):
-        return fig
-    gbs = sorted(curves["global_batch_size"].dropna().unique())
-    cmap = colormaps["viridis"]
-    color = {b: cmap(i / max(len(gbs) - 1, 1)) for i, b in enumerate(gbs)}
-    for ax, arm in zip(axes[0], arms):
-        c = curves[curves["warmup"] == arm]
-        for _run_id, g in c.groupby("run_id", sort=True):
-            b = g["global_batch_size"].iloc[0]
-            ax.plot(
-                g["epoch"] + 1,
-                100 * g["accuracy"],
-                color=color.get(b, "grey"),
-                marker=".",
-                label=f"GBS {int(b)}",
-            )
-        ax.set_title(arm)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        handles, labels = ax.get_legend_handles_labels()
-        uniq = dict(zip(labels, handles))
-        ax.legend(uniq.values(), uniq.keys(), loc="lower right", fontsize=8)
-    axes[0][0].set_ylabel("validation accuracy (%)")
-    fig.suptitle("Training curves", fontsize=11)
-    return fig
-
-
-@styled
 def busbw_figure(ar: pd.DataFrame):
     """Allreduce bus bandwidth vs message size, one line per configuration."""
     fig, (ax,) = new_figure(7.2, 4.6, bottom=0.19)
     if not len(ar):
         return fig
-    colors = _framework_colors(ar["framework"])
+    colors = framework_colors(ar["framework"])
     for i, (_group, g) in enumerate(ar.groupby("group", sort=True)):
         g = g.sort_values("bytes")
         fw = g["framework"].iloc[0]

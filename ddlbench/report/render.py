@@ -29,6 +29,7 @@ from ..diskfull import atomic_path
 from . import narrative
 from .captions import APPLIED_CAPTION, FIGURE_TEXT, FORMULAS
 from .format import fpct, md_cell
+from .limits import figure_notes
 from .lm import write_comparisons
 from .missing import check_data
 from .model import (
@@ -88,16 +89,22 @@ def _env():
 
 
 def _figure_entries(
-    figures: Dict[str, Dict[str, Path]], out_dir: Path, formats: Sequence[str], applied: bool
+    figures: Dict[str, Dict[str, Path]],
+    out_dir: Path,
+    formats: Sequence[str],
+    applied: bool,
+    notes: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Dict[str, str]]:
     """The report's figures by key, in report order, with titles, captions and paths (the
-    PNG inlined for HTML). ``applied``: a series is of the applied rate (backup workers)."""
+    PNG inlined for HTML). ``applied``: a series is of the applied rate (backup workers);
+    ``notes``: what a caption adds by key (an interval cut at an axis, :mod:`.limits`)."""
     figs = []
     for key in ("throughput", "efficiency", "model", "ranks", "accuracy", "curves", "busbw"):
         if key not in figures:
             continue
         title, caption = FIGURE_TEXT[key]
         caption += APPLIED_CAPTION if applied and key == "throughput" else ""
+        caption += (notes or {}).get(key, "")
         png = figures[key]["png"]
         figs.append(
             {
@@ -145,6 +152,7 @@ def report_context(
         "model_notes": model_notes(model) + (transports.notes if transports else []),
         "model_gap": model_gap,
         "applied_series": "rate" in a.series and bool((a.series["rate"] == "applied").any()),
+        "figure_notes": figure_notes(a.points, a.series),
         "stderr_tails": stderr_tails(a),
         "data_files": [f for f in DATA_FILES if (out_dir / REPORT_DATA_DIR / f).exists()],
         "md_cell": md_cell,
@@ -169,7 +177,8 @@ def write_reports(
     """Render each format's template with ``ctx`` and the figures, each file written whole."""
     templates = templates or load_templates(formats)
     applied = bool(ctx.get("applied_series"))
-    ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats, applied))
+    notes = ctx.get("figure_notes")
+    ctx = dict(ctx, figs=_figure_entries(figures, out_dir, formats, applied, notes))
     out: Dict[str, Path] = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
@@ -191,17 +200,23 @@ def _copy_data_files(data: CampaignData, out: Path, comparisons: Any) -> None:
 
 
 def _figures(
-    worker, fig_input, out: Path, say: Callable[[str], None]
+    worker, fig_input, out: Path, say: Callable[[str], None], model=None
 ) -> Dict[str, Dict[str, Path]]:
-    """The worker's figures; drawn here when there is no worker or it failed."""
+    """The worker's figures (drawn here when there is no worker or it failed), and the
+    scaling model's when there is one."""
+    figures = None
     if worker is not None:
         try:
-            return worker.result()
+            figures = worker.result()
         except RuntimeError as exc:
             say(f"{exc}; drawing in this process")
-    from .figures import make_figures
+    if figures is None:
+        from .figures import make_figures
 
-    return make_figures(fig_input, out / "plots")
+        figures = make_figures(fig_input, out / "plots")
+    if model is not None:
+        figures["model"] = model_figure(model, out)
+    return figures
 
 
 def _drop_stale_figures(plots: Path, figures: Dict[str, Dict[str, Path]]) -> None:
@@ -272,9 +287,7 @@ def build_report(
         model, model_gap = scaling_model(a, data, calibration, run_states, say)
         ctx = report_context(a, data, out, model, model_gap)
         templates = load_templates(formats)
-        figures = _figures(worker, fig_input, out, say)
-        if model is not None:
-            figures["model"] = model_figure(model, out)
+        figures = _figures(worker, fig_input, out, say, model)
         say("writing report")
         files = write_reports(ctx, figures, out, formats, templates)
         _drop_stale_figures(out / "plots", figures)

@@ -107,10 +107,10 @@ def test_html_renders_in_headless_chromium(demo_report, tmp_path):
 
     img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
     assert img.shape[:2] == (2000, 1280)
-    # not blank, and the figures are drawn: the throughput plot's lines use matplotlib's
-    # tab10 blue (31, 119, 180) and orange (255, 127, 14)
+    # not blank, and the figures are drawn: the throughput plot's lines use the Okabe-Ito
+    # palette's blue (0, 114, 178) and vermillion (213, 94, 0)
     assert (img.sum(axis=2) < 600).mean() > 0.01
-    for colour in ((31, 119, 180), (255, 127, 14)):
+    for colour in ((0, 114, 178), (213, 94, 0)):
         near = (np.abs(img - np.array(colour)).sum(axis=2) < 40).sum()
         assert near > 200, colour
     shutil.copy(shot, res.out_dir / "screenshot.png")  # kept for a human look

@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 
 from ddlbench.analyse.analysis import analyse
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.report import figures, plots
+from ddlbench.report import figures, plots, plots_training
 from ddlbench.report.narrative import provenance
 from tests.support.synth import SynthRun, write_campaign
 
@@ -258,10 +258,10 @@ def test_accuracy_title_names_the_interval_only_when_drawn():
             "target_accuracy": 0.7,
         }
     )
-    assert "CI" not in plots.accuracy_batch_figure(conv).axes[0].get_title()
+    assert "CI" not in plots_training.accuracy_batch_figure(conv).axes[0].get_title()
     conv["final_accuracy_ci95_low"] = conv["final_accuracy_mean"] - 0.01
     conv["final_accuracy_ci95_high"] = conv["final_accuracy_mean"] + 0.01
-    assert "95 % CI" in plots.accuracy_batch_figure(conv).axes[0].get_title()
+    assert "95 % CI" in plots_training.accuracy_batch_figure(conv).axes[0].get_title()
 
 
 def test_model_legend_draws_the_model_in_the_series_colours():
