@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from ddlbench.errors import DDLBenchError
 
@@ -77,6 +77,14 @@ def shipped_profiles() -> Optional[Path]:
     """The folder of the shipped cluster profiles (None only when nothing is shipped)."""
     root = _installed_root() or _checkout_root()
     return root / PROFILES if root else None
+
+
+def profile_names(folder: Optional[Path]) -> List[str]:
+    """The profile names a folder holds (``iris`` for ``iris.yaml`` or ``iris.yml``), sorted:
+    what :func:`ddlbench.spec.load.find_profile` finds there by name."""
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted({p.stem for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml")})
 
 
 def shipped_examples() -> Optional[Path]:

@@ -54,6 +54,35 @@ def parse_threshold(text: str) -> float:
     return v / 100.0
 
 
+def parse_change_threshold(text: str) -> float:
+    """``compare --threshold``: '5%' (or '5') -> 0.05, the fraction its verdicts use.
+
+    Raises ValueError saying what is wrong: a bare number below 1 (``0.05``: 0.05 % or 5 %?),
+    0 (no change can be shown to lie within +/- 0 %, and a drop of 0 % is no drop) or 100 %
+    and more (throughput cannot drop by that much: nothing could regress).
+    """
+    s = str(text).strip()
+    try:
+        v = float(s[:-1] if s.endswith("%") else s) / 100.0
+    except ValueError:
+        raise ValueError(f"expected a percentage such as 5%, got {text!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"expected a percentage such as 5%, got {text!r}")
+    if not s.endswith("%") and 0 < v * 100 < 1:
+        raise ValueError(
+            f"{text!r} is {100 * v:g} % (a bare number is a percentage): write "
+            f"{100 * v:g}% for that, or {100 * v * 100:g}% for {100 * v:g} as a fraction"
+        )
+    if v <= 0:
+        raise ValueError(f"must be above 0 %, got {text!r} (5% is the default)")
+    if v >= 1:
+        raise ValueError(
+            f"must be below 100 %, got {text!r}: throughput cannot drop by 100 % or more, "
+            "so no configuration could regress"
+        )
+    return v
+
+
 #: the columns of :func:`compare`'s table, in order
 COLUMNS = [
     "group",

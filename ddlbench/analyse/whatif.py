@@ -114,14 +114,51 @@ def _step(case, topo, layers, compute: float, end: str) -> Dict[str, float]:
             "latency_s": comm.latency_s, "messages": comm.messages}  # fmt: skip
 
 
+#: The relative gap between the model's step at the base and the measured one that counts as
+#: solved; a larger one after bisection means no compute time reproduces the base.
+SOLVED = 1e-6
+
+
 def _compute_at_base(case, base: hierarchy.Topology, layers, end: str) -> float:
-    """``C`` such that the model's step at the base equals the measured one."""
+    """``C`` such that the model's step at the base equals the measured one: a fixed-point
+    iteration, then bisection on ``(0, measured]`` where that has not converged (the step
+    at ``C = measured`` is at least ``measured``). A base the links cannot reproduce (its
+    communication at ``C -> 0`` already longer than the measured step, :func:`base_floor`)
+    gets the smallest ``C`` tried."""
     measured = case.batch / case.single_throughput
     c = measured
     for _ in range(8):
         s = _step(case, base, layers, c, end)
         c = max(1e-9, c * measured / s["step_s"])
-    return c
+    if abs(_step(case, base, layers, c, end)["step_s"] / measured - 1) <= SOLVED:
+        return c
+    lo, hi = measured * 1e-9, measured
+    if _step(case, base, layers, lo, end)["step_s"] >= measured:
+        return lo
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if _step(case, base, layers, mid, end)["step_s"] < measured:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= SOLVED * measured * 1e-3:
+            break
+    return (lo + hi) / 2
+
+
+def base_floor(case: Case, base: hierarchy.Topology) -> Tuple[float, float]:
+    """(the measured step at the base, the shortest step the model allows there: its
+    communication and synchronisation with no compute to hide behind). A measured step below
+    the floor means the base is faster than the links given allow (docs/scaling-model.md)."""
+    layers = layers_of(case)
+    measured = case.batch / case.single_throughput
+    return measured, _step(case, base, layers, measured * 1e-9, "mid")["step_s"]
+
+
+def base_layout(case: Case, gpus_per_node: int, one: hierarchy.Topology) -> hierarchy.Topology:
+    """The layout the base was measured on: ``base_devices`` on as few nodes as hold them."""
+    bn = sharded.ceil_nodes(case.base_devices, gpus_per_node)
+    return replace(one, gpus_per_node=min(case.base_devices, gpus_per_node), nodes=bn)
 
 
 def _at(topo: hierarchy.Topology, end: str) -> hierarchy.Topology:
@@ -227,8 +264,7 @@ def curve(
     """Rows for the base layout (one device, or ``base_devices`` on as few nodes as hold them),
     then ``gpus_per_node`` devices on each node count of ``nodes``."""
     one = hierarchy.Topology(1, 1, intra, inter, nics_per_node, hierarchy.base_latency_s())
-    bn = sharded.ceil_nodes(case.base_devices, gpus_per_node)
-    base = replace(one, gpus_per_node=min(case.base_devices, gpus_per_node), nodes=bn)
+    base = base_layout(case, gpus_per_node, one)
     rows = [point(case, base, base)]
     for k in sorted(set(nodes)):
         topo = replace(one, gpus_per_node=gpus_per_node, nodes=k)

@@ -7,6 +7,7 @@ imports (pandas, matplotlib) inside their functions so that ``ddlbench --help`` 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -29,7 +30,8 @@ Typical use on a login node:
 
 Exit codes: 0 success, 2 bad input, 1 any other failure, 3 nothing to report yet
 (`report` without a complete run), 75 the scheduler did not answer, 124 `wait --timeout`
-passed (`ddlbench docs failures`).
+passed, 141 the reader closed the output early (`| head`: nothing is printed). What each
+looks like: `ddlbench docs failures`.
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 
@@ -70,6 +72,11 @@ class _Group(click.Group):
             click.echo("ddlbench: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+            if isinstance(exc, BrokenPipeError) and _output_closed():
+                # `ddlbench docs | head -2`: the reader has what it wanted; a broken pipe of
+                # ddlbench's own (the figure worker's) stays an internal error
+                _quiet_output()
+                ctx.exit(EXIT_BROKEN_PIPE)
             from ddlbench.diskfull import DiskFull, detail_of, folder_of, is_disk_full
 
             if is_disk_full(exc) and not os.environ.get("DDLBENCH_DEBUG"):
@@ -84,6 +91,33 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(1)
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program killed by it
+
+
+def _output_closed() -> bool:
+    """Whether the reader of stdout or stderr has gone: poll reports an error on the write end
+    of a pipe whose read end is closed (Linux, macOS)."""
+    import select
+
+    if not hasattr(select, "poll"):  # pragma: no cover - no poll: trust the exception
+        return True
+    poller = select.poll()
+    for fd in (1, 2):
+        poller.register(fd, select.POLLOUT)
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in poller.poll(0))
+
+
+def _quiet_output() -> None:
+    """Point stdout and stderr at /dev/null, so that the interpreter's last flush of what is
+    still buffered cannot fail again and print "Exception ignored ... BrokenPipeError"
+    (Python's documentation on SIGPIPE); SIGPIPE's handling is left as it is."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a test's buffer
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def _has_position(line: str) -> bool:
@@ -123,17 +157,30 @@ def run() -> None:
     try:
         main()
     except SystemExit as exc:
-        if not quick_exit_requested() or not (exc.code is None or isinstance(exc.code, int)):
+        if not (exc.code is None or isinstance(exc.code, int)):
             raise
         code = exc.code or 0
     else:  # pragma: no cover - click's standalone main always raises SystemExit
         code = 0
+    if not _flush_output():
+        code = EXIT_BROKEN_PIPE
+    if quick_exit_requested():
+        os._exit(code)
+    sys.exit(code)
+
+
+def _flush_output() -> bool:
+    """Flush stdout and stderr; False when the reader of one has gone (``| head``), which then
+    leaves it pointing at /dev/null so that nothing complains at the interpreter's exit."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: nothing left to say
+    except BrokenPipeError:
+        _quiet_output()
+        return False
+    except (OSError, ValueError):  # a closed stream: nothing left to say
         pass
-    os._exit(code)
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -41,8 +41,10 @@ no configuration in common, bad threshold).
     "--threshold",
     default="5%",
     show_default=True,
-    help="A configuration regressed when its drop is significant (against no change) and its "
-    "measured change is at least this.",
+    help="A percentage above 0 and below 100 (5% or 5: five percent; 0.5%). A configuration "
+    "regressed when its drop is significant (against no change) and its measured change is "
+    "at least this. --json gives it as threshold_percent (5) and as the fraction threshold "
+    "(0.05), the unit of its change.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
@@ -60,15 +62,13 @@ def command(
     where a run started on a busy node. Backup-worker configurations (b > 0) are compared on
     their applied samples per second (`ddlbench docs metrics`).
     """
-    from ddlbench.analyse.compare import parse_threshold
+    from ddlbench.analyse.compare import parse_change_threshold
     from ddlbench.errors import InputError
 
     try:
-        thr = parse_threshold(threshold)
-    except ValueError:
-        raise InputError(
-            f"--threshold: expected a percentage such as 5%, got {threshold!r}"
-        ) from None
+        thr = parse_change_threshold(threshold)
+    except ValueError as exc:
+        raise InputError(f"--threshold: {exc}") from None
     base_dir, new_dir = _campaigns(results, base, new)
 
     from ddlbench.analyse.compare import compare
@@ -95,16 +95,28 @@ def command(
             "base_campaign": b.name,
             "new_campaign": n.name,
             "threshold": thr,
+            "threshold_percent": _percent(thr),
             "regressed": regressed,
             "compared": int(len(both)),
-            "configurations": [
-                {k: _num(v) for k, v in row.items()} for row in df.to_dict(orient="records")
-            ],
+            "configurations": [_json_row(row) for row in df.to_dict(orient="records")],
         }
         click.echo(json.dumps(out, indent=1, sort_keys=True))
     else:
         _print(df, _named(base, b.name), _named(new, n.name), thr, regressed, len(both))
     ctx.exit(1 if regressed else 0)
+
+
+def _percent(fraction: float) -> float:
+    """A fraction as the percentage the text prints (0.05 -> 5.0, 0.001 -> 0.1)."""
+    return float(f"{100 * fraction:.10g}")
+
+
+def _json_row(row: dict) -> dict:
+    """One configuration for ``--json``: plain numbers, ``repeats_needed`` a whole number."""
+    out = {k: _num(v) for k, v in row.items()}
+    if out.get("repeats_needed") is not None:
+        out["repeats_needed"] = int(out["repeats_needed"])
+    return out
 
 
 def _campaigns(results: Path, base: str, new: str):
@@ -160,7 +172,7 @@ def _footer(df, thr: float, level: str, regressed: int, compared: int) -> str:
     applied = bool((df["rate"] == "applied").any()) if "rate" in df else False
     text = (
         f"{compared} configuration(s) compared, {regressed} regressed (a drop significant at "
-        f"alpha 0.05 against no change, with a measured change of -{100 * thr:g} % or more). "
+        f"alpha 0.05 against no change, with a measured change of -{_percent(thr):g} % or more). "
         "BASE, NEW: geometric means over complete repeats (samples/s"
         + ("; applied samples/s where the configuration says so" if applied else "")
         + f"); CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided "
@@ -187,7 +199,7 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
 
     style = {"regressed": "red", "improved": "green", "unchanged": ""}
     t = Table(
-        title=f"throughput: {new} vs {base} (threshold {100 * thr:g} %)",
+        title=f"throughput: {new} vs {base} (threshold {_percent(thr):g} %)",
         title_justify="left",
         box=None,
         header_style="bold",

@@ -49,10 +49,13 @@ def command(spec_path: str | None, cluster: str | None, results: Path, as_json: 
             for e in spec.value.frameworks
         ]
     else:
-        from ddlbench.spec.load import default_profile_name
+        from ddlbench.spec.load import default_profile_name, option_profile
 
-        name, why = (cluster, "--cluster") if cluster else default_profile_name()
-        profile = load_profile(name)
+        if cluster:
+            profile, why = option_profile(cluster), "--cluster"
+        else:
+            name, why = default_profile_name()
+            profile = load_profile(name)
     checks = run_doctor(profile.value, entries, results)
     files = files_in_use(profile.value, profile.path, spec_path)
     if as_json:

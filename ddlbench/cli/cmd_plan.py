@@ -117,6 +117,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
     from rich.table import Table
 
     from ddlbench.plan.memory import memory_gib
+    from ddlbench.report.format import fsig  # standard library only: no pandas here
 
     p = plan.profile
     memory = memory_gib(plan)
@@ -158,7 +159,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
             *(_backup_cells(r) if backups else ()),
             f"{r.lr:.4g}",
             f"{r.node_hours:.2f}",
-            *((f"{gib:.1f}" if gib is not None else "-",) if lm else ()),
+            *((fsig(gib, 3),) if lm else ()),  # 0.412 and 0.387, not 0.4 twice
         )
     console.print(table)
     if backups:

@@ -11,6 +11,7 @@ from typing import List, Optional
 import click
 
 from ddlbench.cli.common import campaign_dir, results_option
+from ddlbench.cli.predict_checks import batch_of, check_base, from_alone, whole_nodes
 from ddlbench.errors import InputError
 
 DEFAULT_NODES = "1,2,4,8,16,32,64"
@@ -83,7 +84,9 @@ Exit codes: 0 success, 2 bad input.
 @click.option("--base-throughput", "base_rate", type=float,
               help="Measured throughput of --base-devices devices together: samples/s "
               "(tokens/s for a transformer).")  # fmt: skip
-@click.option("--base-devices", type=int, default=1, show_default=True)
+@click.option("--base-devices", type=int, default=None,
+              help="The devices --base-throughput was measured on [1]; more than one node: "
+              "a whole number of nodes.")  # fmt: skip
 @click.option("--from", "source", help="A campaign: its measured base, sweep and overlap.")
 @click.option("--series", help="With --from: the campaign's series (its label or spec variant) "
               "to predict; required when the campaign has several.")  # fmt: skip
@@ -113,7 +116,8 @@ Exit codes: 0 success, 2 bad input.
     "plot",
     type=click.Path(path_type=Path),
     default=None,
-    help="Draw the curve and its interval band to this file, .png or .svg (none unless asked).",
+    help="Draw the curve and its interval band to this file, .png or .svg, in a folder that "
+    "exists (none unless asked).",
 )
 @click.option("--no-plot", is_flag=True, help="Draw no curve (the default; kept for scripts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON.")
@@ -133,7 +137,7 @@ def command(**kw) -> None:
         list_presets,
         meta_of,
         plot,
-        plot_format,
+        plot_target,
         print_measured,
         print_table,
     )
@@ -141,11 +145,14 @@ def command(**kw) -> None:
     if kw["list_presets"]:
         list_presets(kw["as_json"])
         return
-    if kw["plot"] and not kw["no_plot"]:
-        plot_format(kw["plot"])  # a name that is neither .png nor .svg: exit 2 before any work
+    if kw["plot"] and kw["no_plot"]:
+        raise InputError("--plot and --no-plot contradict each other: give one of them")
+    if kw["plot"]:
+        plot_target(kw["plot"])  # not .png nor .svg, or not writable: exit 2 before any work
     case, topo_args, note, camp = _inputs(kw)
     from ddlbench.analyse import whatif
 
+    check_base(kw, case, topo_args, camp)
     rows = whatif.curve(case, *topo_args)
     add_memory(rows, case, topo_args[0])
     meta = {**meta_of(case, topo_args, note), "series": camp.label if camp else None,
@@ -157,8 +164,11 @@ def command(**kw) -> None:
     else:
         print_table(meta, rows)
         print_measured(measured)
-    if kw["plot"] and not kw["no_plot"]:
-        plot(rows, meta, kw["plot"], measured)
+    if kw["plot"]:
+        try:
+            plot(rows, meta, kw["plot"], measured)
+        except OSError as exc:  # written to after the check (removed, filled, permissions)
+            raise InputError(f"--plot {str(kw['plot'])!r}: cannot write it ({exc})") from None
         click.echo(f"curve: {kw['plot']}", err=True)
 
 
@@ -168,19 +178,21 @@ def _inputs(kw):
 
     if kw["nics_per_node"] < 1:
         raise InputError(f"--nics-per-node must be at least 1, not {kw['nics_per_node']}")
-    if kw["series"] and not kw["source"]:
-        raise InputError("--series names a series of --from CAMPAIGN; give --from too")
+    for option, key in (("--series", "series"), ("--calibration", "calibration")):
+        if kw[key] and not kw["source"]:
+            raise InputError(f"{option} applies to --from CAMPAIGN; give --from too")
+    from_alone(kw)
     camp = _from_campaign(kw) if kw["source"] else None
     model, shape = _model(kw, camp)
     seq = _seq(kw, model, shape, camp)
-    batch = kw["batch"] if kw["batch"] is not None else (camp.batch if camp else None)
-    _positive("--batch", batch)
+    batch = batch_of(kw, camp, _positive)
     rate, base_devices = _rate(kw, camp, seq)
     parallel, ckpt, precision = _config(kw, camp)
     intra = _link(kw["intra_busbw"], "intra", camp.intra if camp else None)
     inter = _link(kw["inter_busbw"], "inter", camp.inter if camp else None)
     gpn = _given(kw["gpus_per_node"], camp.gpus_per_node if camp else 8)
     _positive("--gpus-per-node", gpn)
+    whole_nodes(kw, base_devices, int(gpn), camp)
     nodes = _nodes(kw["nodes"], base_devices, int(gpn))
     case = whatif.Case(
         model, int(batch), float(rate) / base_devices, base_devices=base_devices,
@@ -265,9 +277,14 @@ def _model(kw, camp):
                 f"integers, D_MODEL a multiple of HEADS, KV_HEADS a divisor of HEADS), got "
                 f"{kw['transformer']!r}"
             ) from None
+        if kw["model"]:
+            raise InputError(
+                f"--transformer with --model {kw['model']}: give one of them (--model names a "
+                "known shape, --transformer describes another)"
+            )
         kv, ffn = (v[4], v[5]) if len(v) == 6 else (v[2], 4 * v[1])
         shape = TransformerShape("gpt2", v[0], v[1], v[2], kv, ffn, v[3], 0, "command line")
-        return kw["model"] or f"transformer-{kw['transformer']}", shape
+        return f"transformer-{kw['transformer']}", shape
     model = kw["model"] or (camp.model if camp else None)
     if not model:
         raise InputError("--model is required (or --transformer, or --from CAMPAIGN)")
@@ -317,9 +334,10 @@ def _rate(kw, camp, seq: int):
     if kw["base_rate"] is not None and kw["single"] is not None:
         raise InputError("give --base-throughput or --single-device-throughput, not both")
     if kw["base_rate"] is not None:
+        devices = _given(kw["base_devices"], 1)
         _positive("--base-throughput", kw["base_rate"])
-        _positive("--base-devices", kw["base_devices"])
-        return float(kw["base_rate"]) / (seq or 1), int(kw["base_devices"])
+        _positive("--base-devices", devices)
+        return float(kw["base_rate"]) / (seq or 1), int(devices)
     if kw["single"] is None and camp:
         return camp.single_throughput * camp.base_devices, camp.base_devices
     single = kw["single"]
@@ -370,9 +388,12 @@ def _nodes(text: Optional[str], base_devices: int, gpn: int) -> List[int]:
 
 
 def _node_list(text: str) -> List[int]:
-    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
-    if not parts:
+    parts = [p.strip() for p in (text or "").split(",")]
+    if not any(parts):
         raise InputError("--nodes: give at least one node count, e.g. --nodes 1,2,4,8")
+    if not all(parts):
+        raise InputError(f"--nodes: an empty item in {text!r}: give node counts between the "
+                         "commas, e.g. --nodes 1,2,4,8")  # fmt: skip
     try:
         out = [int(p) for p in parts]
     except ValueError:
@@ -385,7 +406,9 @@ def _node_list(text: str) -> List[int]:
 def _positive(name: str, value) -> None:
     if value is None:
         raise InputError(f"{name} is required (or --from CAMPAIGN)")
-    if not math.isfinite(float(value)) or float(value) <= 0:
+    if not math.isfinite(float(value)):
+        raise InputError(f"{name} must be a finite positive number, not {value:g}")
+    if float(value) <= 0:
         raise InputError(f"{name} must be positive, not {value:g}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -98,13 +99,25 @@ quiet_option = click.option(
 )
 
 
+def _cluster_help() -> str:
+    """``--cluster``'s help: where a name is looked up, and the shipped profiles, listed from
+    the folder the loader reads (:func:`ddlbench.spec.load.profile_search_path`)."""
+    from ddlbench.shipped import profile_names, shipped_profiles
+
+    shipped = ", ".join(profile_names(shipped_profiles())) or "none"
+    return (
+        "Cluster profile: a name or a path to a YAML file. A name is looked up in "
+        "$DDLBENCH_CLUSTERS, the spec's clusters/ folder, ./configs/clusters, then the "
+        f"profiles ddlbench ships ({shipped}). Overrides the spec's 'cluster'."
+    )
+
+
 cluster_option = click.option(
     "--cluster",
     "cluster",
     metavar="PROFILE",
     default=None,
-    help="Cluster profile: a name in configs/clusters/ (iris, local, localslurm) or a path. "
-    "Overrides the spec's 'cluster'.",
+    help=_cluster_help(),
 )
 
 
@@ -145,9 +158,16 @@ def stdout_console():
     without trailing blanks there."""
     from rich.console import Console
 
-    console = Console(highlight=False)
+    class _StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would point stdout at /dev/null and exit 1 itself; the CLI's one handler
+            # of a closed pipe (``ddlbench.cli``) exits quietly with its own code
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    console = _StdoutConsole(highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=250, file=_TrimmedLines(sys.stdout))
+        console = _StdoutConsole(highlight=False, width=250, file=_TrimmedLines(sys.stdout))
     return console
 
 

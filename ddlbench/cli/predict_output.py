@@ -305,6 +305,33 @@ def plot_format(path: Path) -> str:
     return fmt
 
 
+def plot_target(path: Path) -> str:
+    """The format of ``--plot PATH`` once it is known to be writable: a .png or .svg name in a
+    folder that exists (a missing one is not created: a misspelt path would be) and takes a
+    new file; else bad input, before any work is done or printed."""
+    import tempfile
+
+    from ddlbench.errors import InputError
+
+    fmt = plot_format(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(
+            f"--plot {str(path)!r}: no folder {str(folder)!r}; create it first, or name a "
+            "file in a folder that exists"
+        )
+    if path.is_dir():
+        raise InputError(f"--plot {str(path)!r}: a folder; name the file to draw to")
+    try:  # the curve is written to a temporary file next to it, then renamed
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"--plot {str(path)!r}: cannot write in {str(folder)!r} ({exc.strerror or exc})"
+        ) from None
+    return fmt
+
+
 def list_presets(as_json: bool) -> None:
     from ddlbench.analyse import hierarchy
 

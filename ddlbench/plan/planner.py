@@ -33,7 +33,7 @@ from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource, problem_at
 from ddlbench.workloads.vocabulary import OWN_WORKLOAD
 
-from .transport import run_transport
+from .transport import backend_problems, run_transport
 
 
 @dataclass(frozen=True)
@@ -544,7 +544,7 @@ def plan_runs(
         time_limit_min=minutes,
     )
     runs: List[Run] = []
-    problems = _container_problems(spec, profile, source)
+    problems = _container_problems(spec, profile, source) + backend_problems(spec, profile, source)
     for repeat in range(spec.repeats):
         for fi, entry in enumerate(spec.frameworks):
             if spec.mode not in get_launcher(entry.name).modes:

@@ -4,10 +4,11 @@ where the framework cannot run over it or the spec's ``env`` contradicts it."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ddlbench.errors import Problem
 from ddlbench.frameworks import get_launcher
+from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import ExperimentSpec, Variant
 from ddlbench.spec.yamlsource import YamlSource, problem_at
 
@@ -51,3 +52,24 @@ def run_transport(
     if spec.comm_debug:  # read when torch is imported, before the workload can set it
         env.setdefault("TORCH_CPP_LOG_LEVEL", "INFO")
     return transport, env
+
+
+def backend_problems(
+    spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource] = None
+) -> List[Problem]:
+    """A PyTorch entry that asks for ``backend: nccl`` on a CPU profile, at its ``backend``
+    key: NCCL talks between CUDA devices only, so every rank would fail at its first
+    collective (``gloo``, the default on the CPU, is what runs there)."""
+    if profile.device != "cpu":
+        return []
+    return [
+        problem_at(
+            source,
+            ("frameworks", fi, "backend"),
+            f"{entry.id_label}: backend nccl needs GPUs, but profile '{profile.name}' is a CPU "
+            f"profile (device: cpu); use backend: gloo (the default on the CPU), or a GPU "
+            "profile (--cluster)",
+        )
+        for fi, entry in enumerate(spec.frameworks)
+        if entry.name == "pytorch" and getattr(entry.options, "backend", None) == "nccl"
+    ]

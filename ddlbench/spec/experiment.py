@@ -147,6 +147,16 @@ class ScalePoint(Strict):
 _POINT = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
+def _number_point(number: int) -> str:
+    """A scale point YAML read as a number: ``0x2`` is hexadecimal 2 to YAML, ``4`` is 4."""
+    hexa = f"0x{number:x}"
+    return (
+        f"scale point {number} is a number, not NODESxGPUS (written {hexa}? YAML reads that "
+        f"as the hexadecimal number {number}); nodes and GPUs per node must each be at least 1, "
+        f"e.g. 1x{max(number, 1)}"
+    )
+
+
 class Scale(Strict):
     """Either ``nodes`` (+ ``gpus_per_node``) or explicit ``points`` such as ``2x4``."""
 
@@ -160,12 +170,19 @@ class Scale(Strict):
         if not isinstance(value, list):
             return value
         out = []
-        for item in value:
+        for i, item in enumerate(value):
+            if isinstance(item, int) and not isinstance(item, bool):
+                raise KeyedError(_number_point(item), i)
             if isinstance(item, str):
                 m = _POINT.match(item)
                 if not m:
                     raise ValueError(
                         f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4"
+                    )
+                if min(int(m.group(1)), int(m.group(2))) < 1:
+                    raise KeyedError(
+                        f"scale point {item!r}: nodes and GPUs per node must each be at least 1",
+                        i,
                     )
                 item = {"nodes": int(m.group(1)), "gpus_per_node": int(m.group(2))}
             out.append(item)

@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Tuple
 from pydantic import ValidationError
 
 from ddlbench.errors import InputError, Problem
-from ddlbench.shipped import shipped_example, shipped_profiles
+from ddlbench.shipped import profile_names, shipped_example, shipped_profiles
 from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry, file_problems
 from ddlbench.spec.problems import problems_from
@@ -37,7 +37,9 @@ class Loaded:
 def _mapping(source: YamlSource, what: str) -> dict:
     if not isinstance(source.data, dict):
         got = "an empty file" if source.data is None else type(source.data).__name__
-        raise InputError(Problem(f"a {what} must be a YAML mapping, got {got}", source.file, 1, 1))
+        article = "an" if what[:1] in "aeiou" else "a"
+        message = f"{article} {what} must be a YAML mapping, got {got}"
+        raise InputError(Problem(message, source.file, 1, 1))
     return source.data
 
 
@@ -254,9 +256,7 @@ def missing_profile(name: str, spec_path: Optional[str] = None) -> str:
             f"no such cluster profile file: {name} (a path is relative to the current "
             f"directory, {Path.cwd()}; a name without '/' or '.yaml' is looked up)"
         )
-    known = sorted(
-        {p.stem for d in profile_search_path(spec_path) if d.is_dir() for p in d.glob("*.y*ml")}
-    )
+    known = sorted({n for d in profile_search_path(spec_path) for n in profile_names(d)})
     from ddlbench.errors import did_you_mean, quoted
 
     return (
@@ -280,6 +280,23 @@ def find_profile(name: str, spec_path: Optional[str] = None) -> Path:
 
 def load_profile(name_or_path: str, spec_path: Optional[str] = None) -> Loaded:
     source = load_yaml(find_profile(name_or_path, spec_path))
+    return Loaded(validate_profile(source), source)
+
+
+def option_profile(name: str, spec_path: Optional[str] = None) -> Loaded:
+    """The profile ``--cluster NAME`` names; one that names no file is said with the option
+    (``--cluster: no such cluster profile file: ...``). Problems inside it keep their line."""
+    try:
+        path: Optional[Path] = find_profile(name, spec_path)
+    except InputError:
+        path = None
+    if path is None or not path.exists():
+        raise InputError(Problem(f"--cluster: {missing_profile(name, spec_path)}"))
+    try:
+        source = load_yaml(path)
+    except InputError as exc:  # a folder, an unreadable file: with the option; bad YAML: its line
+        said = [p if p.file else Problem(f"--cluster: {p}") for p in exc.problems]
+        raise InputError(said) from None
     return Loaded(validate_profile(source), source)
 
 
@@ -311,7 +328,7 @@ def choose_profile(spec: Loaded, cli_choice: Optional[str]) -> Tuple[Loaded, str
     ``sbatch`` ddlbench refuses to guess a partition and GPU layout.
     """
     if cli_choice:
-        return load_profile(cli_choice, spec.path), "--cluster"
+        return option_profile(cli_choice, spec.path), "--cluster"
     if spec.value.cluster:
         return _spec_profile(spec), f"'cluster' in {spec.path}"
     if shutil.which("sbatch") is None:
@@ -336,9 +353,7 @@ def _slurm_profiles_for(spec: Loaded) -> str:
         gpn: Optional[int] = max(p.gpus_per_node for p in scale.points)
     else:
         nodes, gpn = max(scale.nodes or [1]), scale.gpus_per_node
-    names = sorted(
-        {p.stem for d in profile_search_path(spec.path) if d.is_dir() for p in d.glob("*.y*ml")}
-    )
+    names = sorted({n for d in profile_search_path(spec.path) for n in profile_names(d)})
     fit, other = [], []
     for name in names:
         try:

@@ -101,6 +101,18 @@ def _keyed_loc(err: dict) -> Loc:
     return tuple(getattr(error, "loc", ())) if isinstance(error, KeyedError) else ()
 
 
+def shown(given: Any) -> str:
+    """A value as the YAML it came from was likely spelt: a boolean as ``true`` or ``false``
+    (which ``yes``/``on``, ``no``/``off`` also read as), ``null``; anything else as Python's
+    repr (``'1'`` for a quoted string, ``128.5``)."""
+    if isinstance(given, bool):
+        word, also = ("true", "yes and on") if given else ("false", "no and off")
+        return f"{word}, a boolean (YAML reads {also} as {word} too)"
+    if given is None:
+        return "null (no value)"
+    return repr(given)
+
+
 def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
     kind = err.get("type", "")
     given = err.get("input")
@@ -124,9 +136,9 @@ def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
     }
     if kind in bounds:
         key, words = bounds[kind]
-        return f"must be {words} {err.get('ctx', {}).get(key)}, got {given!r}"
+        return f"must be {words} {err.get('ctx', {}).get(key)}, got {shown(given)}"
     if kind == "int_from_float":  # a model validated lax (in code): the same wording
-        return f"expected an integer, got {given!r}"
+        return f"expected an integer, got {shown(given)}"
     if kind == "value_error":
         msg = str(err.get("msg", ""))
         return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
@@ -135,7 +147,7 @@ def _message(err: dict, loc: Loc, model: Optional[Type[BaseModel]]) -> str:
         wanted = _TYPE_NAMES.get(base, base)
         if kind == "model_type" or kind == "dict_type":
             wanted = "a mapping"
-        return f"expected {wanted}, got {given!r}"
+        return f"expected {wanted}, got {shown(given)}"
     msg = str(err.get("msg", kind))
     return f"{msg} (got {given!r})" if given is not None and not isinstance(given, dict) else msg
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+#: the forms :func:`parse_minutes` reads, as its message and docs/spec.md list them
+FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+
 _FORMS = [
     (re.compile(r"^(\d+)$"), lambda m: int(m[1])),
     (re.compile(r"^(\d+):(\d{1,2})$"), lambda m: int(m[1]) + int(m[2]) / 60),
@@ -33,6 +36,4 @@ def parse_minutes(value: str | int) -> float:
             if minutes <= 0:
                 raise ValueError(f"time limit {value!r} must be positive")
             return minutes
-    raise ValueError(
-        f"time limit {value!r} is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS, e.g. 02:00:00)"
-    )
+    raise ValueError(f"time limit {value!r} is not a Slurm time ({FORMATS}, e.g. 02:00:00)")

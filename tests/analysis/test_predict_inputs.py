@@ -12,24 +12,14 @@ import pandas as pd
 import pytest
 
 from ddlbench.analyse import hierarchy, sharded, validation, whatif
-from ddlbench.analyse.scaling_model import CampaignInputs, campaign_inputs, campaign_series
+from ddlbench.analyse.scaling_model import campaign_inputs, campaign_series
 from tests.support.cli import invoke
+from tests.support.lm_inputs import lm_campaign as _lm_campaign
 from tests.support.synth import SynthRun, write_campaign
 
 LM = ["predict", "--model", "mpt-13b", "--seq", "2048", "--batch", "2", "--precision", "bf16",
       "--base-throughput", "30000", "--base-devices", "8", "--gpus-per-node", "8",
       "--intra-busbw", "nvlink-h100", "--inter-busbw", "ndr", "--nics-per-node", "8"]  # fmt: skip
-
-
-def _lm_campaign(**kw) -> CampaignInputs:
-    """A gpt-tiny series as ``campaign_inputs`` reads it: seq 128, fsdp, bf16, 2 CPU ranks
-    measured at 6.49 samples/s together (831 tokens/s)."""
-    base = dict(label="pytorch fsdp ckpt none", model="gpt-tiny", precision="bf16",
-                framework="pytorch", batch=4, single_throughput=6.49 / 2, base_devices=2,
-                gpus_per_node=2, intra=None, inter=None, overlap_fraction=None,
-                overlap_source="", measured=((2, 1.0, 6.49),), parallel="fsdp",
-                checkpointing="none", seq=128)  # fmt: skip
-    return CampaignInputs(**{**base, **kw})
 
 
 @pytest.fixture
@@ -77,11 +67,10 @@ def test_an_option_that_contradicts_the_campaign_series_is_refused(lm_from, extr
     assert says in res.stderr and "--series" in res.stderr and "Traceback" not in res.output
 
 
-def test_measured_points_of_another_batch_are_not_compared_nor_explained(lm_from):
-    out = json.loads(invoke(lm_from + ["--batch", "8", "--json"]).stdout)
-    (m,) = out["measured"]
-    assert m["inside"] is None
-    assert m["explanation"].startswith("not compared: the campaign measured batch 4/device")
+def test_another_batch_than_the_campaign_measured_is_refused(lm_from):
+    # its throughput was measured at batch 4: no base for batch 8 (test_predict_refusals.py)
+    res = invoke(lm_from + ["--batch", "8", "--json"])
+    assert res.exit_code == 2 and "measured its throughput at batch 4/device" in res.stderr
 
 
 def _analysis(rows) -> SimpleNamespace:

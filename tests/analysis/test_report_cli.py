@@ -216,6 +216,9 @@ def test_cli_compare_exit_codes_and_json(results):
     assert r.exit_code == 1, r.output
     out = json.loads(r.output)
     assert out["regressed"] == 1 and out["compared"] == 2 and out["threshold"] == 0.05
+    assert out["threshold_percent"] == 5  # the unit of the option and of the text's title
+    needed = [c["repeats_needed"] for c in out["configurations"]]
+    assert all(n is None or type(n) is int for n in needed), needed  # 315, not 315.0
     rows = {c["group"]: c for c in out["configurations"]}
     reg = rows["pytorch-resnet50-n1x2-b8"]
     # 25 % longer steps -> throughput x 1/1.25 = -20 %
@@ -232,6 +235,30 @@ def test_cli_compare_exit_codes_and_json(results):
         main, ["compare", "--results", str(results), "base", "slower", "--threshold", "30%", "-q"]
     )
     assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        main, ["compare", "--results", str(results), "base", "slower", "--threshold", "0.5%"]
+    )
+    assert "(threshold 0.5 %)" in r.output and "-0.5 % or more" in r.output
+
+
+@pytest.mark.parametrize(
+    "threshold, says",
+    [
+        ("0.05", "'0.05' is 0.05 % (a bare number is a percentage): write 0.05% for that, or 5%"),
+        ("0%", "must be above 0 %, got '0%'"),
+        ("-1", "must be above 0 %, got '-1'"),
+        ("100%", "must be below 100 %, got '100%': throughput cannot drop by 100 % or more"),
+        ("150%", "must be below 100 %, got '150%'"),
+        ("nan", "expected a percentage such as 5%, got 'nan'"),
+    ],
+)
+def test_compare_refuses_thresholds_it_cannot_use(threshold, says):
+    from tests.support.cli import invoke
+
+    res = invoke(["compare", "a", "b", "--threshold", threshold])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == f"ddlbench: --threshold: {says}" or says in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
 
 
 def test_markdown_marks_only_flagged_rows(demo_report):

@@ -120,6 +120,31 @@ def test_a_spec_naming_a_missing_profile_gets_file_and_line(tmp_path, value, mes
         assert "Traceback" not in res.output
 
 
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("/no/such.yaml", "--cluster: no such cluster profile file: /no/such.yaml (a path"),
+        ("iriss", "--cluster: no cluster profile named 'iriss' (did you mean 'iris'?)"),
+    ],
+)
+def test_a_missing_cluster_option_profile_names_the_option(tmp_path, value, message):
+    spec = ROOT / "configs" / "quickstart.yaml"
+    for args in (["validate", spec], ["plan", spec], ["doctor"]):
+        res = invoke([*args, "--cluster", value])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith(f"ddlbench: {message}"), res.stderr
+        assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.output
+
+
+def test_the_cluster_help_lists_every_shipped_profile():
+    """From the folder the loader reads, so a profile added there is listed."""
+    shipped = sorted(p.stem for p in (ROOT / "configs" / "clusters").glob("*.yaml"))
+    assert "v100-pyxis" in shipped
+    for cmd in ("validate", "plan", "submit", "doctor"):
+        text = " ".join(invoke([cmd, "--help"]).stdout.split())
+        assert f"profiles ddlbench ships ({', '.join(shipped)})" in text.replace("- ", "-"), cmd
+
+
 def test_a_missing_folder_in_ddlbench_clusters_is_warned_about(tmp_path):
     # a process of its own: the warning is said once per process, on the real stderr
     gone = tmp_path / "site-profiles"

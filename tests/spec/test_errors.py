@@ -129,8 +129,56 @@ def test_duplicate_key():
 
 
 def test_not_a_mapping():
-    with pytest.raises(InputError, match="must be a YAML mapping"):
+    with pytest.raises(InputError, match="x.yaml:1:1: an experiment spec must be a YAML mapping"):
         load_spec_text("- 1\n- 2\n", "x.yaml")
+
+
+@pytest.mark.parametrize(
+    "points, expected",
+    [
+        (
+            "[1x1, 1x2, 0x2]",  # YAML 1.1: 0x2 is the hexadecimal number 2
+            "x.yaml:8:22: scale.points[2]: scale point 2 is a number, not NODESxGPUS (written "
+            "0x2? YAML reads that as the hexadecimal number 2); nodes and GPUs per node must "
+            "each be at least 1, e.g. 1x2",
+        ),
+        (
+            "[1x1, '0x2']",
+            "x.yaml:8:17: scale.points[1]: scale point '0x2': nodes and GPUs per node must "
+            "each be at least 1",
+        ),
+        ("[2x0]", "x.yaml:8:12: scale.points[0]: scale point '2x0': nodes and GPUs per node"),
+    ],
+)
+def test_a_scale_point_with_zero_nodes_or_gpus_says_so(points, expected):
+    text = GOOD.replace("  nodes: [1, 2]\n  gpus_per_node: 4\n", f"  points: {points}\n")
+    [got] = errors(text)
+    assert got.startswith(expected), got
+
+
+def test_a_boolean_is_said_as_yaml_spells_it():
+    [got] = errors(GOOD.replace("batch_size: 32", "batch_size: true"))
+    assert got == (
+        "x.yaml:6:1: batch_size: expected an integer, got true, a boolean (YAML reads yes and "
+        "on as true too)"
+    )
+
+
+def test_the_slurm_time_message_lists_the_forms_spec_md_allows():
+    from ddlbench.spec.slurmtime import FORMATS, parse_minutes
+    from tests.support.repo import ROOT
+
+    [row] = [
+        line
+        for line in (ROOT / "docs" / "spec.md").read_text().splitlines()
+        if line.startswith("| `time` | string |")
+    ]
+    documented = row.split("Slurm time: ")[1].split(";")[0].replace("`", "").split(", ")
+    assert FORMATS.replace(" or ", ", ").split(", ") == documented
+    for form, value in zip(documented, ["30", "30:00", "01:00:00", "1-2", "1-2:30", "1-2:3:4"]):
+        assert parse_minutes(value) > 0, form
+    with pytest.raises(ValueError, match=f"is not a Slurm time \\({FORMATS}, e.g. 02:00:00\\)"):
+        parse_minutes("1h")
 
 
 def test_consistency_rules():

@@ -161,6 +161,30 @@ def test_plan_command_shows_memory_per_rank(tmp_path):
     )
 
 
+def test_plan_shows_memory_per_rank_to_three_significant_figures():
+    """Small models differ in the second and third figure (0.399, 0.384), which one decimal
+    hid (0.4 for all); the formatter is the report's, and the plan still loads no pandas."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from ddlbench.cli import main\n"
+        "r = CliRunner().invoke(main, ['plan', 'configs/gpt-mini.yaml', '--cluster', 'local'])\n"
+        "print(json.dumps([r.exit_code, r.output, 'pandas' in sys.modules]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    code, output, pandas = json.loads(proc.stdout)
+    assert code == 0 and not pandas, output
+    cells = [line.split()[-1] for line in output.splitlines() if line.startswith("pytorch-")]
+    assert cells and all(re.fullmatch(r"0\.\d{3}", c) for c in cells), cells
+    assert len(set(cells)) > 1, cells
+
+
 def test_llama3_8b_renders_dry_run(tmp_path):
     from tests.support.cli import ddlbench
 

@@ -120,6 +120,25 @@ def test_profile_limits():
         plan_runs(spec(scale={"nodes": [1, 4]}), small)
 
 
+def test_nccl_on_a_cpu_profile_is_refused_at_its_backend_key():
+    """NCCL needs GPUs: on a CPU profile the entry's ``backend`` key is refused, with its line;
+    ranks per node are no limit there (CPU ranks are processes), so 1x64 plans."""
+    text = (
+        "name: t\nmodel: lenet\nframeworks:\n  - {name: pytorch, backend: nccl}\n"
+        "  - {name: pytorch, label: g, backend: gloo}\nscale:\n  points: [1x1, 1x2, 1x64]\n"
+    )
+    loaded = load_spec_text(text, "s.yaml")
+    cpu = ClusterProfile(name="cpu", scheduler="local", device="cpu", gpus_per_node=2)
+    with pytest.raises(InputError) as info:
+        plan_runs(loaded.value, cpu, loaded.source)
+    [problem] = info.value.problems
+    assert str(problem).startswith("s.yaml:4:21: frameworks[0].backend: pytorch: backend nccl")
+    assert "profile 'cpu' is a CPU profile (device: cpu); use backend: gloo" in str(problem)
+    plan_runs(loaded.value, GPU4.model_copy(update={"gpus_per_node": 64}), loaded.source)
+    gloo = load_spec_text(text.replace("backend: nccl}", "backend: gloo, label: h}"), "s.yaml")
+    assert max(r.tasks_per_node for r in plan_runs(gloo.value, cpu, gloo.source).runs) == 64
+
+
 def test_plan_errors_point_into_the_spec():
     loaded = load_spec_text(
         "name: t\nframeworks: [pytorch]\nscale:\n  nodes: [1, 1]\n  gpus_per_node: 4\n", "s.yaml"

@@ -40,23 +40,26 @@ def plan_errors(text: str) -> List[str]:
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        ("epochs: true\n", "t.yaml:6:1: epochs: expected an integer, got True"),
+        ("epochs: true\n", "t.yaml:6:1: epochs: expected an integer, got true, a boolean"),
         ('mllog: "yes"\n', "t.yaml:6:1: mllog: expected true or false, got 'yes'"),
         ('mllog: "no"\n', "t.yaml:6:1: mllog: expected true or false, got 'no'"),
         ("compile: 1\n", "t.yaml:6:1: compile: expected true or false, got 1"),
         ("seed: 1.0\n", "t.yaml:6:1: seed: expected an integer, got 1.0"),
-        ("optimizer: {lr: true}\n", "t.yaml:6:13: optimizer.lr: expected a number, got True"),
+        (
+            "optimizer: {lr: true}\n",
+            "t.yaml:6:13: optimizer.lr: expected a number, got true, a boolean",
+        ),
         ('optimizer: {nesterov: "yes"}\n', "t.yaml:6:13: optimizer.nesterov: expected true"),
         ("watchdog: {floor_s: true}\n", "t.yaml:6:12: watchdog.floor_s: expected a number"),
         ("batch_size: [32, 128.5]\n", "t.yaml:6:18: batch_size[1]: expected an integer, got 128.5"),
         ("batch_size: 32.0\n", "t.yaml:6:1: batch_size: expected an integer, got 32.0"),
         (
             "inject: {straggler: {probability: 0.1, min_slowdown: true}}\n",
-            "t.yaml:6:40: inject.straggler.min_slowdown: expected a number, got True",
+            "t.yaml:6:40: inject.straggler.min_slowdown: expected a number, got true, a boolean",
         ),
         (
             "inject: {straggler: {probability: 0.1, persist_steps: true}}\n",
-            "t.yaml:6:40: inject.straggler.persist_steps: expected an integer, got True",
+            "t.yaml:6:40: inject.straggler.persist_steps: expected an integer, got true, a boolean",
         ),
     ],
 )
@@ -72,10 +75,20 @@ def test_a_string_repeat_count_is_refused() -> None:
 
 def test_a_bool_warmup_step_count_is_refused() -> None:
     text = BASE.replace("{measure_seconds: 10}", "{measure_seconds: 10, warmup: false}")
-    assert errors(text) == ["t.yaml:5:30: steps.warmup: expected an integer, got False"]
+    assert errors(text) == [
+        "t.yaml:5:30: steps.warmup: expected an integer, got false, a boolean "
+        "(YAML reads no and off as false too)"
+    ]
 
 
-@pytest.mark.parametrize("value, got", [("true", "True"), ('"1"', "'1'"), ("1.5", "1.5")])
+@pytest.mark.parametrize(
+    "value, got",
+    [
+        ("true", "true, a boolean (YAML reads yes and on as true too)"),
+        ('"1"', "'1'"),
+        ("1.5", "1.5"),
+    ],
+)
 def test_backup_workers_takes_an_integer_only(value: str, got: str) -> None:
     text = BASE.replace("[pytorch]", f"[{{name: pytorch, backup_workers: {value}}}]")
     (problem,) = errors(text)
@@ -96,9 +109,10 @@ def test_a_profile_bool_is_not_a_number() -> None:
     text = "name: x\nscheduler: local\ndevice: cpu\ngpus_per_node: true\n"
     with pytest.raises(InputError) as info:
         validate_profile(parse_yaml(text, "p.yaml"))
-    assert "p.yaml:4:1: gpus_per_node: expected an integer, got True" in [
-        str(p) for p in info.value.problems
-    ]
+    assert (
+        "p.yaml:4:1: gpus_per_node: expected an integer, got true, a boolean "
+        "(YAML reads yes and on as true too)" in [str(p) for p in info.value.problems]
+    )
 
 
 @pytest.mark.parametrize(
