@@ -55,6 +55,12 @@ def _bars(ax) -> dict:
     return {c.get_label(): c.lines[0] for c in ax.containers}
 
 
+def _same(ydata, values: np.ndarray) -> bool:
+    """A line's y values equal ``values`` (older matplotlib keeps them as objects)."""
+    y = np.asarray(ydata, dtype=float)
+    return y.shape == values.shape and bool(np.allclose(y, values))
+
+
 def _carets(ax, marker: str = "^") -> list:
     return [x for x in ax.lines if x.get_marker() == marker]
 
@@ -63,7 +69,7 @@ def test_series_of_one_framework_get_distinct_colours_and_ideal_lines_keep_them(
     pts, ser = _one_framework()
     ax = plots.throughput_figure(pts, ser).axes[0]
     ideals = [g["ideal_throughput"].to_numpy() for _, g in pts.groupby("series")]
-    ideal = [x for x in ax.lines if any(np.allclose(x.get_ydata(), i) for i in ideals)]
+    ideal = [x for x in ax.lines if any(_same(x.get_ydata(), i) for i in ideals)]
     colours = [_rgba(x) for x in _bars(ax).values()]
     assert not set(plots.MARKERS) & {"^", "v", "*"}  # the carets and the knee stand out
     assert len(colours) == 3 and len(set(colours)) == 3
