@@ -162,6 +162,8 @@ def run() -> None:
         code = exc.code or 0
     else:  # pragma: no cover - click's standalone main always raises SystemExit
         code = 0
+    if code == 1 and isinstance(sys.stdout, click.utils.PacifyFlushWrapper):
+        code = EXIT_BROKEN_PIPE  # click's own answer to a closed pipe (its help, its errors)
     if not _flush_output():
         code = EXIT_BROKEN_PIPE
     if quick_exit_requested():

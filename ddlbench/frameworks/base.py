@@ -81,6 +81,12 @@ class Launcher:
         default=lambda knobs, device, opts: None
     )
 
+    #: an option the profile's device (``cpu``/``gpu``) cannot run, checked when the spec is
+    #: planned: (its key in the entry, what it needs, what to use instead), or None
+    device_problem: Callable[[Any, str], Optional[Tuple[str, str, str]]] = field(
+        default=lambda opts, device: None
+    )
+
     #: what ``network.transport`` (``rdma``/``tcp``) sets for (transport, options, device), or
     #: why it cannot be done (:mod:`ddlbench.frameworks.transports`)
     transport: Callable[[str, Any, str], TransportSetting] = field(

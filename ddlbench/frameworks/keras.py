@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ddlbench.frameworks.base import FrameworkOptions, Launcher
-from ddlbench.frameworks.transports import tf_collectives
+from ddlbench.frameworks.transports import NCCL_ON_CPU_FIX, tf_collectives
 from ddlbench.workloads.vocabulary import DEFAULT_TF_COMMUNICATION, TF_COMMUNICATIONS
 
 
@@ -22,4 +22,9 @@ LAUNCHER = Launcher(
     backend=lambda opts, device: opts.communication,
     imports=lambda opts: ("tensorflow", "keras"),
     transport=lambda transport, opts, device: tf_collectives(transport, opts.communication, device),
+    device_problem=lambda opts, device: (
+        ("communication", "communication nccl needs GPUs", NCCL_ON_CPU_FIX)
+        if device == "cpu" and opts.communication == "nccl"
+        else None
+    ),
 )

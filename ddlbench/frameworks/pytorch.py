@@ -52,4 +52,9 @@ LAUNCHER = Launcher(
     uses_mpi=lambda opts: opts.backend == "mpi",
     imports=lambda opts: ("torch",),
     transport=_transport,
+    device_problem=lambda opts, device: (
+        ("backend", "backend nccl needs GPUs", "use backend: gloo (the default on the CPU)")
+        if device == "cpu" and opts.backend == "nccl"
+        else None
+    ),
 )

@@ -65,6 +65,10 @@ GLOO_RDMA = (
 )
 
 
+#: what TensorFlow and Keras use on the CPU instead of ``communication: nccl``
+NCCL_ON_CPU_FIX = "use communication: ring or auto (the default)"
+
+
 def tf_collectives(transport: str, communication: str, device: str) -> TransportSetting:
     """MultiWorkerMirroredStrategy: NCCL on GPUs when asked for (``communication: nccl``, and
     ``auto`` may pick it); its ring collectives go over gRPC, which is TCP."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ddlbench.analyse.lm_memory import GIB, predict_memory
+from ddlbench.report.format import fsig
 
 if TYPE_CHECKING:
     from ddlbench.plan.planner import Plan, Run
@@ -59,8 +60,8 @@ def _advice(run: Run, limit: float) -> str:
     from ddlbench.analyse.lm_memory import memory_fixes
 
     fixes = memory_fixes(*_memory_args(run))
-    fit = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes if b / GIB <= limit]
-    near = [f"{text} ({b / GIB:.1f} GiB)" for text, b in fixes[:3]]
+    fit = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes if b / GIB <= limit]
+    near = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes[:3]]
     if fit:
         return f"predicted to fit with: {', '.join(fit)}"
     if near:
@@ -86,12 +87,12 @@ def memory_warnings(plan: Plan) -> List[str]:
         where = f"the {limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib)"
         if gib > limit:
             lines.append(
-                f"{run.group}: predicted peak {gib:.1f} GiB per rank exceeds {where}; it will "
+                f"{run.group}: predicted peak {fsig(gib, 3)} GiB per rank exceeds {where}; it will "
                 f"run out of memory: {_advice(run, limit - room)}"
             )
         elif gib > limit - room:
             lines.append(
-                f"{run.group}: predicted peak {gib:.1f} GiB per rank is within {room:.1f} GiB "
+                f"{run.group}: predicted peak {fsig(gib, 3)} GiB per rank is within {room:.3g} GiB "
                 f"of {where}, which the CUDA context, NCCL's buffers and the allocator's slack "
                 f"(not predicted) may take; it will likely run out of memory: "
                 f"{_advice(run, limit - room)}"

@@ -57,19 +57,24 @@ def run_transport(
 def backend_problems(
     spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource] = None
 ) -> List[Problem]:
-    """A PyTorch entry that asks for ``backend: nccl`` on a CPU profile, at its ``backend``
-    key: NCCL talks between CUDA devices only, so every rank would fail at its first
-    collective (``gloo``, the default on the CPU, is what runs there)."""
-    if profile.device != "cpu":
-        return []
-    return [
-        problem_at(
-            source,
-            ("frameworks", fi, "backend"),
-            f"{entry.id_label}: backend nccl needs GPUs, but profile '{profile.name}' is a CPU "
-            f"profile (device: cpu); use backend: gloo (the default on the CPU), or a GPU "
-            "profile (--cluster)",
+    """An entry option the profile's device cannot run (each launcher says which:
+    ``backend: nccl`` of PyTorch, ``communication: nccl`` of TensorFlow and Keras on a CPU
+    profile), at its key: NCCL talks between CUDA devices only, so every rank would fail at
+    its first collective."""
+    problems: List[Problem] = []
+    for fi, entry in enumerate(spec.frameworks):
+        found = get_launcher(entry.name).device_problem(entry.options, profile.device)
+        if found is None:
+            continue
+        key, needs, fix = found
+        device = profile.device
+        problems.append(
+            problem_at(
+                source,
+                ("frameworks", fi, key),
+                f"{entry.id_label}: {needs}, but profile '{profile.name}' is a "
+                f"{device.upper()} profile (device: {device}); {fix}, or another profile "
+                "(--cluster)",
+            )
         )
-        for fi, entry in enumerate(spec.frameworks)
-        if entry.name == "pytorch" and getattr(entry.options, "backend", None) == "nccl"
-    ]
+    return problems

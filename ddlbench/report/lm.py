@@ -72,6 +72,12 @@ def seq_len_of(runs: pd.DataFrame, group: Any) -> Optional[int]:
     return seqs.pop() if len(seqs) == 1 else None
 
 
+def _not_ok(r: Row) -> bool:
+    """A run that did not complete (its figures are dashes)."""
+    status = r.get("status")
+    return not missing(status) and status != "ok"
+
+
 def _ratio(r: Row) -> str:
     measured, predicted = _measured(r), r.get("memory_predicted_bytes")
     if missing(measured) or missing(predicted) or not predicted:
@@ -85,6 +91,7 @@ LANGUAGE_MODELS = TableSpec(
     source="runs",
     columns=[
         text("run", "run_id"),
+        Column("status", lambda r: ftext(r.get("status")), numeric=False),  # why a row is dashes
         text("parallel", "parallel", ftext),
         text("checkpointing", "activation_checkpointing", ftext),
         col("seq", "seq_len", fint),
@@ -106,7 +113,7 @@ LANGUAGE_MODELS = TableSpec(
     ],
     select=lm_rows,
     note=NOTE,
-    flag=lambda r: not missing(r.get("mfu_flag")),
+    flag=lambda r: not missing(r.get("mfu_flag")) or _not_ok(r),
 )
 
 

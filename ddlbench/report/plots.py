@@ -25,6 +25,7 @@ from matplotlib.ticker import (
     MaxNLocator,
     NullFormatter,
 )
+from matplotlib.transforms import offset_copy
 
 from ..diskfull import atomic_path
 from ..workloads.vocabulary import TRANSFORMER_MODELS
@@ -197,6 +198,8 @@ def _series_styles(series: pd.DataFrame) -> Dict[str, dict]:
             "marker": MARKERS[i % len(MARKERS)],
             "linestyle": STYLES[k % len(STYLES)],
             "caret_shift": 2 ** (step * (i - (len(series) - 1) / 2)),
+            # knee range bars of the series stacked about the threshold, not drawn over each other
+            "bar_offset_pt": KNEE_BAR["linewidth"] * (i - (len(series) - 1) / 2),
         }
     return out
 
@@ -373,7 +376,7 @@ def _plot_efficiency_series(
             x = cut["devices"] * st["caret_shift"]
             ax.plot(x, [top] * len(cut), color=st["color"], **CUT_UP)
             drawn.append(("cut", st["color"]))
-    knee = _mark_knee(ax, s, p, threshold, st["color"])
+    knee = _mark_knee(ax, s, p, threshold, st)
     return drawn + ([(knee, st["color"])] if knee else [])
 
 
@@ -441,9 +444,11 @@ def efficiency_figure(points: pd.DataFrame, series: pd.DataFrame, threshold: flo
     return fig
 
 
-def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
+def _mark_knee(ax, s, p, threshold: float, st: dict) -> Optional[str]:
     """A star at the knee when the data place it; a bar along the threshold from the
-    confident lower end to the upper end when they only bound it."""
+    confident lower end to the upper end when they only bound it (each series' bar
+    ``bar_offset_pt`` points off the line, so that the bars of several series all show)."""
+    color = st["color"]
     lo, hi = s.get("knee_low"), s.get("knee_high")
     if missing(lo) and s.get("knee_reason"):  # no knee the data support (docs/metrics.md)
         return None
@@ -459,7 +464,8 @@ def _mark_knee(ax, s, p, threshold: float, color) -> Optional[str]:
             kp["devices"], 100 * kp["efficiency"], markersize=16, color=color, zorder=5, **KNEE_STAR
         )
         return "star"
-    ax.plot([lo, hi], [100 * threshold] * 2, color=color, zorder=4, **KNEE_BAR)
+    shifted = offset_copy(ax.transData, fig=ax.figure, y=st["bar_offset_pt"], units="points")
+    ax.plot([lo, hi], [100 * threshold] * 2, color=color, zorder=4, transform=shifted, **KNEE_BAR)
     return "range"
 
 

@@ -123,6 +123,24 @@ def test_legend_entries_only_for_what_is_drawn():
     assert labels == ["pytorch", "ideal (linear from base)"]
 
 
+def test_knee_range_bars_of_several_series_do_not_cover_each_other():
+    """Three series whose knees lie in the same range: three bars along the threshold, each
+    at its own height on the page, none hidden under another."""
+    parts = [_series(1, 2) for _ in range(3)]
+    pts = pd.concat([p.assign(series=f"s{i}") for i, (p, _) in enumerate(parts)])
+    ser = pd.concat(
+        [s.assign(series=f"s{i}", label=f"pytorch {i}") for i, (_, s) in enumerate(parts)]
+    )
+    fig = plots.efficiency_figure(pts, ser, 0.8)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    bars = [ln for ln in ax.get_lines() if ln.get_linewidth() == plots.KNEE_BAR["linewidth"]]
+    assert len(bars) == 3
+    heights = {round(float(b.get_transform().transform((1, 80))[1]), 1) for b in bars}
+    assert len(heights) == 3  # display heights differ by the bar's width
+    assert all(list(b.get_ydata()) == [80.0, 80.0] for b in bars)  # all on the threshold
+
+
 def test_efficiency_axis_holds_every_interval():
     pts, ser = _series(2, 2, points=3)
     ax = plots.efficiency_figure(pts, ser, 0.8).axes[0]

@@ -37,6 +37,8 @@ def _closed_reader(*args: str) -> subprocess.CompletedProcess:
     "args",
     [
         ("docs",),  # click.echo
+        ("--help",),  # the group's help: click's main answers a closed pipe with 1
+        ("--version",),
         ("plan", "configs/resnet50.yaml"),  # a rich table
         (
             "predict",
@@ -56,7 +58,7 @@ def _closed_reader(*args: str) -> subprocess.CompletedProcess:
             "10",
         ),
     ],
-    ids=["docs", "plan", "predict"],
+    ids=["docs", "help", "version", "plan", "predict"],
 )
 def test_a_closed_pipe_exits_quietly(args):
     proc = _closed_reader(*args)

@@ -139,6 +139,25 @@ def test_nccl_on_a_cpu_profile_is_refused_at_its_backend_key():
     assert max(r.tasks_per_node for r in plan_runs(gloo.value, cpu, gloo.source).runs) == 64
 
 
+@pytest.mark.parametrize("framework", ["tensorflow", "keras"])
+def test_tf_nccl_communication_on_a_cpu_profile_is_refused(framework):
+    """The launcher says what its device cannot run: TensorFlow's and Keras's NCCL collectives
+    fail at start on the CPU, so the entry's ``communication`` key is refused when planned."""
+    text = f"name: t\nmodel: lenet\nframeworks:\n  - {{name: {framework}, communication: nccl}}\n"
+    text += "scale:\n  points: [1x2]\n"
+    loaded = load_spec_text(text, "s.yaml")
+    cpu = ClusterProfile(name="cpu", scheduler="local", device="cpu", gpus_per_node=2)
+    with pytest.raises(InputError) as info:
+        plan_runs(loaded.value, cpu, loaded.source)
+    [problem] = info.value.problems
+    assert str(problem).startswith("s.yaml:4:")
+    assert f"frameworks[0].communication: {framework}: communication nccl needs GPUs" in str(
+        problem
+    )
+    assert "use communication: ring or auto (the default)" in str(problem)
+    assert len(plan_runs(loaded.value, GPU4, loaded.source).runs) > 0
+
+
 def test_plan_errors_point_into_the_spec():
     loaded = load_spec_text(
         "name: t\nframeworks: [pytorch]\nscale:\n  nodes: [1, 1]\n  gpus_per_node: 4\n", "s.yaml"
