@@ -168,6 +168,8 @@ def predict_memory(
     ``cast_weights``, ``activations``, ``logits``, the two peaks and ``total`` (the larger),
     and ``total_gib``."""
     s = _shape(shape)
+    if world_size <= 1 and parallel in PREDICTED_MODES and parallel != "zero2":
+        parallel = "ddp"  # one rank: the workload wraps no mode (docs/workloads.md#parallelism)
     psi = transformer_params(s)["total"]
     mixed = precision in MIXED
     p_bytes, g_bytes, o_bytes = state_bytes(parallel, precision)

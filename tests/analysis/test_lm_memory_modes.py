@@ -126,3 +126,17 @@ def test_submit_prints_one_line_memory_warnings_even_with_q(tmp_path, quiet):
     assert all("(device_memory_gib)" in w and "run out of memory: " in w for w in warnings)
     assert all(w.endswith(" GiB)") for w in warnings)  # one line each: never wrapped
     assert len(warnings) == 13  # 12 that exceed 80 GiB, s8192-fsdp at 79.3 within the margin
+
+
+def test_one_rank_is_predicted_as_the_plain_model_in_every_mode():
+    """One rank wraps no mode (docs/workloads.md#parallelism): FSDP and ZeRO-1 there hold
+    what DDP's one rank holds, autocast's bf16 weight copies included. On an H100 (gpt2-124m,
+    seq 1024, micro-batch 8, bf16) DDP measured 8.88 GiB against 9.40 predicted."""
+    from ddlbench.analyse.lm_memory import predict_memory
+
+    args = ("gpt2-124m", 1024, 8, "bf16")
+    ddp = predict_memory(*args, "ddp", "none", 1, 8)
+    for mode in ("fsdp", "fsdp-grad-op", "hsdp", "zero1"):
+        assert predict_memory(*args, mode, "none", 1, 8) == ddp
+    assert ddp["cast_weights"] > 0 and ddp["buffers"] == 0
+    assert predict_memory(*args, "fsdp", "none", 2, 8)["total"] < ddp["total"]

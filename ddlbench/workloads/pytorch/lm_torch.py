@@ -193,7 +193,9 @@ def train_lm(
         **lm_meta(cfg, lm, startup),
     )
     fixed = data.fixed[0] if data.fixed is not None else None
-    fsdp = str(lm["parallel"]).startswith(("fsdp", "hsdp")) and hvd is None
+    # FSDP computes in bf16 through its MixedPrecisionPolicy; where it is not applied (one
+    # rank, no process group) the plain model runs under autocast as DDP's does
+    fsdp = str(lm["parallel"]).startswith(("fsdp", "hsdp")) and hvd is None and distributed
     autocast = torch.bfloat16 if knobs.precision == "bf16" and not fsdp else None
     step_fn = make_lm_step(
         knobs.compiled(train_model), optimizer, device, int(lm["grad_accum"]), autocast, fixed

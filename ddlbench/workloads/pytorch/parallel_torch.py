@@ -18,7 +18,9 @@
 With ``precision: bf16`` the FSDP modes compute in bfloat16 (``MixedPrecisionPolicy
 (param_dtype=bfloat16, reduce_dtype=float32)``, float32 sharded master weights and float32
 gradient reduction); DDP and ZeRO-1 keep float32 weights and gradients and compute the forward
-pass under bf16 autocast, so their reduction is in float32 too.
+pass under bf16 autocast, so their reduction is in float32 too. With one rank and no process
+group (``ddp_single_rank`` unset) no mode wraps the model: it trains as DDP's one rank does,
+under bf16 autocast.
 """
 
 from __future__ import annotations
