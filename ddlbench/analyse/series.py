@@ -37,7 +37,7 @@ _LM_WORDS = {
     "activation_checkpointing": "ckpt {}",
     "seq_len": "seq {}",
     "grad_accum": "accum {}",
-    "compile": "compile {}",
+    "compile": "{}",  # the value names itself: eager, torch.compile(mode=default), ...
 }
 
 SERIES_FIELDS = [

@@ -51,10 +51,11 @@ def _scaling_sentences(a: Analysis) -> List[str]:
         ]
         p = pt.iloc[0] if len(pt) else pd.Series(dtype=object)
         seq = seq_len_of(a.runs, p["group"]) if len(pt) else None
+        one_scale = int(r["max_devices"]) == int(r["base_devices"])  # one verdict, said once
+        tail = "" if one_scale else f"; {help_sentence(r)}"
         out.append(
             f"{r['label']} (geometric means over repeats): "
-            f"{_largest_scale_words(r, p, seq)}; {knee_sentence(r, a.settings)}; "
-            f"{help_sentence(r)}."
+            f"{_largest_scale_words(r, p, seq)}; {knee_sentence(r, a.settings)}{tail}."
         )
     return out
 
