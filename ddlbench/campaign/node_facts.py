@@ -60,7 +60,10 @@ def links_text(facts: Dict[str, Any]) -> str:
     if why:
         return f"absent ({why})"
     kinds = Counter(c for row in links.get("matrix", []) for c in row if c != "X")
-    return f"{links.get('gpus')} GPUs; pairs: " + ", ".join(f"{k} x{n}" for k, n in kinds.items())
+    gpus = links.get("gpus")
+    if not kinds:  # one GPU: no pair to link
+        return f"{gpus} GPU{'' if gpus == 1 else 's'}; no GPU pairs"
+    return f"{gpus} GPUs; pairs: " + ", ".join(f"{k} x{n}" for k, n in kinds.items())
 
 
 def network_text(facts: Dict[str, Any]) -> str:

@@ -318,12 +318,16 @@ def _mismatch_lines(runs: pd.DataFrame) -> List[str]:
 
 def profile_text(cluster: dict) -> str:
     """The cluster profile in words: its settings as ``key value`` pairs (nested ones dotted),
-    leaving out empty ones and the per-framework environments."""
+    leaving out empty ones, the per-framework environments and, for a profile without Slurm,
+    the Slurm settings that did not apply (its time limit does: the local executor's)."""
     parts = []
+    local = cluster.get("scheduler") == "local"
 
     def walk(prefix: str, value) -> None:
         if isinstance(value, dict):
             for k in value:
+                if local and prefix == "slurm." and k != "time_limit":
+                    continue
                 if k not in ("environments", "env", "description"):
                     walk(f"{prefix}{k}.", value[k])
         elif value not in (None, "", [], {}):

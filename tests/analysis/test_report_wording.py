@@ -31,6 +31,17 @@ def test_profile_text_flattens_and_leaves_out_empty_settings():
         | {"environments": {"pytorch": {"venv": "/v"}}, "local": {"max_parallel": 2}}
     )
     assert text == "name c; slurm.partition p; local.max_parallel 2"
+    # a profile without Slurm: only the time limit of the Slurm settings applies (local runs)
+    local = {"name": "l", "scheduler": "local", "slurm": {"time_limit": "00:20:00", "mpi": "pmix"}}
+    assert profile_text(local) == "name l; scheduler local; slurm.time_limit 00:20:00"
+
+
+def test_one_gpu_has_no_pairs_to_link():
+    from ddlbench.campaign.node_facts import links_text
+
+    assert links_text({"gpu_links": {"gpus": 1, "matrix": [["X"]]}}) == "1 GPU; no GPU pairs"
+    two = {"gpu_links": {"gpus": 2, "matrix": [["X", "NV18"], ["NV18", "X"]]}}
+    assert links_text(two) == "2 GPUs; pairs: NV18 x2"
 
 
 def test_one_rank_allreduce_has_no_bandwidth(results):
