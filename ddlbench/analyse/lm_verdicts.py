@@ -25,6 +25,7 @@ kept in the reason (docs/reports.md).
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -194,6 +195,19 @@ def _row(key: str, v: pd.Series, r: pd.Series, vs: VerdictSettings) -> dict:
     return row
 
 
+def _unwrapped(r: pd.Series) -> bool:
+    """A configuration of one rank whose model no mode wrapped: no process group there,
+    unless ``ddp_single_rank`` asked for one (docs/workloads.md#parallelism)."""
+    if missing(r.get("world_size")) or int(r["world_size"]) > 1:
+        return False
+    given = r.get("framework_options")
+    try:
+        options = json.loads(given) if isinstance(given, str) else {}
+    except ValueError:
+        options = {}
+    return not (isinstance(options, dict) and options.get("ddp_single_rank"))
+
+
 def lm_comparisons(
     runs: pd.DataFrame,
     configs: pd.DataFrame,
@@ -209,6 +223,8 @@ def lm_comparisons(
     rows = []
     for key, ref in REFERENCES if len(c) else ():
         for v, r in _sides(c, key, ref, fields):
+            if key == "parallel" and _unwrapped(v) and _unwrapped(r):
+                continue  # one rank wraps no mode: both ran the same program
             rows.append(_row(key, v, r, settings))
             _busy(rows[-1], v, r, busy)
     return pd.DataFrame(rows, columns=COLUMNS)

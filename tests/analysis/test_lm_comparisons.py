@@ -157,3 +157,15 @@ def test_no_comparison_without_a_reference_or_a_transformer(analysis):
     cnn = runs.assign(parallel=None)
     none = lm_comparisons(cnn, config_stats(cnn, Settings()), CONFIG_FIELDS)
     assert none.empty and LM_COMPARISONS.table(none) is None
+
+
+def test_no_mode_comparison_at_one_rank_where_no_mode_wraps_the_model(analysis):
+    """At one rank the workload wraps no mode (docs/workloads.md#parallelism): FSDP against DDP
+    there compares a program with itself, so there is no such row; checkpointing against none
+    is still a comparison, and so is a mode that ``ddp_single_rank`` wrapped."""
+    one = analysis.runs.assign(world_size=1, tasks_per_node=1)
+    c = lm_comparisons(one, config_stats(one, Settings()), CONFIG_FIELDS)
+    assert len(c) and set(c["key"]) == {"activation_checkpointing"}
+    wrapped = one.assign(framework_options='{"ddp_single_rank": true}')
+    c = lm_comparisons(wrapped, config_stats(wrapped, Settings()), CONFIG_FIELDS)
+    assert "parallel" in set(c["key"])
