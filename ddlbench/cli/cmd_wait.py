@@ -1,4 +1,4 @@
-"""ddlbench wait CAMPAIGN."""
+"""ddlbench wait [CAMPAIGN]."""
 
 from __future__ import annotations
 
@@ -14,17 +14,18 @@ from ddlbench.cli.common import campaign_dir, no_out_option, results_option
 @click.command(
     epilog="""\b
 Examples:
+  ddlbench wait                            # the most recent campaign under ./results
   ddlbench wait quickstart                 # until every run ended
   ddlbench wait resnet50-scaling --timeout 3600
   ddlbench wait quickstart --results /scratch/me/results
-  ddlbench submit configs/quickstart.yaml && ddlbench wait quickstart && ddlbench report
+  ddlbench submit configs/quickstart.yaml && ddlbench wait && ddlbench report
 
 Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never submitted);
 124 --timeout passed first; 75 the scheduler did not answer for --patience seconds;
 2 bad input. See `ddlbench docs failures`.
 """
 )
-@click.argument("campaign")
+@click.argument("campaign", required=False)
 @results_option
 @no_out_option
 @click.option(
@@ -44,9 +45,14 @@ Exit codes: 0 every run COMPLETED; 1 some run ended otherwise (or was never subm
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final summary.")
 def command(
-    campaign: str, results: Path, timeout: Optional[float], patience: float, quiet: bool
+    campaign: Optional[str],
+    results: Path,
+    timeout: Optional[float],
+    patience: float,
+    quiet: bool,
 ) -> None:
-    """Block until every run of CAMPAIGN has ended, printing state changes as they happen.
+    """Block until every run of CAMPAIGN has ended, printing state changes as they happen
+    (default: the most recent campaign).
 
     Polls the scheduler with backoff (every 2 s after a change, slowing to every 30 s on
     Slurm; 0.5-5 s on the local executor, which also restarts its runner if it died).
@@ -66,7 +72,7 @@ def command(
             why = r["reason"] or (f"exit code {r['exit_code']}" if r["exit_code"] else "")
             click.echo(f"  {r['run_id']}: {r['state']}" + (f" ({why})" if why else ""))
         if len(bad) > 20:
-            click.echo(f"  ... and {len(bad) - 20} more: `ddlbench status {campaign}`")
+            click.echo(f"  ... and {len(bad) - 20} more: `ddlbench status {root.name}`")
     raise SystemExit(code)
 
 

@@ -175,8 +175,58 @@ def placeholder_values(run: Any, spec: Any, run_dir: str) -> Dict[str, Any]:
     }
 
 
-#: interpreters whose first argument ending in one of these suffixes is a script to find
+#: interpreters whose script (their first argument that is not an option) ending in one of
+#: these suffixes is a file to find; ``python3.11`` and the like count as ``python``
 _SCRIPTS = {"python": ".py", "python3": ".py", "bash": ".sh", "sh": ".sh"}
+#: the interpreters' options that take the next argument as their value (``-X opt``)
+_VALUED = {"python": "XW", "bash": "oO", "sh": "oO"}
+#: their options after which no script file follows (``-m module``, ``-c code``, stdin)
+_NO_SCRIPT = {"python": "mc", "bash": "cs", "sh": "cs"}
+#: ``env``'s options that take a value (``env -u NAME``)
+_ENV_VALUED = ("-u", "--unset", "-C", "--chdir", "-S", "--split-string")
+
+
+def _interpreter(word: str) -> Optional[str]:
+    """``python``, ``bash`` or ``sh`` for an interpreter's name or path, else None."""
+    name = Path(word).name
+    if re.fullmatch(r"python[0-9.]*", name):
+        return "python"
+    return name if name in _SCRIPTS else None
+
+
+def _after_env(command: List[str]) -> int:
+    """The index of the program that a leading ``env`` (with its options and ``VAR=value``
+    assignments) starts; 0 without ``env``."""
+    if Path(command[0]).name != "env":
+        return 0
+    i = 1
+    while i < len(command) and (command[i].startswith("-") or "=" in command[i]):
+        i += 2 if command[i] in _ENV_VALUED else 1
+    return i
+
+
+def script_index(command: List[str], start: int) -> Optional[int]:
+    """The index of the script file that the interpreter ``command[start]`` runs, past its
+    options; None when it is no interpreter or runs none (``-m``, ``-c``, stdin)."""
+    kind = _interpreter(command[start])
+    if kind is None:
+        return None
+    i = start + 1
+    while i < len(command) and command[i].startswith(("-", "+")) and command[i] != "-":
+        word = command[i]
+        i += 1
+        if word == "--":
+            break
+        if word.startswith("--"):
+            i += 1 if word == "--check-hash-based-pycs" else 0
+            continue
+        for k, letter in enumerate(word[1:], 1):
+            if letter in _NO_SCRIPT[kind]:
+                return None
+            if letter in _VALUED[kind]:
+                i += 0 if word[k + 1 :] else 1  # -Xopt, or -X opt
+                break
+    return i if i < len(command) and command[i] != "-" else None
 
 
 def missing_files(own: OwnWorkload, workdir: str) -> List[Tuple[int, str]]:
@@ -186,12 +236,17 @@ def missing_files(own: OwnWorkload, workdir: str) -> List[Tuple[int, str]]:
     from ddlbench.errors import did_you_mean
 
     folder = Path(workdir)
+    command = list(own.command)
+    start = _after_env(command)
+    if start >= len(command):
+        return []
     wanted: List[Tuple[int, str]] = []
-    if "/" in own.command[0]:
-        wanted.append((0, own.command[0]))
-    suffix = _SCRIPTS.get(Path(own.command[0]).name)
-    if suffix and len(own.command) > 1 and own.command[1].endswith(suffix):
-        wanted.append((1, own.command[1]))
+    if "/" in command[start]:
+        wanted.append((start, command[start]))
+    script = script_index(command, start)
+    kind = _interpreter(command[start])
+    if script is not None and kind and command[script].endswith(_SCRIPTS[kind]):
+        wanted.append((script, command[script]))
     out: List[Tuple[int, str]] = []
     for i, word in wanted:
         if placeholders_in(word) or Path(word).is_absolute() or (folder / word).exists():

@@ -108,7 +108,9 @@ mode = os.path.basename(sys.argv[0])
 rank = int(os.environ["RANK"])
 for i in range(6):
     time.sleep(0.01)
-    if mode != "silent":
+    if mode == "garbled" and i == 2:
+        print(f"step {i} time . s", flush=True)  # no number: skipped and counted
+    elif mode != "silent":
         print(f"step {i} time 0.01 s", flush=True)
     if mode == "crash" and rank == 1 and i == 3:
         print("rank 1 gives up", flush=True)
@@ -120,11 +122,12 @@ for i in range(6):
 @pytest.mark.slow
 def test_misbehaving_programs_fail_each_with_its_reason(tmp_path):
     """A crash on one rank, output that never matches and a command that does not exist: each
-    run fails with a record saying which and the program's last lines; the good run is kept."""
+    run fails with a record saying which and the program's last lines (no wrapper traceback);
+    the good run is kept, and so is one with a step line without a number (counted)."""
     require_envs("pytorch")
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("ok", "crash", "silent"):
+    for name in ("ok", "crash", "silent", "garbled"):
         (src / name).write_text(MISBEHAVE)
         (src / name).chmod(0o755)
     spec = f"""\
@@ -134,7 +137,8 @@ workload:
   framework: pytorch
   workdir: {src}
   measure: {{step: 'time ([0-9.]+) s', unit: s}}
-variants: [{{label: ok}}, {{label: crash}}, {{label: silent}}, {{label: missing}}]
+variants: [{{label: ok}}, {{label: crash}}, {{label: silent}}, {{label: missing}},
+  {{label: garbled}}]
 steps: {{warmup: 1, measure: 5}}
 scale: {{points: ["1x2"]}}
 slurm: {{time: "00:05:00"}}
@@ -143,9 +147,9 @@ slurm: {{time: "00:05:00"}}
     results = tmp_path / "results"
     sub = ddlbench("submit", str(tmp_path / "own-bad.yaml"), "--cluster", "local", results=results)
     assert sub.returncode == 0, sub.stderr
-    ddlbench("wait", "own-bad", "--timeout", "600", results=results)
+    ddlbench("wait", "--timeout", "600", results=results)  # the latest campaign: own-bad
     runs = ensure_collected(results / "own-bad").runs
-    runs = runs.set_index(runs["run_id"].str.extract(r"-(ok|crash|silent|missing)-")[0])
+    runs = runs.set_index(runs["run_id"].str.extract(r"-(ok|crash|silent|missing|garbled)-")[0])
     assert runs.loc["ok", "status"] == "ok" and runs.loc["ok", "throughput"] > 0
     msg = runs["error_message"]
     assert "'./crash' exited with code 3 on rank 1" in msg["crash"]
@@ -154,3 +158,10 @@ slurm: {{time: "00:05:00"}}
     assert "it printed nothing" in msg["silent"]
     assert "cannot start the program './missing'" in msg["missing"]
     assert all(runs.loc[k, "status"] != "ok" for k in ("crash", "silent", "missing"))
+    assert not any(m.startswith("ProgramFailed") for m in msg.dropna())
+    (err,) = (results / "own-bad" / "runs").glob("*-crash-*/slurm-*.err")
+    assert "Traceback" not in err.read_text() and "exited with code 3" in err.read_text()
+    assert runs.loc["garbled", "status"] == "ok" and runs.loc["garbled", "throughput"] > 0
+    logs = sorted((results / "own-bad" / "runs").glob("*-garbled-*/logs/attempt-*/rank-*.jsonl"))
+    summaries = [json.loads(f.read_text().splitlines()[-1]) for f in logs]
+    assert [(s["steps_measured"], s["rejected_reports"]) for s in summaries] == [(4, 1)] * 2

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from ddlbench.render.campaign import read_run_config
-from ddlbench.spec.own_workload import PLACEHOLDERS, placeholders_in, substitute
+from ddlbench.spec.own_workload import (
+    PLACEHOLDERS,
+    OwnWorkload,
+    missing_files,
+    placeholders_in,
+    substitute,
+)
 from tests.support.render import render
 from tests.support.repo import ROOT
 
@@ -101,6 +107,51 @@ def test_bad_input_is_file_line_and_exit_2(tmp_path, old, new, expected):
     assert proc.stderr.startswith(f"{tmp_path}/{expected}") or proc.stderr.startswith(expected), (
         proc.stderr
     )
+
+
+@pytest.mark.parametrize(
+    "command, index",
+    [
+        (["python", "trian.py"], 1),
+        (["python", "-u", "trian.py"], 2),
+        (["python3.11", "trian.py"], 1),
+        (["/usr/bin/python3", "-O", "-X", "dev", "-W", "error", "trian.py", "-u"], 6),
+        (["python", "-Xdev", "-Wignore", "--", "trian.py"], 4),
+        (["env", "python", "trian.py"], 2),
+        (["env", "-u", "HOME", "OMP_NUM_THREADS=1", "python3", "-u", "trian.py"], 6),
+        (["bash", "-e", "-o", "pipefail", "trian.sh"], 4),
+        (["env", "./trian.sh"], 1),
+        (["python", "-m", "trian.py"], None),  # a module, not a file
+        (["python", "-c", "import trian.py"], None),
+        (["python", "-um", "trian"], None),
+        (["bash", "-c", "trian.sh"], None),
+        (["python", "-"], None),
+        (["torchrun", "trian.py"], None),  # not an interpreter ddlbench knows
+        (["python", "train.py"], None),  # there
+    ],
+)
+def test_the_script_of_an_interpreter_is_found_past_its_options(tmp_path, command, index):
+    """``validate`` checks the script of ``python``/``pythonX.Y``/``bash``/``sh``, also after
+    the interpreter's options and a leading ``env``; none after ``-m``, ``-c`` or ``-``."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "train.sh").write_text("")
+    own = OwnWorkload(command=command, framework="pytorch")
+    found = missing_files(own, str(tmp_path))
+    if index is None:
+        assert found == []
+        return
+    ((i, message),) = found
+    assert i == index
+    assert message.startswith(f"no such file in the workdir {tmp_path}: {command[index]}")
+    assert "(did you mean 'train." in message
+
+
+def test_validate_names_the_script_after_interpreter_options(tmp_path):
+    spec = SPEC.replace("[python, train.py,", "[env, python3.11, -u, trian.py,")
+    proc = _validate(tmp_path, spec)
+    assert proc.returncode == 2, proc.stdout
+    assert "spec.yaml:3:34: workload.command[3]: no such file in the workdir " in proc.stderr
+    assert "trian.py (did you mean 'train.py'?)" in proc.stderr
 
 
 def test_placeholders_and_literal_braces():

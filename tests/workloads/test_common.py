@@ -446,6 +446,30 @@ def test_workload_main_logs_error_after_fallback_meta(tmp_path, make_cfg, valida
     assert workload_main(failing, []) == 2
 
 
+def test_an_explained_failure_is_logged_as_its_message_alone(
+    tmp_path, make_cfg, validate_log, capsys
+):
+    """An expected failure that says what happened (ExplainedFailure): no traceback and no
+    class name, in the error record and on stderr; other exceptions keep theirs (above)."""
+    from ddlbench.workloads.common.runner import ExplainedFailure
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_cfg()))
+
+    def failing(ctx):
+        raise ExplainedFailure("the program 'x' exited with code 3 on rank 0 (h)")
+
+    assert workload_main(failing, [str(path)]) == 1
+    records = _read(tmp_path / "logs" / "rank-0.jsonl")
+    validate_log(records, complete=False)
+    assert records[1] == dict(
+        records[1], message="the program 'x' exited with code 3 on rank 0 (h)"
+    )
+    assert "traceback" not in records[1]
+    err = capsys.readouterr().err
+    assert err == "ddlbench: rank 0: the program 'x' exited with code 3 on rank 0 (h)\n"
+
+
 def test_end_process_flushes_output_and_skips_the_teardown():
     """The torch workloads end with ``end_process``: buffered output is written and the exit
     code kept, while exit-time code (atexit handlers, libraries' destructors) never runs."""

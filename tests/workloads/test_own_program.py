@@ -151,8 +151,12 @@ def test_a_program_that_exits_non_zero_fails_with_its_last_lines(tmp_path):
     rc, records, out = _run(tmp_path, {"argv": [sys.executable, "p.py"]}, rank=1)
     assert rc == 1, out
     msg = _error(records)
-    assert "exited with code 1 on rank 1" in msg
+    assert msg.startswith("the program ") and "exited with code 1 on rank 1" in msg
     assert "| boom on purpose" in msg and "| line 29" in msg and "| line 9\n" not in msg
+    # an explained failure: its message alone, no wrapper traceback, no class name
+    assert "traceback" not in _of(records, "error")[0]
+    assert "Traceback" not in out and "ProgramFailed" not in out
+    assert "ddlbench: rank 1: the program " in out
 
 
 def test_a_pattern_that_never_matches(tmp_path):
@@ -230,3 +234,59 @@ def test_a_program_that_stops_stepping_is_reported_hung_and_killed(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError("the program outlived its rank")
+
+
+#: a step line whose number does not parse, then more output than a pipe holds, then steps
+FLOOD_PROGRAM = """
+for i in range(2):
+    print(f"step {i} time 0.01 s", flush=True)
+print("step 2 time . s", flush=True)
+for i in range(3000):
+    print("x" * 100)
+for i in range(3, 7):
+    print(f"step {i} time 0.01 s", flush=True)
+print("the end", flush=True)
+"""
+#: a mark with a non-numeric loss, then more marks than the pipe holds
+BAD_MARK_PROGRAM = """
+import os, time
+from ddlbench.workloads.steps import step_done
+bad = b'{"t_start": 1, "t_end": 2, "samples": 4, "loss": "abc"}\\n'
+os.write(int(os.environ["DDLBENCH_MARK_FD"]), bad)
+for i in range(2000):
+    time.sleep(0.0001)
+    step_done(samples=4, loss=0.5)
+print("all marked", flush=True)
+"""
+
+
+def test_a_step_line_without_a_number_is_skipped_and_the_output_still_read(tmp_path, validate_log):
+    """The bad line is counted (stderr, summary), the later steps count, nothing blocks."""
+    (tmp_path / "p.py").write_text(FLOOD_PROGRAM)
+    measure = {"step": r"time ([0-9.]+) s", "unit": "s", "samples": 4}
+    rc, records, out = _run(tmp_path, {"argv": [sys.executable, "p.py"], "measure": measure})
+    assert rc == 0, out[-2000:]
+    assert "the end" in out  # passed through to the end
+    assert "ddlbench: rank 0: skipped a step line: could not convert string to float: '.'" in out
+    validate_log(records)
+    (summary,) = _of(records, "summary")
+    assert summary["steps_measured"] == 4 and summary["rejected_reports"] == 1
+    assert "1 of the program's reports were skipped" in out
+
+
+def test_a_mark_with_a_non_numeric_loss_is_skipped_and_the_marks_still_read(tmp_path, validate_log):
+    (tmp_path / "p.py").write_text(BAD_MARK_PROGRAM)
+    rc, records, out = _run(tmp_path, {"argv": [sys.executable, "p.py"]})
+    assert rc == 0, out[-2000:]
+    assert "all marked" in out and "BrokenPipeError" not in out
+    assert "skipped a mark: could not convert string to float: 'abc'" in out
+    validate_log(records)
+    (summary,) = _of(records, "summary")
+    assert summary["steps_measured"] == 1998 and summary["rejected_reports"] == 1
+
+
+def test_an_ok_run_without_rejected_reports_says_zero(tmp_path):
+    (tmp_path / "prog.py").write_text(MARKS_PROGRAM)
+    rc, records, out = _run(tmp_path, {"argv": [sys.executable, "prog.py"]})
+    assert rc == 0 and _of(records, "summary")[0]["rejected_reports"] == 0, out
+    assert "skipped" not in out

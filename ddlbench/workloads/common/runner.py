@@ -5,7 +5,9 @@
 ``body(ctx)``. When ``body`` raises (or the rank gets SIGTERM, as Slurm sends at
 its time limit), it writes an ``error`` record (preceded by a fallback ``meta``
 record if ``body`` had not written one yet, so the log still starts with meta),
-prints the traceback and returns 1.
+prints the traceback and returns 1. An :class:`ExplainedFailure` (an expected failure whose
+message says what happened and what to do) is printed and logged as its message alone: no
+traceback, no class name.
 
 The torch workloads end their process with :func:`end_process`, without the interpreter's
 teardown.
@@ -39,6 +41,11 @@ Evaluate = Callable[[int], Tuple[float, Optional[float], Optional[int]]]
 
 class Terminated(Exception):
     """The rank received SIGTERM (or SIGINT)."""
+
+
+class ExplainedFailure(Exception):
+    """An expected failure whose message says all there is to say: logged as the message
+    alone (no traceback, no class name), in the ``error`` record and on stderr."""
 
 
 @dataclass
@@ -190,11 +197,17 @@ def _start(args: List[str], start_time: float) -> Optional[Context]:
 
 def _log_failure(ctx: Context) -> None:
     """Print the current exception's traceback and log it as the ``error`` record (after a
-    fallback ``meta`` record when the body had not written one)."""
+    fallback ``meta`` record when the body had not written one); an :class:`ExplainedFailure`
+    as its message alone."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, ExplainedFailure):
+        sys.stderr.write(f"ddlbench: rank {ctx.info.rank}: {exc}\n")
+        sys.stderr.flush()
+        _log_error(ctx, str(exc), None)
+        return
     tb = traceback.format_exc()
     sys.stderr.write(tb)
     sys.stderr.flush()
-    exc = sys.exc_info()[1]
     _log_error(ctx, f"{type(exc).__name__}: {exc}", tb)
 
 

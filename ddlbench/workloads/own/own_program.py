@@ -15,6 +15,13 @@ module
 4. fails the rank with an ``error`` record saying which (non-zero exit, no pattern match, no
    mark, command not found) and the program's last lines of output.
 
+A report that cannot be used (a step line whose number does not parse, a mark that is not
+JSON, has a non-numeric field, ends before it starts, counts negative samples, a non-finite
+time) is skipped: the output is still read and passed through, the rank's stderr says why (the
+first few), and the summary's ``rejected_reports`` counts them. A non-finite loss is kept (the
+log writes it ``null``, which the training-health check reads as divergence, as for
+ddlbench's own workloads).
+
 Each completed step feeds the rank's watchdog, so a program that stops stepping is reported as
 hung. Standard library only; Python 3.8 syntax.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import re
 import runpy
@@ -34,10 +42,16 @@ import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ..common.env import cpu_name
-from ..common.runner import Context, workload_main
+from ..common.runner import Context, ExplainedFailure, workload_main
 
 #: the lines of the program's output kept for the failure message
 TAIL_LINES = 20
+#: rejected reports whose reason the rank's stderr gives (the later ones are only counted)
+SAID_REJECTIONS = 3
+#: the characters of a rejected line or mark quoted in its reason
+QUOTED_CHARS = 80
+#: the errors that make a report unusable
+BAD_REPORT = (ValueError, TypeError, OverflowError, KeyError)
 #: the distribution whose version the ``meta`` record gives, per framework
 DISTRIBUTIONS = {
     "pytorch": "torch",
@@ -48,8 +62,9 @@ DISTRIBUTIONS = {
 }
 
 
-class ProgramFailed(RuntimeError):
-    """The program failed, or told nothing a step could be made of."""
+class ProgramFailed(ExplainedFailure):
+    """The program failed, or told nothing a step could be made of (its message says which:
+    logged without a traceback)."""
 
 
 def framework_env(cfg: Dict[str, Any], env: Dict[str, str]) -> Dict[str, str]:
@@ -108,9 +123,65 @@ def device_name(cfg: Dict[str, Any], rank: int) -> str:
         return "gpu"
 
 
-def _value(match: re.Match[str]) -> float:
-    text = match.group("value") if "value" in match.re.groupindex else match.group(1)
-    return float(text)
+def _text(match: re.Match[str]) -> Any:
+    return match.group("value") if "value" in match.re.groupindex else match.group(1)
+
+
+def _amount(value: Any, what: str) -> float:
+    """``value`` as a finite number >= 0 (ValueError saying ``what`` is wrong otherwise)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} is {value!r}, not a number")
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{what} is {value!r}, not a finite number >= 0")
+    return number
+
+
+def step_of_line(found: re.Match[str], unit: str, samples: int) -> Tuple[float, int]:
+    """``(duration in s, samples)`` of a step line matched by the step pattern; ValueError
+    (or TypeError) when its numbers cannot make a step."""
+    value = _amount(_text(found), "the captured value")
+    if "samples" in found.re.groupindex and found.group("samples"):
+        samples = int(_amount(found.group("samples"), "the samples group"))
+    if unit == "samples/s":
+        if value <= 0:
+            raise ValueError(f"a rate of {value:g} samples/s gives no step time")
+        duration = samples / value
+    else:
+        duration = value / 1000.0 if unit == "ms" else value
+    if not math.isfinite(duration):
+        raise ValueError(f"a step of {duration} s")
+    return duration, samples
+
+
+def _optional(m: Dict[str, Any], key: str) -> Optional[float]:
+    value = m.get(key)
+    return None if value is None else _amount(value, key)
+
+
+def parse_mark(raw: bytes) -> Tuple[float, float, int, Optional[float], Any, Any]:
+    """``(t_start, t_end, samples, loss, compute_s, comm_s)`` of one mark (a JSON object),
+    checked: finite times with ``t_end >= t_start``, ``samples`` >= 0, a numeric ``loss``
+    (NaN and infinity kept: a diverged loss), ``compute_s``/``comm_s`` >= 0 or absent.
+    Raises one of :data:`BAD_REPORT` saying what is wrong."""
+    m = json.loads(raw.decode("utf-8"))
+    if not isinstance(m, dict):
+        raise ValueError("not a JSON object")
+    for key in ("t_start", "t_end", "samples"):
+        if m.get(key) is None:
+            raise ValueError(f"no {key}")
+    t_start, t_end = _amount(m["t_start"], "t_start"), _amount(m["t_end"], "t_end")
+    if t_end < t_start:
+        raise ValueError(f"t_end {t_end!r} is before t_start {t_start!r}")
+    samples = _amount(m["samples"], "samples")
+    if samples != int(samples):
+        raise ValueError(f"samples is {m['samples']!r}, not a whole number")
+    loss = m.get("loss")
+    if loss is not None:
+        if isinstance(loss, bool):
+            raise ValueError(f"loss is {loss!r}, not a number")
+        loss = float(loss)
+    return t_start, t_end, int(samples), loss, _optional(m, "compute_s"), _optional(m, "comm_s")
 
 
 class StepSink:
@@ -134,7 +205,24 @@ class StepSink:
         #: arrive before the stdout lines printed ahead of it and be pushed out of ``tail``
         self.err_tail: Deque[str] = collections.deque(maxlen=TAIL_LINES // 2)
         self.lock = threading.Lock()
-        self.bad_marks = 0
+        #: reports (output lines, marks) skipped because no step could be made of them
+        self.rejected = 0
+        #: the first one's reason, for the failure message
+        self.first_rejection = ""
+
+    def reject(self, what: str, why: str) -> None:
+        """Skip a report that cannot be used: count it, and say why on stderr (the first
+        :data:`SAID_REJECTIONS`)."""
+        with self.lock:
+            self.rejected += 1
+            n = self.rejected
+            if n == 1:
+                self.first_rejection = f"{what}: {why}"
+        if n <= SAID_REJECTIONS:
+            more = " (later ones are only counted)" if n == SAID_REJECTIONS else ""
+            rank = self.ctx.info.rank
+            sys.stderr.write(f"ddlbench: rank {rank}: skipped {what}: {why}{more}\n")
+            sys.stderr.flush()
 
     def record(
         self,
@@ -158,37 +246,39 @@ class StepSink:
         with self.lock:
             self.lines += 1
             (self.err_tail if err else self.tail).append(text.rstrip("\n"))
+        quoted = repr(text.rstrip("\n")[:QUOTED_CHARS])
         if self.loss_re is not None:
             found = self.loss_re.search(text)
             if found:
-                self.loss = _value(found)
-                self.measurement.final_loss = self.loss
+                try:
+                    self.loss = float(_text(found))  # NaN and infinity kept: a diverged loss
+                    self.measurement.final_loss = self.loss
+                except BAD_REPORT as exc:
+                    self.loss = None
+                    self.reject("a loss line", f"{exc}: {quoted}")
         if self.step_re is None:
             return
         found = self.step_re.search(text)
         if not found:
             return
-        value = _value(found)
-        samples = self.samples
-        if "samples" in found.re.groupindex and found.group("samples"):
-            samples = int(float(found.group("samples")))
         unit = self.patterns["unit"]  # type: ignore[index]
-        duration = samples / value if unit == "samples/s" else value
-        duration = duration / 1000.0 if unit == "ms" else duration
+        try:
+            duration, samples = step_of_line(found, unit, self.samples)
+        except BAD_REPORT as exc:
+            self.reject("a step line", f"{exc}: {quoted}")
+            return
         self.record(now - duration, now, samples, self.loss)
 
     def mark(self, raw: bytes) -> None:
         """One mark from ddlbench.workloads.steps: a JSON object per line."""
         try:
-            m = json.loads(raw.decode("utf-8"))
-            args = (float(m["t_start"]), float(m["t_end"]), int(m["samples"]))
-        except (ValueError, KeyError, TypeError):
-            self.bad_marks += 1
+            t_start, t_end, samples, loss, compute_s, comm_s = parse_mark(raw)
+        except BAD_REPORT as exc:
+            self.reject("a mark", f"{exc}: {raw[:QUOTED_CHARS]!r}")
             return
-        loss = m.get("loss")
         if loss is not None:
-            self.measurement.final_loss = float(loss)
-        self.record(*args, loss, m.get("compute_s"), m.get("comm_s"))
+            self.measurement.final_loss = loss
+        self.record(t_start, t_end, samples, loss, compute_s, comm_s)
 
     def last_lines(self) -> str:
         with self.lock:
@@ -200,18 +290,30 @@ class StepSink:
 
 
 def _pump(stream: Any, out: Any, sink: StepSink, err: bool = False) -> None:
-    """Pass the program's output through, line by line, and hand each line to ``sink``."""
+    """Pass the program's output through, line by line, and hand each line to ``sink``. The
+    pipe is read to its end whatever happens, so the program never blocks on a full pipe."""
     for raw in iter(stream.readline, b""):
-        out.buffer.write(raw)
-        out.flush()
-        sink.line(raw.decode("utf-8", errors="replace"), err)
+        if out is not None:
+            try:
+                out.buffer.write(raw)
+                out.flush()
+            except (OSError, ValueError):  # the job's output is gone: keep reading
+                out = None
+        try:
+            sink.line(raw.decode("utf-8", errors="replace"), err)
+        except Exception as exc:  # never stop reading
+            sink.reject("an output line", f"{type(exc).__name__}: {exc}")
     stream.close()
 
 
 def _read_marks(fd: int, sink: StepSink) -> None:
+    """Hand each mark to ``sink`` until the program closes the pipe (a bad mark is skipped)."""
     with os.fdopen(fd, "rb") as marks:
         for raw in marks:
-            sink.mark(raw)
+            try:
+                sink.mark(raw)
+            except Exception as exc:  # never stop reading: the program would get EPIPE
+                sink.reject("a mark", f"{type(exc).__name__}: {exc}")
 
 
 def _die_with_parent() -> None:
@@ -277,7 +379,14 @@ def check_outcome(rc: int, sink: StepSink, program: Dict[str, Any], where: str) 
     if rc != 0:
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
         raise ProgramFailed(f"the program {name!r} {how} {where}{sink.last_lines()}")
+    skipped = f"; skipped {sink.first_rejection}" if sink.rejected else ""
     if sink.steps == 0 and sink.patterns is not None:
+        if sink.rejected:
+            raise ProgramFailed(
+                f"the step pattern {sink.patterns['step']!r} matched no line whose number makes "
+                f"a step ({sink.rejected} rejected) {where}{skipped}: make the pattern capture "
+                f"the step's time or rate{sink.last_lines()}"
+            )
         raise ProgramFailed(
             f"the step pattern {sink.patterns['step']!r} never matched the program's output "
             f"({sink.lines} lines) {where}{sink.last_lines()}"
@@ -286,12 +395,18 @@ def check_outcome(rc: int, sink: StepSink, program: Dict[str, Any], where: str) 
         raise ProgramFailed(
             f"the program {name!r} never marked a step {where} (it imports "
             f"ddlbench.workloads.steps and calls step_done() or uses 'with step()'; "
-            f"{sink.bad_marks} unreadable marks){sink.last_lines()}"
+            f"{sink.rejected} rejected marks){skipped}{sink.last_lines()}"
         )
     if sink.measurement.steps_measured == 0:
         raise ProgramFailed(
             f"the program reported {sink.steps} steps {where}, all of them warmup "
-            f"(steps.warmup is {sink.warmup}){sink.last_lines()}"
+            f"(steps.warmup is {sink.warmup}){skipped}{sink.last_lines()}"
+        )
+    if sink.measurement.window_s() <= 0:
+        raise ProgramFailed(
+            f"the program's {sink.measurement.steps_measured} measured steps {where} last 0 s "
+            f"in all, so they give no throughput: end each step after its work (marks), or "
+            f"capture a time above 0 (patterns){skipped}{sink.last_lines()}"
         )
 
 
@@ -318,7 +433,12 @@ def body(ctx: Context) -> None:
     for t in threads:
         t.join(timeout=30)
     check_outcome(rc, sink, program, where)
-    ctx.finish(sink.measurement.summary_fields())
+    if sink.rejected:
+        sys.stderr.write(
+            f"ddlbench: rank {ctx.info.rank}: {sink.rejected} of the program's reports were "
+            f"skipped (the summary's rejected_reports; the first: {sink.first_rejection})\n"
+        )
+    ctx.finish(dict(sink.measurement.summary_fields(), rejected_reports=sink.rejected))
 
 
 def main() -> int:
