@@ -279,6 +279,13 @@ def collect_campaign(
     return data
 
 
+def _files_with(files: pd.DataFrame, count: str, shown: int = 3) -> str:
+    """The first ``shown`` log files whose ``count`` column is above 0, and how many more."""
+    where = files.loc[files[count] > 0, "file"].tolist()
+    more = f" and {len(where) - shown} more file(s)" if len(where) > shown else ""
+    return ", ".join(where[:shown]) + more
+
+
 def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
     out = []
     if len(files):
@@ -287,12 +294,11 @@ def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
             out.append(f"{n} duplicate log file(s) ignored (same run and rank as another file)")
         n = int(files["truncated_lines"].sum())
         if n:
-            out.append(f"{n} truncated last line(s) skipped (killed ranks)")
+            where = _files_with(files, "truncated_lines")
+            out.append(f"{n} truncated last line(s) skipped (killed ranks), in {where}")
         n = int(files["bad_lines"].sum())
         if n:
-            where = files.loc[files["bad_lines"] > 0, "file"].tolist()
-            more = f" and {len(where) - 3} more file(s)" if len(where) > 3 else ""
-            out.append(f"{n} unreadable line(s) skipped, in {', '.join(where[:3])}{more}")
+            out.append(f"{n} unreadable line(s) skipped, in {_files_with(files, 'bad_lines')}")
         n = int((files["status"] == "no_meta").sum())
         if n:
             out.append(f"{n} log file(s) without a meta record")

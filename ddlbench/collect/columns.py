@@ -443,6 +443,7 @@ _SUMMARY = [
     ("dropped_steps", "float", "measured steps whose gradient of this rank was dropped"),
     ("applied_samples", "float", "measured samples of this rank whose gradient was applied"),
     ("dropped_samples", "float", "measured samples of this rank whose gradient was dropped"),
+    ("rejected_reports", "float", "own program: step reports it could not use (skipped)"),
 ]
 _RANK_REST = [
     ("has_error", "bool", "log files", "the rank wrote an error record"),

@@ -40,7 +40,7 @@ from .states import store_rows
 
 #: bump when the data files change meaning or columns; what each version changed:
 #: docs/metrics.md#collector-versions
-COLLECTOR_VERSION = 6
+COLLECTOR_VERSION = 7
 
 
 def iter_inputs(campaign_dir: Path) -> Iterator[Path]:

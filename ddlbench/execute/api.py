@@ -244,6 +244,7 @@ def _run_rows(campaign: Campaign, store: CampaignStore) -> List[Dict]:
             "reason": end_cause(vars(a)) if a else None,
             "cause": task_cause(vars(a)) if a else None,
             "cause_source": a.cause_source if a else None,
+            "message": a.message if a else None,
             "failed_task": a.failed_task if a else None,
             "failed_signal": a.failed_signal if a else None,
             "nodes": run.nodes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Literal, Optional
+from typing import Dict, Iterable, List, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -32,17 +32,23 @@ def check_slurm_word(value: Optional[str]) -> Optional[str]:
     return value
 
 
-def check_sbatch_line(value: str) -> str:
-    """An extra ``#SBATCH`` option such as ``--signal=USR1@60``: one option, no shell syntax."""
+def check_sbatch_line(value: str, what: str = "extra sbatch option") -> str:
+    """An extra ``#SBATCH`` option such as ``--signal=USR1@60`` (or, with ``what="srun
+    option"``, an extra ``srun`` option): one option, no shell syntax."""
     text = value.strip()
-    if text.startswith("#SBATCH"):
+    if text.startswith("#SBATCH") and what != SRUN_OPTION:
         text = text[len("#SBATCH") :].strip()
     if not _SBATCH_LINE.match(text):
+        example = "--network=sn_all" if what == SRUN_OPTION else "--signal=USR1@60"
         raise ValueError(
-            f"extra sbatch option {value!r} must be a single option like --signal=USR1@60 "
+            f"{what} {value!r} must be a single option like {example} "
             "(no spaces, quotes or shell characters)"
         )
     return text
+
+
+#: what :func:`check_sbatch_line` calls an entry of ``slurm.srun_options``
+SRUN_OPTION = "srun option"
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -123,6 +129,19 @@ class EnvSetup(Strict):
     def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
         return _check_env(value)
 
+    @field_validator("python", "venv", "conda", "module_init")
+    @classmethod
+    def _not_empty(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
+        if value is not None and not value.strip():
+            what = {
+                "python": "the interpreter, e.g. python3 or /opt/py/bin/python (default: python)",
+                "venv": "the virtual environment's folder",
+                "conda": "the conda environment's name or folder",
+                "module_init": "the module system's bash init file",
+            }[info.field_name]
+            raise ValueError(f"is empty: give {what}, or leave the key out")
+        return value
+
     @model_validator(mode="after")
     def _one_activation(self) -> EnvSetup:
         if self.venv and self.conda:
@@ -188,10 +207,15 @@ class SlurmSettings(Strict):
         parse_minutes(value)
         return value
 
-    @field_validator("extra_sbatch", "srun_options")
+    @field_validator("extra_sbatch")
     @classmethod
     def _extra(cls, value: List[str]) -> List[str]:
         return [check_sbatch_line(v) for v in value]
+
+    @field_validator("srun_options")
+    @classmethod
+    def _srun(cls, value: List[str]) -> List[str]:
+        return [check_sbatch_line(v, SRUN_OPTION) for v in value]
 
     @property
     def cpus_requested(self) -> int:
@@ -316,17 +340,9 @@ class ClusterProfile(Strict):
     @field_validator("environments")
     @classmethod
     def _env_keys(cls, value: Dict[str, EnvSetup]) -> Dict[str, EnvSetup]:
-        from ddlbench.errors import did_you_mean
-        from ddlbench.frameworks import launchers
-
-        allowed = ["default", *launchers()]
-        for key in value:
-            # a framework, 'default', or a framework label such as horovod-tf or pytorch-gloo
-            if key not in allowed and not any(key.startswith(f"{n}-") for n in launchers()):
-                raise ValueError(
-                    f"{key!r} is not 'default', a framework name or a framework "
-                    f"label such as horovod-tf ({', '.join(allowed)}){did_you_mean(key, allowed)}"
-                )
+        message = environment_key_problem(value)
+        if message:
+            raise ValueError(message)
         return value
 
     def setup_for(self, framework: str, label: Optional[str] = None) -> EnvSetup:
@@ -338,6 +354,23 @@ class ClusterProfile(Strict):
             or envs.get("default")
             or EnvSetup()
         )
+
+
+def environment_key_problem(keys: Iterable[object]) -> Optional[str]:
+    """What is wrong with the first key of ``environments`` that names no framework: a key is
+    'default', a framework, or a framework label such as horovod-tf or pytorch-gloo."""
+    from ddlbench.errors import did_you_mean
+    from ddlbench.frameworks import launchers
+
+    allowed = ["default", *launchers()]
+    for key in keys:
+        text = str(key)
+        if text not in allowed and not any(text.startswith(f"{n}-") for n in launchers()):
+            return (
+                f"{key!r} is not 'default', a framework name or a framework "
+                f"label such as horovod-tf ({', '.join(allowed)}){did_you_mean(text, allowed)}"
+            )
+    return None
 
 
 def _check_env(value: Dict[str, str]) -> Dict[str, str]:

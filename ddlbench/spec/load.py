@@ -10,13 +10,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from pydantic import ValidationError
 
 from ddlbench.errors import InputError, Problem
 from ddlbench.shipped import profile_names, shipped_example, shipped_profiles
-from ddlbench.spec.cluster import ClusterProfile
+from ddlbench.spec.cluster import ClusterProfile, environment_key_problem
 from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry, file_problems
 from ddlbench.spec.problems import problems_from
 from ddlbench.spec.yamlsource import YamlSource, load_yaml, parse_yaml
@@ -137,47 +137,68 @@ def _absolute_data_path(spec: ExperimentSpec, source: YamlSource) -> ExperimentS
 
 
 def validate_profile(source: YamlSource) -> ClusterProfile:
+    """The profile, or every problem in it at once: the model's, and those checked on the
+    file's own values (framework keys, paths that must expand, the templates folder) even where
+    the model stopped early on another error."""
     data = _mapping(source, "cluster profile")
+    problems: List[Problem] = []
+    profile: Optional[ClusterProfile] = None
     try:
         profile = ClusterProfile.model_validate(data, strict=True)  # as a spec: no coercion
     except ValidationError as exc:
-        raise InputError(problems_from(exc, source, ClusterProfile)) from None
-    problems = _check_expansions(profile, source)
+        problems += problems_from(exc, source, ClusterProfile)
+        envs = data.get("environments")
+        message = environment_key_problem(envs) if isinstance(envs, dict) else None
+        if message:  # the model checks the keys only once every entry is valid
+            problems.append(source.problem(("environments",), message))
+    problems += _check_expansions(data, source)
     if problems:
-        raise InputError(problems)
+        unique = list({str(p): p for p in problems}.values())
+        unique.sort(key=lambda p: (p.line or 0, p.col or 0))
+        raise InputError(unique)
+    assert profile is not None
     return profile
 
 
-def _check_expansions(profile: ClusterProfile, source: YamlSource) -> List[Problem]:
-    """Paths expanded at render time (``~``, ``$VAR``) must expand now, and exist if local."""
+def _path_values(data: dict) -> Iterator[Tuple[Tuple[Any, ...], Any]]:
+    """The profile's values that are paths expanded at render time, by their location."""
+    envs = data.get("environments")
+    for name, setup in (envs if isinstance(envs, dict) else {}).items():
+        if not isinstance(setup, dict):
+            continue
+        base: Tuple[Any, ...] = ("environments", name)
+        for key in ("venv", "conda", "module_init"):
+            yield base + (key,), setup.get(key)
+        python = setup.get("python")
+        yield base + ("python",), python if isinstance(python, str) and "/" in python else None
+        container = setup.get("container")
+        if isinstance(container, dict):
+            yield base + ("container", "image"), container.get("image")
+            binds = container.get("bind")
+            for i, bind in enumerate(binds if isinstance(binds, list) else []):
+                yield base + ("container", "bind", i), bind
+    yield ("stage_dir",), data.get("stage_dir")
+
+
+def _check_expansions(data: dict, source: YamlSource) -> List[Problem]:
+    """Paths expanded at render time (``~``, ``$VAR``) must expand now, and exist if local.
+
+    Read from the file's values (a string where a string belongs; other types are the
+    model's to report), so these come in the same pass as the model's problems."""
     from ddlbench.spec.cluster import expand_path
 
     problems: List[Problem] = []
-
-    def check(loc: Tuple[Any, ...], value: Optional[str]) -> Optional[str]:
-        if value is None:
-            return None
-        found = _expansion_problems(source, loc, value)
-        problems.extend(found)
-        return None if found else expand_path(value)
-
-    for name, setup in profile.environments.items():
-        base: Tuple[Any, ...] = ("environments", name)
-        check(base + ("venv",), setup.venv)
-        check(base + ("conda",), setup.conda)
-        check(base + ("python",), setup.python if "/" in setup.python else None)
-        check(base + ("module_init",), setup.module_init)
-        if setup.container is not None:
-            check(base + ("container", "image"), setup.container.image)
-            for i, bind in enumerate(setup.container.bind):
-                check(base + ("container", "bind", i), bind)
-    check(("stage_dir",), profile.stage_dir)
-    templates = check(("templates",), profile.templates)
-    if templates is not None:
-        folder = Path(templates)
-        if not folder.is_absolute():
+    for loc, value in _path_values(data):
+        if isinstance(value, str):
+            problems += _expansion_problems(source, loc, value)
+    templates = data.get("templates")
+    if isinstance(templates, str):
+        found = _expansion_problems(source, ("templates",), templates)
+        problems += found
+        folder = Path(expand_path(templates)) if not found else None
+        if folder is not None and not folder.is_absolute():
             folder = Path(source.file).resolve().parent / folder
-        if not folder.is_dir():
+        if folder is not None and not folder.is_dir():
             problems.append(source.problem(("templates",), f"no such folder: {folder}"))
     return problems
 

@@ -35,10 +35,23 @@ def test_truncated_last_line_is_skipped_and_counted(results):
     f = d.files.set_index("file")
     assert f.loc[log.relative_to(camp).as_posix(), "truncated_lines"] == 1
     assert d.info["counts"]["truncated_lines"] == 1
+    rel = log.relative_to(camp).as_posix()
+    assert f"1 truncated last line(s) skipped (killed ranks), in {rel}" in d.info["warnings"]
     # the readable prefix of the killed rank is kept: 8 steps minus the cut one
     steps = d.steps()
     assert (steps["rank"] == 2).sum() == 7
     assert (steps["rank"] == 0).sum() == 8
+
+
+def test_the_truncated_line_warning_names_a_few_files_and_counts_the_rest(results):
+    runs = [SynthRun(nodes=1, tasks_per_node=5, measure_steps=3, killed_ranks=(0, 1, 2, 3, 4))]
+    camp = write_campaign(results, "c", runs)
+    d = collect_campaign(camp, write=False)
+    said = [w for w in d.info["warnings"] if "truncated last line(s)" in w]
+    logs = [f"runs/{runs[0].run_id}/logs/rank-{r}.jsonl" for r in range(3)]
+    assert said == [
+        f"5 truncated last line(s) skipped (killed ranks), in {', '.join(logs)} and 2 more file(s)"
+    ]
 
 
 def test_missing_rank_marks_run_incomplete_and_out_of_statistics(results):

@@ -66,6 +66,10 @@ ddlbench_cleanup() {
 }
 ddlbench_fail() {
   local rc=$1 line=$2
+  # set -E runs this trap in subshells too ($(...), ( ), a pipeline's parts): there it only
+  # ends the subshell with the failing status, and the main shell's own trap reports the
+  # failure once, when the command that ran the subshell fails
+  if (( BASH_SUBSHELL > 0 )); then exit "${rc}"; fi
   echo "ddlbench: run ${DDLBENCH_RUN_ID} failed: command at line ${line} of its job script exited with ${rc}" >&2
   echo "${rc}" > "${DDLBENCH_RUN_DIR}/exit_code"
   ddlbench_cleanup

@@ -101,7 +101,8 @@ def test_mxnet_and_cpu_runs_over_tcp_set_no_nccl(tmp_path, fixed_home):
     assert "NCCL_NET" not in env and "DDLBENCH_NCCL_NET" not in env
     # the profile's own network.nccl is not asserted for a run whose transport says otherwise
     text = SPEC.replace("rdma}", "tcp}").replace("label: rdma", "label: t2")
-    cpu = _render(tmp_path / "cpu", text.replace("backend: nccl", "backend: gloo"), "local")
+    cpu_text = text.replace("backend: nccl", "backend: gloo").replace("communication: nccl", "")
+    cpu = _render(tmp_path / "cpu", cpu_text, "local")  # NCCL is refused on a CPU profile
     gloo = next(s for k, s in cpu.items() if k.startswith("pytorch"))
     assert "NCCL_NET" not in _exports(gloo)
 

@@ -26,6 +26,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.campaign.paths import SLURM_OUTPUT_PATTERN
+from ddlbench.campaign.rank_errors import error_values
 from ddlbench.campaign.stops import stopped_values
 from ddlbench.diskfull import is_disk_full, looks_full
 from ddlbench.execute.hostlist import compress
@@ -80,6 +81,25 @@ def _user_name() -> str:
         return getpass.getuser()
     except Exception:  # noqa: BLE001
         return str(os.getuid())
+
+
+def _account_name() -> Optional[str]:
+    """This uid's name in the password database (what a Slurm job's USER holds)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return None
+
+
+def _login_variables(env: Dict[str, str]) -> None:
+    """USER and LOGNAME where the caller's environment lacks them (a cron job, a container,
+    ``env -i``): a Slurm job has them, and tools such as ch-run refuse to start without."""
+    missing = [key for key in ("USER", "LOGNAME") if not env.get(key)]
+    name = (env.get("USER") or _account_name()) if missing else None
+    for key in missing if name else ():
+        env[key] = name
 
 
 def _slurm_job_variables(
@@ -148,6 +168,7 @@ def job_environment(
         for k, v in (os.environ if base is None else base).items()
         if not k.startswith(("SLURM_", "SLURMD_", "SBATCH_", "SRUN_", "SALLOC_"))
     }
+    _login_variables(env)
     env.update(
         _slurm_job_variables(
             job_id=job_id,
@@ -433,7 +454,7 @@ def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
 
 def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
     """Why a job failed, beyond its exit code: the first failing task and its signal (from
-    srun's stderr lines), and a full disk."""
+    srun's stderr lines), a hang, the failing rank's error record, and a full disk."""
     values: Dict[str, object] = {}
     failure = find_task_failure([stderr_file])
     if failure is not None:
@@ -444,7 +465,9 @@ def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
             cause_source="srun",
         )
     code = failure.exit_code if failure else None
-    values.update(stopped_values(code) or hung_values(run_dir, code))
+    ended = stopped_values(code) or hung_values(run_dir, code)
+    # not hung or stopped: the failing rank's own message, when it logged one
+    values.update(ended or error_values(run_dir, failure.signal if failure else None))
     values.update(_disk_full_cause(run_dir, stderr_file))
     return values
 

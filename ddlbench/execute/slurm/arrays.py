@@ -19,7 +19,7 @@ def write_array_script(campaign: Campaign, token: str, runs: List[RunInfo]) -> P
     """One sbatch script for a group of same-shape runs; task i runs the i-th job script.
 
     The group's #SBATCH lines are those of its runs (identical but for names and output
-    files); each task writes its output where the run's own job would have.
+    files); each task appends its output where the run's own job would have.
     """
     first = JobScript.read(runs[0].script)
     lines = ["#!/bin/bash"]
@@ -38,10 +38,12 @@ def write_array_script(campaign: Campaign, token: str, runs: List[RunInfo]) -> P
         js = JobScript.read(run.script)
         out = js.get("--output") or str(run.run_dir / SLURM_OUTPUT_PATTERN)
         err = js.get("--error") or out
+        # append, as the runs' own --open-mode=append does: a requeued task keeps its job
+        # id, and its second start must not wipe the first start's output
+        to_err = "2>&1" if err == out else f"2>>{pattern_to_shell(err)}"
         lines.append(
             f"  {i}) cd {shlex.quote(str(run.run_dir))} && exec bash "
-            f"{shlex.quote(str(run.script))} >{pattern_to_shell(out)} "
-            f"2>{pattern_to_shell(err)} ;;"
+            f"{shlex.quote(str(run.script))} >>{pattern_to_shell(out)} {to_err} ;;"
         )
     lines.append(
         '  *) echo "ddlbench: no run for array task ${SLURM_ARRAY_TASK_ID}" >&2; exit 1 ;;'

@@ -14,6 +14,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.hangs import hung_values
 from ddlbench.campaign.manifest import RunInfo
 from ddlbench.campaign.paths import RunPaths
+from ddlbench.campaign.rank_errors import error_values
 from ddlbench.campaign.stops import stopped_values
 from ddlbench.errors import DDLBenchError
 from ddlbench.execute.base import Executor, RefreshResult, SchedulerUnreachable, SubmitSummary
@@ -439,6 +440,8 @@ class SlurmExecutor(Executor):
             failure, source = found
             out.update(failed_task=failure.task, failed_signal=failure.signal)
             out.update(cause=failure.describe(), cause_source=source)
+        if rec.state == S.FAILED and not hung:  # the failing rank's own message, if it logged one
+            out.update(error_values(run_dir, found[0].signal if found else None))
         out.update(hung)  # a stop on SIGUSR1 or a hang says why better than srun's exit line
         node_down = self._node_failure(rec, found[0] if found else None)
         if node_down:  # the node's end first; srun's first failing task after it
