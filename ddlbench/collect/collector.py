@@ -215,7 +215,7 @@ def _info(manifest, campaign_dir, inputs, runs, ranks, files_df, steps_rows: int
             "truncated_lines": int(files_df["truncated_lines"].sum()) if n_files else 0,
             "bad_lines": int(files_df["bad_lines"].sum()) if n_files else 0,
         },
-        "warnings": _warnings(runs, files_df),
+        "warnings": _warnings(runs, files_df) + _rejected_warning(ranks),
     }
 
 
@@ -307,6 +307,23 @@ def _warnings(runs: pd.DataFrame, files: pd.DataFrame) -> List[str]:
         if n:
             out.append(f"{n} run(s) {status.replace('_', ' ')}")
     return out
+
+
+def _rejected_warning(ranks: pd.DataFrame) -> List[str]:
+    """Step reports of users' own programs that their wrapper could not use (skipped, each
+    explained on the rank's stderr; docs/your-own-workload.md)."""
+    col = "summary_rejected_reports"
+    if not len(ranks) or col not in ranks:
+        return []
+    counts = pd.to_numeric(ranks[col], errors="coerce").fillna(0)
+    if not counts.sum():
+        return []
+    where = sorted(set(ranks.loc[counts > 0, "run_id"].astype(str)))
+    more = f" and {len(where) - 3} more" if len(where) > 3 else ""
+    return [
+        f"{int(counts.sum())} step report(s) of own programs skipped as unusable, in "
+        f"{', '.join(where[:3])}{more} (each rank's stderr says why)"
+    ]
 
 
 # ---------------------------------------------------------------- data files

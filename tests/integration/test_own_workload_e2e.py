@@ -148,7 +148,10 @@ slurm: {{time: "00:05:00"}}
     sub = ddlbench("submit", str(tmp_path / "own-bad.yaml"), "--cluster", "local", results=results)
     assert sub.returncode == 0, sub.stderr
     ddlbench("wait", "--timeout", "600", results=results)  # the latest campaign: own-bad
-    runs = ensure_collected(results / "own-bad").runs
+    data = ensure_collected(results / "own-bad")
+    runs = data.runs
+    (said,) = [w for w in data.info["warnings"] if "step report(s) of own programs" in w]
+    assert said.startswith("2 step report(s)") and "-garbled-" in said
     runs = runs.set_index(runs["run_id"].str.extract(r"-(ok|crash|silent|missing|garbled)-")[0])
     assert runs.loc["ok", "status"] == "ok" and runs.loc["ok", "throughput"] > 0
     msg = runs["error_message"]

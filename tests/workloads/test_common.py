@@ -505,3 +505,25 @@ def test_workload_main_success(tmp_path, make_cfg, validate_log):
     records = _read(tmp_path / "logs" / "rank-0.jsonl")
     validate_log(records)
     assert records[-1]["param_sum"] == 3.0 and records[-1]["steps_measured"] == 2
+
+
+def test_a_rank_stopped_by_a_signal_says_so_without_a_traceback(
+    tmp_path, make_cfg, validate_log, capsys
+):
+    """srun ends the other ranks of a step whose rank failed (SIGTERM): such a rank logs
+    "Terminated: received signal 15", the words status and report read as a stopped rank, and
+    prints no traceback, which read as a second failure beside the first one's."""
+    from ddlbench.workloads.common.runner import Terminated
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_cfg()))
+
+    def stopped(ctx):
+        raise Terminated("received signal 15")
+
+    assert workload_main(stopped, [str(path)]) == 1
+    records = _read(tmp_path / "logs" / "rank-0.jsonl")
+    validate_log(records, complete=False)
+    assert records[1]["message"] == "Terminated: received signal 15"
+    assert "traceback" not in records[1]
+    assert capsys.readouterr().err == "ddlbench: rank 0: Terminated: received signal 15\n"

@@ -198,12 +198,15 @@ def _start(args: List[str], start_time: float) -> Optional[Context]:
 def _log_failure(ctx: Context) -> None:
     """Print the current exception's traceback and log it as the ``error`` record (after a
     fallback ``meta`` record when the body had not written one); an :class:`ExplainedFailure`
-    as its message alone."""
+    or a :class:`Terminated` rank as its message alone."""
     exc = sys.exc_info()[1]
-    if isinstance(exc, ExplainedFailure):
-        sys.stderr.write(f"ddlbench: rank {ctx.info.rank}: {exc}\n")
+    if isinstance(exc, (ExplainedFailure, Terminated)):
+        # stopped by a signal (srun ending a step another rank failed, a time limit) or an
+        # explained failure: the message says it all; "Terminated: " marks a stopped rank
+        message = f"Terminated: {exc}" if isinstance(exc, Terminated) else str(exc)
+        sys.stderr.write(f"ddlbench: rank {ctx.info.rank}: {message}\n")
         sys.stderr.flush()
-        _log_error(ctx, str(exc), None)
+        _log_error(ctx, message, None)
         return
     tb = traceback.format_exc()
     sys.stderr.write(tb)
