@@ -29,6 +29,7 @@ from ddlbench.spec.experiment import (
 )
 from ddlbench.spec.inject import backup_precision_problem, plan_problem, run_inject
 from ddlbench.spec.lm import lm_problems, run_lm, seq_lens
+from ddlbench.spec.problems import position_key
 from ddlbench.spec.slurmtime import parse_minutes
 from ddlbench.spec.yamlsource import YamlSource, problem_at
 from ddlbench.workloads.vocabulary import OWN_WORKLOAD
@@ -124,19 +125,22 @@ def scaled_lr(base_lr: float, global_batch: int, rule: str, base_batch: int) -> 
 
 def _scale_points(
     spec: ExperimentSpec, profile: ClusterProfile, source: Optional[YamlSource]
-) -> List[Tuple[int, int]]:
+) -> Tuple[List[Tuple[int, int]], List[Problem], set]:
+    """The scale points, every problem of them against the profile, and the points that have
+    one (their runs are not checked further: what they would refuse follows from it)."""
     scale = spec.scale
     if scale.points is not None:
         points = [(p.nodes, p.gpus_per_node) for p in scale.points]
     else:
         gpn = scale.gpus_per_node or profile.gpus_per_node
         points = [(n, gpn) for n in scale.nodes or []]
-    problems = []
-    seen = set()
+    problems: List[Problem] = []
+    seen, bad = set(), set()
     too_wide = profile.device == "gpu" and any(g > profile.gpus_per_node for _, g in points)
     if too_wide and scale.points is None:  # one value for every point: one problem, at it
         where = ("scale", "gpus_per_node") if scale.gpus_per_node else ("scale",)
         problems.append(problem_at(source, where, _too_wide(points[0][1], profile, points)))
+        bad.update(points)
     for i, (nodes, gpn) in enumerate(points):
         loc = ("scale", "points", i) if scale.points is not None else ("scale", "nodes", i)
         if (nodes, gpn) in seen:
@@ -144,7 +148,9 @@ def _scale_points(
         seen.add((nodes, gpn))
         if scale.points is not None and too_wide and gpn > profile.gpus_per_node:
             problems.append(problem_at(source, loc, _too_wide(gpn, profile, points)))
+            bad.add((nodes, gpn))
         if profile.max_nodes is not None and nodes > profile.max_nodes:
+            bad.add((nodes, gpn))
             problems.append(
                 problem_at(
                     source,
@@ -153,9 +159,7 @@ def _scale_points(
                     f"{profile.max_nodes}",
                 )
             )
-    if problems:
-        raise InputError(problems)
-    return points
+    return points, problems, bad
 
 
 def _too_wide(gpn: int, profile: ClusterProfile, points: Sequence[Tuple[int, int]]) -> str:
@@ -288,15 +292,17 @@ class _Sweep:
     time_limit_min: float
 
 
-def _batch_axis(spec: ExperimentSpec, source: Optional[YamlSource]) -> List[Optional[int]]:
-    """The per-device batch sizes swept; one placeholder where the mode fixes the batch."""
+def _batch_axis(
+    spec: ExperimentSpec, source: Optional[YamlSource]
+) -> Tuple[List[Optional[int]], List[Problem]]:
+    """The per-device batch sizes swept (one placeholder where the mode fixes the batch), and
+    the problem of zipping them where there is no such axis."""
     if spec.scaling == "strong" or spec.mode == "allreduce":
         if "batch_size" in spec.zip:
-            raise InputError(
-                problem_at(source, ("zip",), "batch_size is not a sweep axis in this mode")
-            )
-        return [None]
-    return list(spec.batch_sizes)
+            message = "batch_size is not a sweep axis in this mode"
+            return [None], [problem_at(source, ("zip",), message)]
+        return [None], []
+    return list(spec.batch_sizes), []
 
 
 def _variant_settings(
@@ -518,10 +524,11 @@ def plan_runs(
     profile: ClusterProfile,
     source: Optional[YamlSource] = None,
 ) -> Plan:
-    """Expand the sweep. Raises :class:`InputError` (with spec positions) if it cannot."""
-    points = _scale_points(spec, profile, source)
+    """Expand the sweep. Raises :class:`InputError` (with spec positions) if it cannot, with
+    every problem at once, in file order."""
+    points, problems, bad_points = _scale_points(spec, profile, source)
     variants: List[Optional[Variant]] = list(spec.variants) or [None]
-    batches = _batch_axis(spec, source)
+    batches, zip_refused = _batch_axis(spec, source)
     axes: Dict[str, Sequence[Any]] = {
         "scale": points,
         "batch_size": batches,
@@ -529,9 +536,14 @@ def plan_runs(
         "variants": variants,
     }
     lm_refused = [problem_at(source, loc, message) for loc, message in lm_problems(spec)]
-    if lm_refused:
-        raise InputError(lm_refused)
-    combos = _zip_or_cross(axes, spec.zip, source)
+    problems += zip_refused + lm_refused
+    combos: List[Dict[str, Any]] = []
+    if not zip_refused and not lm_refused:  # else the sweep itself is not what was meant
+        try:
+            combos = _zip_or_cross(axes, spec.zip, source)
+        except InputError as exc:
+            problems += exc.problems
+    combos = [combo for combo in combos if combo["scale"] not in bad_points]
     time_limit = spec.slurm.time or profile.slurm.time_limit
     minutes = parse_minutes(time_limit)
     sweep = _Sweep(
@@ -544,7 +556,7 @@ def plan_runs(
         time_limit_min=minutes,
     )
     runs: List[Run] = []
-    problems = _container_problems(spec, profile, source) + backend_problems(spec, profile, source)
+    problems += _container_problems(spec, profile, source) + backend_problems(spec, profile, source)
     for repeat in range(spec.repeats):
         for fi, entry in enumerate(spec.frameworks):
             if spec.mode not in get_launcher(entry.name).modes:
@@ -559,6 +571,6 @@ def plan_runs(
                     runs.append(run)
     if problems:
         # the same problem repeats for every repeat and combination; say it once
-        raise InputError(list(dict.fromkeys(problems)))
+        raise InputError(sorted(dict.fromkeys(problems), key=position_key))
     _check_unique_ids(runs)
     return Plan(runs=runs, spec=spec, profile=profile)

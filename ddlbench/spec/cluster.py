@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Iterable, List, Literal, Optional
+from typing import Annotated, Dict, Iterable, List, Literal, Optional, Tuple
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -17,6 +18,7 @@ from pydantic import (
 
 from ddlbench.names import ENV_NAME, check_safe_name
 from ddlbench.spec.preflight_policy import preflight_policy
+from ddlbench.spec.problems import keyed_errors
 
 # Slurm names (partitions, accounts, QOS, GPU types, constraints) reach #SBATCH lines; keep
 # them to characters Slurm itself allows so no quoting question arises.
@@ -49,6 +51,40 @@ def check_sbatch_line(value: str, what: str = "extra sbatch option") -> str:
 
 #: what :func:`check_sbatch_line` calls an entry of ``slurm.srun_options``
 SRUN_OPTION = "srun option"
+
+
+def check_srun_option(value: str) -> str:
+    return check_sbatch_line(value, SRUN_OPTION)
+
+
+def check_env_name(key: str) -> str:
+    if not ENV_NAME.match(key):
+        raise ValueError(f"environment variable name {key!r} is not a valid shell name")
+    return key
+
+
+def _check_module(name: str) -> str:
+    if not _MODULE.match(name):
+        raise ValueError(f"module name {name!r} contains unexpected characters")
+    return name
+
+
+def _check_adapter(name: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.-]+(:[0-9]+)?$", name):
+        raise ValueError(f"{name!r} is not an adapter name like mlx5_0 or mlx5_0:1")
+    return name
+
+
+# One list entry or mapping key each: pydantic checks every one and reports each bad one at
+# its own line (a validator of the whole list would stop at the first).
+#: an ``extra_sbatch`` entry
+SbatchOption = Annotated[str, AfterValidator(check_sbatch_line)]
+#: an ``srun_options`` entry
+SrunOption = Annotated[str, AfterValidator(check_srun_option)]
+#: a key of an ``env`` mapping
+EnvName = Annotated[str, AfterValidator(check_env_name)]
+ModuleName = Annotated[str, AfterValidator(_check_module)]
+AdapterName = Annotated[str, AfterValidator(_check_adapter)]
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -102,7 +138,7 @@ class EnvSetup(Strict):
     """How one framework's software is made available on the compute nodes."""
 
     module_purge: bool = False
-    modules: List[str] = Field(default_factory=list)
+    modules: List[ModuleName] = Field(default_factory=list)
     venv: Optional[str] = None
     conda: Optional[str] = None
     container: Optional[Container] = None
@@ -111,23 +147,10 @@ class EnvSetup(Strict):
     #: extra shell lines, written verbatim after the modules and before the venv/conda
     #: activation (e.g. sourcing conda.sh): for site administrators, not for per-run values
     commands: List[str] = Field(default_factory=list)
-    env: Dict[str, str] = Field(default_factory=dict)
+    env: Dict[EnvName, str] = Field(default_factory=dict)
     #: the site's shell init for ``module`` (e.g. /usr/share/lmod/lmod/init/bash), sourced when
     #: the job's non-login bash has no ``module`` function; default: the usual locations
     module_init: Optional[str] = None
-
-    @field_validator("modules")
-    @classmethod
-    def _modules(cls, value: List[str]) -> List[str]:
-        for m in value:
-            if not _MODULE.match(m):
-                raise ValueError(f"module name {m!r} contains unexpected characters")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
-        return _check_env(value)
 
     @field_validator("python", "venv", "conda", "module_init")
     @classmethod
@@ -164,7 +187,7 @@ class SlurmSettings(Strict):
     mpi: Literal["pmix", "pmix_v3", "pmix_v4", "pmi2", "none"] = "pmix"
     exclusive: bool = False
     constraint: Optional[str] = None
-    extra_sbatch: List[str] = Field(default_factory=list)
+    extra_sbatch: List[SbatchOption] = Field(default_factory=list)
     #: whether sacct works here; ``auto`` tries it and falls back to scontrol + jobcomp
     sacct: Literal["auto", "yes", "no"] = "auto"
     #: the jobcomp/filetxt file, when sacct is off (default: JobCompLoc from scontrol show config)
@@ -182,7 +205,7 @@ class SlurmSettings(Strict):
     #: multiplied by this
     threads_per_core: int = Field(default=1, ge=1, le=8)
     #: extra options for every srun of the job, e.g. ``--network=...`` (one option each)
-    srun_options: List[str] = Field(default_factory=list)
+    srun_options: List[SrunOption] = Field(default_factory=list)
     #: resubmissions of a run whose job ended NODE_FAIL, BOOT_FAIL or PREEMPTED (never FAILED,
     #: TIMEOUT, OUT_OF_MEMORY or a user's CANCELLED); docs/failures.md
     infra_retries: int = Field(default=2, ge=0, le=20)
@@ -206,16 +229,6 @@ class SlurmSettings(Strict):
 
         parse_minutes(value)
         return value
-
-    @field_validator("extra_sbatch")
-    @classmethod
-    def _extra(cls, value: List[str]) -> List[str]:
-        return [check_sbatch_line(v) for v in value]
-
-    @field_validator("srun_options")
-    @classmethod
-    def _srun(cls, value: List[str]) -> List[str]:
-        return [check_sbatch_line(v, SRUN_OPTION) for v in value]
 
     @property
     def cpus_requested(self) -> int:
@@ -259,18 +272,10 @@ class Network(Strict):
     #: the InfiniBand adapters (and ports) NCCL may use, exactly: ``[mlx5_0:1, mlx5_1:1]``
     #: becomes ``NCCL_IB_HCA==mlx5_0:1,mlx5_1:1`` (``=``: exact names, where ``mlx5`` would
     #: also match storage and RoCE ports)
-    ib_hca: List[str] = Field(default_factory=list)
+    ib_hca: List[AdapterName] = Field(default_factory=list)
     #: the predict presets of this cluster's links (``{intra: nvlink-a100, rdma: hdr, tcp:
     #: 100gbe}``): the model's side of the transport comparison
     presets: Optional[NetworkPresets] = None
-
-    @field_validator("ib_hca")
-    @classmethod
-    def _adapters(cls, value: List[str]) -> List[str]:
-        for name in value:
-            if not re.match(r"^[A-Za-z0-9_.-]+(:[0-9]+)?$", name):
-                raise ValueError(f"{name!r} is not an adapter name like mlx5_0 or mlx5_0:1")
-        return value
 
     @field_validator("interface", "nccl")
     @classmethod
@@ -304,7 +309,7 @@ class ClusterProfile(Strict):
     #: per-framework software set-up, keyed by framework name; ``default`` applies otherwise
     environments: Dict[str, EnvSetup] = Field(default_factory=dict)
     #: variables for every run on this cluster (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...)
-    env: Dict[str, str] = Field(default_factory=dict)
+    env: Dict[EnvName, str] = Field(default_factory=dict)
     #: a directory of site templates searched before ddlbench's slurm_templates/
     templates: Optional[str] = None
     #: interference pre-flight before the measured steps (docs/telemetry.md): warn, fail or
@@ -332,17 +337,12 @@ class ClusterProfile(Strict):
     def _name(cls, value: str) -> str:
         return check_safe_name(value, "profile name")
 
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
-        return _check_env(value)
-
     @field_validator("environments")
     @classmethod
     def _env_keys(cls, value: Dict[str, EnvSetup]) -> Dict[str, EnvSetup]:
-        message = environment_key_problem(value)
-        if message:
-            raise ValueError(message)
+        found = environment_key_problems(value)
+        if found:
+            raise keyed_errors([((key,), message) for key, message in found])
         return value
 
     def setup_for(self, framework: str, label: Optional[str] = None) -> EnvSetup:
@@ -356,25 +356,22 @@ class ClusterProfile(Strict):
         )
 
 
-def environment_key_problem(keys: Iterable[object]) -> Optional[str]:
-    """What is wrong with the first key of ``environments`` that names no framework: a key is
-    'default', a framework, or a framework label such as horovod-tf or pytorch-gloo."""
+def environment_key_problems(keys: Iterable[object]) -> List[Tuple[object, str]]:
+    """``(key, what is wrong)`` for every key of ``environments`` that names no framework: a
+    key is 'default', a framework, or a framework label such as horovod-tf or pytorch-gloo."""
     from ddlbench.errors import did_you_mean
     from ddlbench.frameworks import launchers
 
     allowed = ["default", *launchers()]
+    found: List[Tuple[object, str]] = []
     for key in keys:
         text = str(key)
         if text not in allowed and not any(text.startswith(f"{n}-") for n in launchers()):
-            return (
-                f"{key!r} is not 'default', a framework name or a framework "
-                f"label such as horovod-tf ({', '.join(allowed)}){did_you_mean(text, allowed)}"
+            found.append(
+                (
+                    key,
+                    f"{key!r} is not 'default', a framework name or a framework label such "
+                    f"as horovod-tf ({', '.join(allowed)}){did_you_mean(text, allowed)}",
+                )
             )
-    return None
-
-
-def _check_env(value: Dict[str, str]) -> Dict[str, str]:
-    for key in value:
-        if not ENV_NAME.match(key):
-            raise ValueError(f"environment variable name {key!r} is not a valid shell name")
-    return value
+    return found

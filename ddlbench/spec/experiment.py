@@ -8,12 +8,13 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ddlbench.frameworks import FrameworkOptions, launchers
-from ddlbench.names import ENV_NAME, check_safe_name
+from ddlbench.names import check_safe_name
+from ddlbench.spec.cluster import EnvName, SbatchOption
 from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.spec.inject import InjectSpec
 from ddlbench.spec.lm import LMKeys, LMSpecKeys
 from ddlbench.spec.own_workload import OwnWorkload
-from ddlbench.spec.problems import KeyedError
+from ddlbench.spec.problems import KeyedError, keyed_errors
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -78,16 +79,21 @@ class DataSpec(Strict):
 
     @model_validator(mode="after")
     def _path_needed(self) -> DataSpec:
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.kind in ("mnist", "imagefolder") and not self.path:
-            raise KeyedError(f"data kind '{self.kind}' needs a path", "kind")
+            found.append((("kind",), f"data kind '{self.kind}' needs a path"))
         if self.kind in ("synthetic", "digits", "text") and self.path:
-            raise KeyedError(f"data kind '{self.kind}' takes no path", "path")
+            found.append((("path",), f"data kind '{self.kind}' takes no path"))
         if self.kind != "synthetic" and self.samples is not None:
-            raise KeyedError(
-                f"samples sets the size of a synthetic epoch; data kind '{self.kind}' has its "
-                "data set's own size",
-                "samples",
+            found.append(
+                (
+                    ("samples",),
+                    f"samples sets the size of a synthetic epoch; data kind '{self.kind}' has "
+                    "its data set's own size",
+                )
             )
+        if found:
+            raise keyed_errors(found)
         return self
 
     @model_validator(mode="before")
@@ -139,12 +145,31 @@ class LRScaling(Strict):
     decay_factor: float = Field(default=0.1, gt=0, le=1)
 
 
+_POINT = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
 class ScalePoint(Strict):
+    """One entry of ``scale.points``: ``2x4`` or ``{nodes: 2, gpus_per_node: 4}``, each entry
+    checked (and reported at its own line) on its own."""
+
     nodes: int = Field(ge=1)
     gpus_per_node: int = Field(ge=1)
 
-
-_POINT = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, item: Any) -> Any:
+        if isinstance(item, int) and not isinstance(item, bool):
+            raise ValueError(_number_point(item))
+        if not isinstance(item, str):
+            return item
+        m = _POINT.match(item)
+        if not m:
+            raise ValueError(f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4")
+        if min(int(m.group(1)), int(m.group(2))) < 1:
+            raise ValueError(
+                f"scale point {item!r}: nodes and GPUs per node must each be at least 1"
+            )
+        return {"nodes": int(m.group(1)), "gpus_per_node": int(m.group(2))}
 
 
 def _number_point(number: int) -> str:
@@ -164,30 +189,6 @@ class Scale(Strict):
     gpus_per_node: Optional[int] = Field(default=None, ge=1)
     points: Optional[List[ScalePoint]] = None
 
-    @field_validator("points", mode="before")
-    @classmethod
-    def _parse_points(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        out = []
-        for i, item in enumerate(value):
-            if isinstance(item, int) and not isinstance(item, bool):
-                raise KeyedError(_number_point(item), i)
-            if isinstance(item, str):
-                m = _POINT.match(item)
-                if not m:
-                    raise ValueError(
-                        f"scale point {item!r} is not of the form NODESxGPUS, e.g. 2x4"
-                    )
-                if min(int(m.group(1)), int(m.group(2))) < 1:
-                    raise KeyedError(
-                        f"scale point {item!r}: nodes and GPUs per node must each be at least 1",
-                        i,
-                    )
-                item = {"nodes": int(m.group(1)), "gpus_per_node": int(m.group(2))}
-            out.append(item)
-        return out
-
     @field_validator("nodes")
     @classmethod
     def _positive(cls, value: Optional[List[int]]) -> Optional[List[int]]:
@@ -202,12 +203,14 @@ class Scale(Strict):
     def _one_form(self) -> Scale:
         if (self.nodes is None) == (self.points is None):
             raise ValueError("give either 'nodes' (with optional 'gpus_per_node') or 'points'")
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.points is not None and self.gpus_per_node is not None:
-            raise KeyedError(
-                "'gpus_per_node' goes with 'nodes'; points say it themselves", "gpus_per_node"
-            )
+            message = "'gpus_per_node' goes with 'nodes'; points say it themselves"
+            found.append((("gpus_per_node",), message))
         if self.points is not None and not self.points:
-            raise KeyedError("points must list at least one point", "points")
+            found.append((("points",), "points must list at least one point"))
+        if found:
+            raise keyed_errors(found)
         return self
 
 
@@ -218,7 +221,7 @@ class SlurmOverrides(Strict):
     qos: Optional[str] = None
     exclusive: Optional[bool] = None
     constraint: Optional[str] = None
-    extra_sbatch: List[str] = Field(default_factory=list)
+    extra_sbatch: List[SbatchOption] = Field(default_factory=list)
 
     @field_validator("time")
     @classmethod
@@ -235,13 +238,6 @@ class SlurmOverrides(Strict):
         from ddlbench.spec.cluster import check_slurm_word
 
         return check_slurm_word(value)
-
-    @field_validator("extra_sbatch")
-    @classmethod
-    def _extra(cls, value: List[str]) -> List[str]:
-        from ddlbench.spec.cluster import check_sbatch_line
-
-        return [check_sbatch_line(v) for v in value]
 
 
 class AllreduceSpec(Strict):
@@ -273,7 +269,7 @@ class Variant(Strict, LMKeys):
     precision: Optional[Precision] = None
     layout: Optional[Layout] = None
     compile: Optional[bool] = None
-    env: Dict[str, str] = Field(default_factory=dict)
+    env: Dict[EnvName, str] = Field(default_factory=dict)
     #: stragglers on purpose, replacing the spec's inject (docs/stragglers.md)
     inject: Optional[InjectSpec] = None
     #: the transport between nodes, replacing the spec's (docs/spec.md#network)
@@ -331,7 +327,7 @@ class ExperimentSpec(Strict, LMSpecKeys):
     seed: int = 1234
     allreduce: AllreduceSpec = Field(default_factory=AllreduceSpec)
     slurm: SlurmOverrides = Field(default_factory=SlurmOverrides)
-    env: Dict[str, str] = Field(default_factory=dict)
+    env: Dict[EnvName, str] = Field(default_factory=dict)
     #: container image for every framework, replacing the image of the profile's container
     container: Optional[str] = None
     mllog: Union[bool, MLLogSpec] = False
@@ -406,14 +402,20 @@ class ExperimentSpec(Strict, LMSpecKeys):
         if not value:
             raise ValueError("list at least one framework")
         seen: Dict[str, int] = {}
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         for i, entry in enumerate(value):
             label = entry.id_label
             if label in seen:
-                raise ValueError(
-                    f"frameworks[{i}] and frameworks[{seen[label]}] would both be labelled "
-                    f"'{label}'; give one of them a distinct 'label'"
+                found.append(
+                    (
+                        (i,),
+                        f"frameworks[{i}] and frameworks[{seen[label]}] would both be labelled "
+                        f"'{label}'; give one of them a distinct 'label'",
+                    )
                 )
-            seen[label] = i
+            seen.setdefault(label, i)
+        if found:
+            raise keyed_errors(found)
         return value
 
     @field_validator("batch_size")
@@ -428,11 +430,6 @@ class ExperimentSpec(Strict, LMSpecKeys):
             raise ValueError("batch sizes must not repeat")
         return value
 
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: Dict[str, str]) -> Dict[str, str]:
-        return check_env(value)
-
     @field_validator("variants")
     @classmethod
     def _variants(cls, value: List[Variant]) -> List[Variant]:
@@ -440,67 +437,85 @@ class ExperimentSpec(Strict, LMSpecKeys):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"variant labels must be unique: {', '.join(sorted(dup))}")
-        for v in value:
-            check_env(v.env)
         return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentSpec:
-        """The rules between keys; each error is placed at the key it is about."""
+        """The rules between keys, every one that fails, each placed at the key it is about."""
+        found = self._mode_rules() + self._batch_rules() + self._allreduce_rules()
+        found += self._zip_rules()
+        if self.workload is not None and len(self.frameworks) != 1:
+            found.append(
+                (
+                    ("frameworks",),
+                    "a spec with a 'workload' has one framework: workload.framework",
+                )
+            )
+        if found:
+            raise keyed_errors(found)
+        return self
+
+    def _mode_rules(self) -> List[Tuple[Tuple[Any, ...], str]]:
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.mode == "convergence" and self.epochs is None:
-            raise KeyedError("mode 'convergence' needs 'epochs'", "mode")
+            found.append((("mode",), "mode 'convergence' needs 'epochs'"))
         if self.mode != "convergence" and self.target_accuracy is not None:
-            raise KeyedError(
-                "'target_accuracy' applies to mode 'convergence' only", "target_accuracy"
+            found.append(
+                (("target_accuracy",), "'target_accuracy' applies to mode 'convergence' only")
             )
         if self.workload is not None and self.mode != "throughput":
-            raise KeyedError("a spec's own 'workload' is measured in mode throughput only", "mode")
+            found.append((("mode",), "a spec's own 'workload' is measured in mode throughput only"))
+        return found
+
+    def _batch_rules(self) -> List[Tuple[Tuple[Any, ...], str]]:
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.scaling == "strong" and self.global_batch_size is None:
-            raise KeyedError(
-                "scaling 'strong' needs 'global_batch_size' (it stays fixed)", "scaling"
+            found.append(
+                (("scaling",), "scaling 'strong' needs 'global_batch_size' (it stays fixed)")
             )
         if self.scaling == "weak" and self.global_batch_size is not None:
-            raise KeyedError(
-                "'global_batch_size' applies to scaling 'strong' only", "global_batch_size"
+            found.append(
+                (("global_batch_size",), "'global_batch_size' applies to scaling 'strong' only")
             )
         if "batch_size" in self.model_fields_set and (
             self.scaling == "strong" or self.mode == "allreduce"
         ):
-            raise KeyedError(
-                "'batch_size' is not used here: strong scaling fixes 'global_batch_size', "
-                "and allreduce runs have no batch",
-                "batch_size",
+            found.append(
+                (
+                    ("batch_size",),
+                    "'batch_size' is not used here: strong scaling fixes 'global_batch_size', "
+                    "and allreduce runs have no batch",
+                )
             )
-        self._check_allreduce()
-        self._check_zip()
-        if self.workload is not None and len(self.frameworks) != 1:
-            raise KeyedError(
-                "a spec with a 'workload' has one framework: workload.framework", "frameworks"
-            )
-        return self
+        return found
 
-    def _check_allreduce(self) -> None:
+    def _allreduce_rules(self) -> List[Tuple[Tuple[Any, ...], str]]:
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.mode == "allreduce":
             for i, entry in enumerate(self.frameworks):
                 if "allreduce" not in launchers()[entry.name].modes:
-                    raise KeyedError(
-                        f"framework '{entry.name}' has no allreduce workload", "frameworks", i
-                    )
+                    message = f"framework '{entry.name}' has no allreduce workload"
+                    found.append((("frameworks", i), message))
         if self.allreduce.min_bytes > self.allreduce.max_bytes:
-            raise KeyedError(
-                "allreduce.min_bytes is larger than allreduce.max_bytes", "allreduce", "min_bytes"
+            found.append(
+                (
+                    ("allreduce", "min_bytes"),
+                    "allreduce.min_bytes is larger than allreduce.max_bytes",
+                )
             )
+        return found
 
-    def _check_zip(self) -> None:
+    def _zip_rules(self) -> List[Tuple[Tuple[Any, ...], str]]:
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         for i, axis in enumerate(self.zip):
             if axis in self.zip[:i]:
-                raise KeyedError("zip lists an axis twice", "zip", i)
-        if self.zip and len(self.zip) < 2:
-            raise KeyedError("zip needs at least two axes (scale, batch_size, variants)", "zip")
+                found.append((("zip", i), "zip lists an axis twice"))
+        if self.zip and len(set(self.zip)) < 2:
+            found.append((("zip",), "zip needs at least two axes (scale, batch_size, variants)"))
         if "variants" in self.zip and not self.variants:
-            raise KeyedError(
-                "zip names 'variants' but none are defined", "zip", self.zip.index("variants")
-            )
+            at = ("zip", self.zip.index("variants"))
+            found.append((at, "zip names 'variants' but none are defined"))
+        return found
 
     @property
     def batch_sizes(self) -> List[int]:
@@ -521,13 +536,6 @@ def file_problems(spec: ExperimentSpec) -> List[Tuple[Tuple[Any, ...], str]]:
             )
         ]
     return []
-
-
-def check_env(env: Dict[str, str]) -> Dict[str, str]:
-    for key in env:
-        if not ENV_NAME.match(key):
-            raise ValueError(f"environment variable name {key!r} is not a valid shell name")
-    return env
 
 
 def build_framework_entry(item: Any) -> Any:

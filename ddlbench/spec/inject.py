@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ddlbench.spec.problems import KeyedError
+from ddlbench.spec.problems import keyed_errors
 
 #: the kinds whose slowdown is rounded to a whole number, and why
 WHOLE_KINDS = {
@@ -67,39 +67,43 @@ class StragglerSpec(BaseModel):
 
     @model_validator(mode="after")
     def _mode(self) -> StragglerSpec:
+        """Every rule between the straggler's keys that fails, each at the key it is about."""
+        found: List[Tuple[Tuple[Any, ...], str]] = []
         if self.probability is None:
             if self.slowdown is None or self.ranks is None:
-                raise ValueError(
-                    "give 'ranks' and 'slowdown' (fixed mode) or 'probability' (random mode)"
+                found.append(
+                    ((), "give 'ranks' and 'slowdown' (fixed mode) or 'probability' (random mode)")
                 )
         elif self.slowdown is not None:
-            raise KeyedError(
+            message = (
                 "'slowdown' is the fixed mode's factor; random mode draws it between "
-                "'min_slowdown' and 'max_slowdown'",
-                "slowdown",
+                "'min_slowdown' and 'max_slowdown'"
             )
+            found.append((("slowdown",), message))
         if self.min_slowdown > self.max_slowdown:
-            raise KeyedError("min_slowdown is larger than max_slowdown", "min_slowdown")
+            found.append((("min_slowdown",), "min_slowdown is larger than max_slowdown"))
         if self.persist_steps is not None and self.probability is None:
-            raise KeyedError(
+            message = (
                 "persist_steps is random mode's (give 'probability'); fixed mode slows its "
-                "ranks in every step",
-                "persist_steps",
+                "ranks in every step"
             )
+            found.append((("persist_steps",), message))
         if self.cpu_share_by is not None and self.kind != "cpu-share":
-            raise KeyedError(
+            message = (
                 f"cpu_share_by says how kind cpu-share limits the rank's CPU; this straggler "
-                f"is kind {self.kind} (did you mean kind: cpu-share?)",
-                "cpu_share_by",
+                f"is kind {self.kind} (did you mean kind: cpu-share?)"
             )
+            found.append((("cpu_share_by",), message))
         whole = self.slowdown is None or (self.slowdown == round(self.slowdown) >= 2)
         if self.kind in WHOLE_KINDS and not whole:
-            raise KeyedError(
+            message = (
                 f"kind {self.kind} {WHOLE_KINDS[self.kind]}, so its slowdown is a whole "
                 f"number, at least 2, not {self.slowdown:g} (did you mean "
-                f"{max(2, round(self.slowdown or 2))}?)",
-                "slowdown",
+                f"{max(2, round(self.slowdown or 2))}?)"
             )
+            found.append((("slowdown",), message))
+        if found:
+            raise keyed_errors(found)
         return self
 
 

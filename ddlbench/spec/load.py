@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ddlbench.errors import InputError, Problem
 from ddlbench.shipped import profile_names, shipped_example, shipped_profiles
-from ddlbench.spec.cluster import ClusterProfile, environment_key_problem
+from ddlbench.spec.cluster import ClusterProfile, environment_key_problems
 from ddlbench.spec.experiment import ExperimentSpec, build_framework_entry, file_problems
 from ddlbench.spec.problems import problems_from
 from ddlbench.spec.yamlsource import YamlSource, load_yaml, parse_yaml
@@ -148,9 +148,9 @@ def validate_profile(source: YamlSource) -> ClusterProfile:
     except ValidationError as exc:
         problems += problems_from(exc, source, ClusterProfile)
         envs = data.get("environments")
-        message = environment_key_problem(envs) if isinstance(envs, dict) else None
-        if message:  # the model checks the keys only once every entry is valid
-            problems.append(source.problem(("environments",), message))
+        # the model checks the keys only once every entry is valid
+        for key, message in environment_key_problems(envs if isinstance(envs, dict) else {}):
+            problems.append(source.problem(("environments", key), message))
     problems += _check_expansions(data, source)
     if problems:
         unique = list({str(p): p for p in problems}.values())

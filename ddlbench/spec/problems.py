@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Iterable, List, Optional, Tuple, Type
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Type
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ddlbench.errors import Problem, did_you_mean
 from ddlbench.spec.yamlsource import Loc, YamlSource
@@ -95,6 +96,21 @@ class KeyedError(ValueError):
         self.loc: Loc = tuple(loc)
 
 
+def keyed_errors(found: Sequence[Tuple[Loc, str]], value: Any = None) -> ValidationError:
+    """Every problem one validator found, each at its own key below the validated value
+    (``[((2,), "..."), (("zip", 1), "...")]``): raised from a validator, pydantic reports them
+    all, each at its own location, where a :class:`KeyedError` stops at the first."""
+    details = [
+        InitErrorDetails(
+            type=PydanticCustomError("value_error", "{message}", {"message": message}),
+            loc=tuple(loc),
+            input=value,
+        )
+        for loc, message in found
+    ]
+    return ValidationError.from_exception_data("ddlbench", details)
+
+
 def _keyed_loc(err: dict) -> Loc:
     """The key a :class:`KeyedError` names (empty for any other error)."""
     error = (err.get("ctx") or {}).get("error")
@@ -165,18 +181,21 @@ def problems_from(
         if err.get("type") == "union_tag_invalid":
             continue
         msg = _message(err, loc[len(prefix) :], model)
-        key = loc
-        # a union reports once per member: keep the first, most specific message
-        if key in seen:
+        # a union reports once per member: keep the first, most specific message; rules
+        # (keyed_errors) that fail at one key are each said
+        if loc in seen and "message" not in (err.get("ctx") or {}):
             continue
-        seen[key] = msg
+        seen.setdefault(loc, [])
+        if msg not in seen[loc]:
+            seen[loc].append(msg)
     # a deeper error explains a shallower one (a union member's type error): keep the deeper
     locs = list(seen)
     for loc in locs:
         if any(len(other) > len(loc) and other[: len(loc)] == loc for other in locs):
             seen.pop(loc, None)
+    found = [(loc, msg) for loc, messages in seen.items() for msg in messages]
     out: List[Problem] = []
-    for loc, msg in seen.items():
+    for loc, msg in found:
         if source is not None:
             out.append(source.problem(loc, msg))
         else:

@@ -226,7 +226,7 @@ def test_unsafe_values_rejected():
     with pytest.raises(InputError) as info:
         validate_profile(source)
     wheres = [p.where for p in info.value.problems]
-    assert wheres == ["slurm.partition", "slurm.extra_sbatch", "env"]
+    assert wheres == ["slurm.partition", "slurm.extra_sbatch[0]", "env.BAD NAME"]
 
 
 def test_closest():
@@ -298,7 +298,7 @@ def test_environment_keys_by_label():
         "  horovod: {modules: [torch]}\n  pytorh: {}\n",
         "p.yaml",
     )
-    with pytest.raises(InputError, match=r"p.yaml:3:1: environments: 'pytorh' is not"):
+    with pytest.raises(InputError, match=r"p.yaml:6:3: environments.pytorh: 'pytorh' is not"):
         validate_profile(source)
     fixed = parse_yaml(source.text.replace("  pytorh: {}\n", ""), "p.yaml")
     profile = validate_profile(fixed)

@@ -194,8 +194,8 @@ def test_injection_into_another_framework_is_refused(tmp_path):
     )
     assert proc.returncode == 2
     why = "straggler injection is implemented in the pytorch workload only"
-    assert proc.stderr.splitlines() == [
+    assert proc.stderr.splitlines() == [  # in file order
+        f"bw.yaml:12:3: inject.straggler: tensorflow: {why} (this framework would run without it)",
         f"bw.yaml:15:14: variants[0].inject.straggler: tensorflow: {why} "
         "(this framework would run without it)",
-        f"bw.yaml:12:3: inject.straggler: tensorflow: {why} (this framework would run without it)",
     ]  # the variant that injects nothing (inject: {}) is not refused

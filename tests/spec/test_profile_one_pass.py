@@ -40,14 +40,14 @@ def test_every_profile_problem_comes_in_one_pass(monkeypatch):
     got = _problems(BAD)
     assert [g.split(": ")[0] for g in got] == [
         "p.yaml:3:1",
-        "p.yaml:5:3",
-        "p.yaml:6:1",
+        "p.yaml:5:18",
+        "p.yaml:7:3",
         "p.yaml:8:5",
         "p.yaml:9:5",
         "p.yaml:11:5",
         "p.yaml:12:1",
     ], got
-    assert "environments: 'pytroch' is not 'default'" in got[2]
+    assert "environments.pytroch: 'pytroch' is not 'default'" in got[2]
     assert "(did you mean 'pytorch'?)" in got[2]
     assert "environments.pytroch.venv: environment variable NO_SUCH_VAR_9 is not set" in got[4]
     assert got[6] == "p.yaml:12:1: templates: no such folder: /no/such/templates"
@@ -68,11 +68,11 @@ def test_an_empty_interpreter_or_environment_path_is_an_error(key):
 def test_srun_options_error_names_its_own_key():
     got = _problems('name: p\nscheduler: slurm\nslurm:\n  srun_options: ["--foo bar"]\n')
     assert got == [
-        "p.yaml:4:3: slurm.srun_options: srun option '--foo bar' must be a single option like "
+        "p.yaml:4:18: slurm.srun_options[0]: srun option '--foo bar' must be a single option like "
         "--network=sn_all (no spaces, quotes or shell characters)"
     ]
     sbatch = _problems('name: p\nscheduler: slurm\nslurm:\n  extra_sbatch: ["--foo bar"]\n')
-    assert "slurm.extra_sbatch: extra sbatch option '--foo bar'" in sbatch[0]
+    assert "slurm.extra_sbatch[0]: extra sbatch option '--foo bar'" in sbatch[0]
 
 
 def test_validate_with_an_empty_python_exits_2(tmp_path):
