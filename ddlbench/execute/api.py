@@ -102,6 +102,13 @@ class _Progress:
         self.bar.start()
         self.task = self.bar.add_task(label, total=total)
 
+    def say(self, text: str) -> None:
+        """One line on stderr (above the bar when it shows)."""
+        if self.bar is not None:
+            self.bar.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:
             self.bar.update(self.task, advance=n)
@@ -109,6 +116,7 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+            self.bar = None
 
 
 def make_run_dirs(runs: Iterable[RunInfo]) -> None:
@@ -151,10 +159,18 @@ def submit_campaign(
             make_run_dirs(todo + [by_id[a.run_id] for a in intents if a.run_id in by_id])
             count = len(todo) + len(intents) if progress else 0
             bar = _Progress(count, f"submitting {campaign.name}")
+            ex.notice = bar.say if progress else None
             try:
                 summary.merge(
                     ex.submit(todo, intents, serial=serial, array=array, advance=bar.advance)
                 )
+            except SchedulerUnreachable as exc:  # stopped: say what went out, then why (75)
+                if getattr(exc, "summary", None) is not None:
+                    summary.merge(exc.summary)
+                bar.close()
+                for line in summary_lines(summary):
+                    echo(line)
+                raise
             finally:
                 bar.close()
         finally:
@@ -385,6 +401,7 @@ def retry_campaign(
             make_run_dirs(todo)
             summary.total = len(todo)
             bar = _Progress(len(todo) if progress else 0, f"retrying {campaign.name}")
+            ex.notice = bar.say if progress else None
             try:
                 summary.merge(ex.submit(todo, serial=serial, advance=bar.advance))
             finally:

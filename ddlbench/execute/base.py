@@ -192,6 +192,8 @@ class Executor(ABC):
         self.campaign = campaign
         self.store = store
         self.echo = echo
+        #: where a submission says that a scheduler call is slow to answer (None: nowhere)
+        self.notice: Optional[Echo] = None
 
     def check(self) -> None:  # noqa: B027 - an optional hook: most backends need no check
         """Fail early, with a clear message, if this executor cannot work here."""
@@ -212,14 +214,18 @@ class Executor(ABC):
         """Submit ``runs`` (and settle ``intents``: attempts left SUBMITTING); one outcome
         per run."""
         summary = SubmitSummary(campaign=self.campaign.name, executor=self.name)
-        self.submit_runs(
-            list(runs),
-            list(intents or []),
-            serial=serial,
-            array=array,
-            summary=summary,
-            advance=advance,
-        )
+        try:
+            self.submit_runs(
+                list(runs),
+                list(intents or []),
+                serial=serial,
+                array=array,
+                summary=summary,
+                advance=advance,
+            )
+        except SchedulerUnreachable as exc:
+            exc.summary = summary  # what went out before the scheduler stopped answering
+            raise
         return summary
 
     @abstractmethod

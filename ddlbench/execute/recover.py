@@ -34,6 +34,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign, load_campaign
 from ddlbench.campaign.paths import CampaignPaths, RunPaths
 from ddlbench.errors import DDLBenchError
+from ddlbench.execute.local.records import read_end_record
 from ddlbench.execute.recover_arrays import ArrayTask, SqueueLine, array_tasks, fold_own_ids
 from ddlbench.execute.restarts import note_restarts
 from ddlbench.execute.store import CampaignStore, new_token
@@ -91,26 +92,37 @@ Verdict = Tuple[Optional[str], Dict]
 
 def folder_verdict(run: RunPaths, job_id: str, newest: bool) -> Verdict:
     """How a start of job ``job_id`` ended, by its run folder alone: (state or None, values)."""
-    text = ""
-    for stream in ("err", "out"):
-        with contextlib.suppress(OSError):
-            text += run.slurm_output(job_id, stream).read_text(errors="replace")[-4000:]
+    text = "".join(_tail(run.slurm_output(job_id, stream)) for stream in ("err", "out"))
     if "DUE TO TIME LIMIT" in text:
-        return S.TIMEOUT, {"reason": "TimeLimit (from the Slurm output)"}
-    if re.search(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT", text):
-        return S.CANCELLED, {"reason": "cancelled (from the Slurm output)"}
+        return S.TIMEOUT, {"reason": "TimeLimit (from the job's output)"}
+    if re.search(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT", text):  # written while it ran
+        return S.CANCELLED, {"reason": "cancelled while running (from the job's output)"}
     logs = _logs_of_job(run, job_id)
     status = _logs_status(logs)
     times = _log_times(logs)
     if status == "ok" and (not newest or _exit_code(run) in (None, 0)):
         return S.COMPLETED, {"exit_code": 0, "reason": "every rank wrote its summary", **times}
     if status == "failed":
-        return S.FAILED, {"reason": "a rank log records an error", **times}
+        code = _exit_code(run) if newest else None
+        kept = {"exit_code": code} if code is not None else {}
+        return S.FAILED, {"reason": "a rank log records an error", **kept, **times}
     if newest and _exit_code(run) is not None:
         code = _exit_code(run)
         state = S.COMPLETED if code == 0 else S.FAILED
         return state, {"exit_code": code, "reason": f"exit_code file says {code}", **times}
     return None, times
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    """The end of a job's output file ('' when there is none): the ranks may write a lot
+    after the time-limit or cancel line."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _log_times(logs: List[Path]) -> Dict[str, float]:
@@ -276,14 +288,27 @@ def _recover_run(
             a = store.new_attempt(run.run_id, "slurm", S.RUNNING, token=token, **ids)
             fallbacks[a.id] = (state, values)
             continue
-        token = found.queued.get(job) or new_token()
-        if state is None:
-            state = S.LOST
-            out.unknown.append(f"{run.run_id}: could not establish how local job {job} ended")
-        why = values.pop("reason", None) or f"it does not say how local job {job} ended"
-        values["message"] = f"recovered from the run folder ({why})"
-        store.new_attempt(run.run_id, "local", state, token=token, job_id=job, **values)
+        _local_attempt(campaign, store, run.run_id, job, (state, values), out)
     return fallbacks
+
+
+def _local_attempt(campaign, store, run_id: str, job: str, verdict: Verdict, out) -> None:
+    """A local job's attempt: as the local executor recorded its end (the store's own columns,
+    local/records.py), else as its run folder says."""
+    recorded = read_end_record(campaign.dir, job)
+    if recorded:  # what status said before the store was lost, in the same words
+        state = recorded.pop("state")
+        store.new_attempt(run_id, "local", state, token=new_token(), job_id=job, **recorded)
+        return
+    state, values = verdict[0], dict(verdict[1])
+    if state is None:
+        state = S.LOST
+        out.unknown.append(f"{run_id}: could not establish how local job {job} ended")
+    why = values.pop("reason", None) or f"it does not say how local job {job} ended"
+    if state == S.CANCELLED:
+        values["reason"] = why  # "cancelled while running ...": the cause, as status words it
+    values["message"] = f"recovered from the run folder ({why})"
+    store.new_attempt(run_id, "local", state, token=new_token(), job_id=job, **values)
 
 
 def _squeue_lines(campaign: Campaign, store) -> List[SqueueLine]:

@@ -445,6 +445,20 @@ class CampaignStore:
                 return None
             return self.new_attempt(previous.run_id, scheduler, state, **values)
 
+    @patient
+    def discard_intents(self, attempt_ids: Iterable[int]) -> None:
+        """Forget SUBMITTING attempts whose sbatch could not run at all (no job can exist):
+        their runs are not submitted, as before the submit."""
+        with self.tx():
+            for aid in attempt_ids:
+                row = self.conn.execute(
+                    "SELECT 1 FROM attempts WHERE id=? AND state=? AND job_id IS NULL",
+                    (aid, S.SUBMITTING),
+                ).fetchone()
+                if row:
+                    self.conn.execute("DELETE FROM events WHERE attempt_id=?", (aid,))
+                    self.conn.execute("DELETE FROM attempts WHERE id=?", (aid,))
+
     def get_attempt(self, attempt_id: int) -> Optional[Attempt]:
         row = self.conn.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()
         return _attempt(row) if row else None

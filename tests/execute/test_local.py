@@ -143,6 +143,35 @@ def test_cancel_timeout_and_retry(tmp_path):
     with CampaignStore.open(cdir) as store:
         old = store.attempts("flaky")
     assert [a.state for a in old] == ["FAILED", "COMPLETED"]
+    _recover_says_what_status_said(cdir)
+
+
+def _rows(cdir) -> dict:
+    keep = ("state", "reason", "exit_code", "signal", "job_id", "nodelist")
+    return {
+        rid: [{k: h.get(k) for k in keep if k in h} for h in row["history"]]
+        + [{k: row[k] for k in ("state", "reason", "exit_code")}]
+        for rid, row in _status(cdir).items()
+    }
+
+
+def _recover_says_what_status_said(cdir) -> None:
+    """recover rebuilds a local store from the executor's own records: TIMEOUT stays TIMEOUT,
+    a run cancelled while running says so in the words status used, exit codes are kept."""
+    from ddlbench.execute.local.records import end_record_path
+    from ddlbench.execute.recover import recover_campaign
+
+    before = _rows(cdir)
+    assert before["long"][-1]["reason"].startswith("cancelled by the user while running")
+    assert before["slow"][-1] == {"state": "TIMEOUT", "reason": "TimeLimit", "exit_code": 0}
+    out = recover_campaign(cdir, force=True, echo=_quiet)
+    assert out.unknown == []
+    assert _rows(cdir) == before
+    # without the executor's record, the run folder: the time-limit line, no Slurm wording
+    end_record_path(cdir, before["slow"][0]["job_id"]).unlink()
+    recover_campaign(cdir, force=True, echo=_quiet)
+    slow = _status(cdir)["slow"]
+    assert slow["state"] == "TIMEOUT" and "TimeLimit (from the job's output)" in slow["reason"]
 
 
 def test_submit_twice_never_runs_twice_and_runs_one_at_a_time(tmp_path):

@@ -101,6 +101,25 @@ def test_a_job_gone_everywhere_is_missing_then_lost():
     assert poll.record_values(seen, acct)["missing_since"] is None
 
 
+def test_a_cancelled_pending_array_task_that_slurm_forgot_is_cancelled_not_lost():
+    """scancel of a pending array task leaves no record anywhere (recorded squeue output): the
+    cancel ddlbench asked for is recorded, in the documented words, at the first poll."""
+    from ddlbench.campaign.causes import end_cause
+    from tests.support.repo import ROOT
+
+    text = (ROOT / "tests/fixtures/slurm/squeue_array_task_cancelled_pending.txt").read_text()
+    keys = [line.split("|")[0] for line in text.splitlines()]
+    assert "1_2" not in keys and "1_1" in keys  # squeue no longer lists the cancelled task
+    a = _attempt(state=S.PENDING, job_id="1_2", cancel_requested=1)
+    update = poll.decide(a, None, None, NOW, sacct_answered=False)
+    assert update.action == poll.CANCELLED
+    assert update.values["state"] == S.CANCELLED and update.values["end_time"] == NOW
+    row = {**vars(a), **update.values}
+    assert end_cause(row) == "cancelled by the user while pending (it never started)"
+    # one ddlbench did not cancel is still LOST after the grace, as before
+    assert poll.decide(_attempt(state=S.PENDING), None, None, NOW, False).action == poll.MISSING
+
+
 def test_a_requeued_job_goes_back_to_pending_with_its_reason():
     client = FakeSlurmClient()
     client.jobs["100"] = _job("RUNNING", start=NOW - 50)

@@ -328,6 +328,24 @@ def test_job_arrays_map_tasks_to_runs(slurm_cluster, tmp_path):
         assert (cdir / "runs" / f"a{i}" / f"slurm-{job}.out").exists()
 
 
+def test_cancel_of_a_pending_array_task_is_cancelled_not_lost(slurm_cluster, tmp_path):
+    """Slurm keeps no record of a cancelled pending array task: ddlbench asked for the cancel,
+    so the run is CANCELLED at the next poll (not LOST a minute later)."""
+    runs = [{"run_id": f"p{i}", "body": ["sleep 30"]} for i in range(2)]
+    cdir = make_campaign(tmp_path, "arrc", runs, scheduler="slurm", slurm=SLURM)
+    summary = submit_campaign(cdir, array=True, serial=True, echo=_quiet)  # %1: p1 waits
+    assert len(summary.array_jobs) == 1
+    wait_for(lambda: _status(cdir)["p0"]["state"] == "RUNNING", timeout=60)
+    assert _status(cdir)["p1"]["state"] == "PENDING"
+    cancel_campaign(cdir, run_ids=["p1"], echo=_quiet)
+    wait_for(lambda: _status(cdir)["p1"]["state"] != "PENDING", timeout=20)
+    st = _status(cdir)["p1"]
+    assert st["state"] == "CANCELLED", st
+    assert st["reason"] == "cancelled by the user while pending (it never started)"
+    cancel_campaign(cdir, echo=_quiet)
+    wait_campaign(cdir, timeout=120, echo=_quiet)
+
+
 def test_ended_jobs_are_read_through_sacct_on_a_cluster_with_accounting(slurm_cluster, tmp_path):
     """On `local-slurm.sh up --accounting` (scripts/test.sh runs the Slurm tests there too),
     how jobs ended comes from sacct, not from the jobcomp fallback."""

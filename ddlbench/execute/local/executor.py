@@ -192,8 +192,7 @@ class LocalExecutor(Executor):
                 if_state_in=[S.PENDING],
                 state=S.CANCELLED,
                 cancel_requested=1,
-                end_time=time.time(),
-                reason="cancelled before it started",
+                end_time=time.time(),  # campaign/causes.py words it, as for Slurm
             ):
                 continue
             self.store.update_attempt(a.id, if_live=True, cancel_requested=1)

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.hangs import hung_values
@@ -32,12 +32,14 @@ from ddlbench.diskfull import is_disk_full, looks_full
 from ddlbench.execute.hostlist import compress
 from ddlbench.execute.local.executor import NODE_ADDR, NODE_PREFIX, install_shims
 from ddlbench.execute.local.machine import Slot, holders, wait_for_slot
+from ddlbench.execute.local.records import write_end_record
 from ddlbench.execute.sbatchfile import JobScript, expand_pattern
 from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.store import CampaignStore
 from ddlbench.execute.task_failure import find_task_failure
 
 _STOP = {"why": None}
+WATCHDOG = Path(__file__).with_name("watchdog.py")
 
 
 def job_dir(campaign_dir: Path, job_id: str) -> Path:
@@ -54,8 +56,11 @@ def read_pgid(campaign_dir: Path, job_id: str) -> Optional[int]:
         return None
 
 
-def kill_group(pgid: int, grace: float) -> None:
-    """SIGTERM (with SIGCONT) the process group, then SIGKILL after ``grace`` seconds."""
+def kill_group(pgid: int, grace: float, children: Sequence[subprocess.Popen] = ()) -> None:
+    """SIGTERM (with SIGCONT) the process group, then SIGKILL after ``grace`` seconds.
+
+    ``children``: this process's own children in the group, reaped while waiting (an unreaped
+    child would keep the group in existence)."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         try:
             os.killpg(pgid, sig)
@@ -63,6 +68,8 @@ def kill_group(pgid: int, grace: float) -> None:
             return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
+        for child in children:
+            child.poll()
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -70,6 +77,9 @@ def kill_group(pgid: int, grace: float) -> None:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    for child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
 
 
 def _per_node(value: int, nodes: int) -> str:
@@ -266,7 +276,7 @@ def supervise(campaign_dir: Path, attempt_id: int, token: str) -> int:
     if slot is None:
         return 0  # cancelled while waiting for a slot
     try:
-        return _run_job(store, campaign, job)
+        return _run_job(store, campaign, job, slot)
     finally:
         slot.release()  # (the kernel releases it too, however this process ends)
 
@@ -297,16 +307,17 @@ def _take_slot(store: CampaignStore, campaign, attempt_id: int, job_id: str) -> 
         )
 
     slot = wait_for_slot(limit, holder, give_up, on_wait)
-    if slot is None:
-        fresh = store.get_attempt(attempt_id)
-        if fresh is not None and fresh.state == S.PENDING:
-            store.update_attempt(
-                attempt_id,
-                if_state_in=[S.PENDING],
-                state=S.CANCELLED,
-                end_time=time.time(),
-                reason="cancelled while waiting for a free local slot",
-            )
+    fresh = store.get_attempt(attempt_id) if slot is None else None
+    if fresh is not None and fresh.state == S.PENDING:
+        # ddlbench cancel: the documented words (campaign/causes.py); else say what stopped it
+        why = None if fresh.cancel_requested else "its supervisor was stopped"
+        store.update_attempt(
+            attempt_id,
+            if_state_in=[S.PENDING],
+            state=S.CANCELLED,
+            end_time=time.time(),
+            reason=why and f"cancelled while waiting for a free local slot ({why})",
+        )
     return slot
 
 
@@ -335,11 +346,17 @@ def _output_paths(job: LocalJob) -> Tuple[Path, Optional[Path]]:
 
 @dataclass
 class _Started:
-    """A job's script process and the files its output goes to."""
+    """A job's script process, its watchdog (the leader of the job's process group) and the
+    files its output goes to."""
 
     proc: subprocess.Popen
+    watchdog: subprocess.Popen
     out: BinaryIO
     err: Optional[BinaryIO]
+
+    @property
+    def pgid(self) -> int:
+        return self.watchdog.pid
 
     def log(self, text: str) -> None:
         """Write a line where slurmstepd writes its errors: the job's stderr file."""
@@ -347,31 +364,58 @@ class _Started:
         fh.write(text.encode())
         fh.flush()
 
+    def stop(self, grace: float) -> None:
+        """Stop what is left of the job (the script, its tasks, the watchdog) and reap it."""
+        kill_group(self.pgid, grace, children=(self.proc, self.watchdog))
+
     def close(self) -> None:
         for fh in (self.out, self.err):
             if fh is not None:
                 fh.close()
 
 
+def _start_watchdog(job: LocalJob, log: BinaryIO, slot: Optional[Slot]) -> subprocess.Popen:
+    """The job's watchdog (watchdog.py), leader of a new process group; it holds the slot."""
+    return subprocess.Popen(
+        [sys.executable, "-Es", str(WATCHDOG), str(os.getpid()), f"{job.kill_wait_s:g}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        pass_fds=slot.fds() if slot is not None else (),
+        preexec_fn=os.setpgrp,  # (this process runs no threads)
+    )
+
+
 def _start_script(
-    job: LocalJob, env: Dict[str, str], out_path: Path, err_path: Optional[Path]
+    job: LocalJob,
+    env: Dict[str, str],
+    out_path: Path,
+    err_path: Optional[Path],
+    slot: Optional[Slot] = None,
 ) -> _Started:
-    """``bash <job script>`` in its own session, output appended where Slurm would put it."""
+    """``bash <job script>`` in the watchdog's process group, output appended where Slurm
+    would put it."""
     Path(job.submit_dir).mkdir(parents=True, exist_ok=True)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     # append, as sbatch --open-mode=append: an existing output file is never truncated
     out = open(out_path, "ab")  # noqa: SIM115 - closed when the job ends
     err = open(err_path, "ab") if err_path and err_path != out_path else None  # noqa: SIM115
-    proc = subprocess.Popen(
-        ["bash", str(job.run.script)],
-        cwd=job.submit_dir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=err if err is not None else subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return _Started(proc, out, err)
+    watchdog = _start_watchdog(job, err or out, slot)
+    pgid = watchdog.pid
+    try:
+        proc = subprocess.Popen(
+            ["bash", str(job.run.script)],
+            cwd=job.submit_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err if err is not None else subprocess.STDOUT,
+            preexec_fn=lambda: os.setpgid(0, pgid),  # the watchdog's group
+        )
+    except OSError:
+        kill_group(pgid, 0.0, children=(watchdog,))
+        raise
+    return _Started(proc, watchdog, out, err)
 
 
 def _record_pgid(jdir: Path, pid: int) -> None:
@@ -406,11 +450,11 @@ def _wait_script(store: CampaignStore, job: LocalJob, started: _Started) -> int:
                 f"slurmstepd: error: *** JOB {job.job_id} ON {job.names[0]} "
                 f"CANCELLED AT {_stamp()}{note} ***\n"
             )
-            kill_group(proc.pid, job.kill_wait_s)
+            started.stop(job.kill_wait_s)
             return proc.wait()
 
 
-def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
+def _run_job(store: CampaignStore, campaign, job: LocalJob, slot: Optional[Slot] = None) -> int:
     if not _claim(store, job):
         return 0
     bin_dir = install_shims(campaign.paths.shims)
@@ -430,7 +474,7 @@ def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
     )
     out_path, err_path = _output_paths(job)
     try:
-        started = _start_script(job, env, out_path, err_path)
+        started = _start_script(job, env, out_path, err_path, slot)
     except OSError as exc:
         store.update_attempt(
             job.attempt_id,
@@ -440,14 +484,15 @@ def _run_job(store: CampaignStore, campaign, job: LocalJob) -> int:
             message=f"could not start the job: {exc}",
         )
         return 1
-    _record_pgid(jdir, started.proc.pid)
+    _record_pgid(jdir, started.pgid)
     rc = _wait_script(store, job, started)
-    kill_group(started.proc.pid, grace=0.5)  # what the script left behind dies with the job
+    started.stop(grace=0.5)  # what the script left behind dies with the job
     started.close()
     values = _ending(rc)
     if values["state"] == S.FAILED:
         values.update(_failure_cause(Path(job.submit_dir), err_path or out_path))
-    store.update_attempt(job.attempt_id, if_state_in=[S.RUNNING], **values)
+    if store.update_attempt(job.attempt_id, if_state_in=[S.RUNNING], **values):
+        write_end_record(campaign.dir, store.get_attempt(job.attempt_id))
     store.close()
     return 0
 

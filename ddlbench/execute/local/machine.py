@@ -87,6 +87,11 @@ class Slot:
         self.path = path
         self._fd: Optional[int] = fd
 
+    def fds(self) -> tuple:
+        """The held lock's file descriptor (none once released), for a process that must
+        keep the slot while it lives (the job's watchdog)."""
+        return () if self._fd is None else (self._fd,)
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -10,15 +10,18 @@ is left to run.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import load_campaign
 from ddlbench.execute.local.executor import pid_runs, runner_lock
+from ddlbench.execute.local.records import write_end_record
+from ddlbench.execute.local.watchdog import group_members
 from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.store import CampaignStore
 
@@ -42,10 +45,14 @@ def _take_lock(campaign_dir: Path):
 
 
 def _reap_supervisors(
-    store: CampaignStore, children: Dict[int, subprocess.Popen], failures: Dict[int, int]
+    store: CampaignStore,
+    children: Dict[int, subprocess.Popen],
+    failures: Dict[int, int],
+    exits: Dict[int, int],
 ) -> None:
-    """Forget the supervisors that exited; fail the attempts they left unrecorded (a PENDING
-    one only after MAX_START_FAILURES tries)."""
+    """Forget the supervisors that exited. A RUNNING attempt a supervisor left unrecorded is
+    noted in ``exits`` (its exit status) for :func:`_alive_attempts` to end; a PENDING one is
+    failed only after MAX_START_FAILURES tries."""
     for aid, proc in list(children.items()):
         if proc.poll() is None:
             continue
@@ -54,14 +61,7 @@ def _reap_supervisors(
         if a is None:
             continue
         if a.state == S.RUNNING and a.pid == proc.pid:
-            store.update_attempt(
-                aid,
-                if_state_in=[S.RUNNING],
-                state=S.FAILED,
-                end_time=time.time(),
-                message=f"the job's supervisor exited with {proc.returncode} "
-                "(see .ddlbench/runner.log)",
-            )
+            exits[aid] = proc.returncode
         elif a.state == S.PENDING:
             failures[aid] = failures.get(aid, 0) + 1
             if failures[aid] >= MAX_START_FAILURES:
@@ -74,22 +74,58 @@ def _reap_supervisors(
                 )
 
 
-def _alive_attempts(store: CampaignStore, campaign, children: Dict[int, subprocess.Popen]) -> list:
-    """RUNNING local attempts whose supervisor lives; the others are LOST and killed."""
+def _alive_attempts(
+    store: CampaignStore, campaign, children: Dict[int, subprocess.Popen], exits: Dict[int, int]
+) -> list:
+    """RUNNING local attempts whose supervisor lives, or whose job is still being stopped; the
+    others' supervisors died: they are LOST once nothing of their job is left."""
     alive = []
     for a in store.attempts(states=[S.RUNNING], scheduler="local"):
         if a.id in children or pid_runs(a.pid, a.token):
             alive.append(a)
-        else:  # its supervisor died (killed with the previous runner?)
-            _kill_group(campaign.dir, a.job_id)
-            store.update_attempt(
-                a.id,
-                if_state_in=[S.RUNNING],
-                state=S.LOST,
-                end_time=time.time(),
-                message="the job's supervisor died before recording how the job ended",
-            )
+        elif _end_orphan(store, campaign, a, exits.get(a.id)):
+            exits.pop(a.id, None)
+        else:
+            alive.append(a)  # still being stopped: it keeps its place (never two at once)
     return alive
+
+
+def _died(code: Optional[int]) -> str:
+    if code is None:
+        return "died"
+    if code < 0:
+        try:
+            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with {code}"
+
+
+def _end_orphan(store: CampaignStore, campaign, a, code: Optional[int]) -> bool:
+    """The supervisor of RUNNING attempt ``a`` is gone: stop what is left of its job (its
+    process group: the job's watchdog does so too), then record it LOST. False while some of
+    the job still runs: the attempt stays RUNNING, so it is never retried beside itself."""
+    from ddlbench.execute.local.job import kill_group, read_pgid
+
+    pgid = read_pgid(campaign.dir, a.job_id) if a.job_id else None
+    if pgid:
+        kill_group(pgid, grace=ExecuteSettings.from_env().local_kill_wait_s)
+        deadline = time.monotonic() + 2.0
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if group_members(pgid):
+            _log(f"job {a.job_id}: its supervisor died and its processes do not end yet")
+            return False
+    message = (
+        f"the job's supervisor {_died(code)} before recording how the job ended; what was "
+        "left of the job was stopped (see .ddlbench/runner.log)"
+    )
+    _log(f"job {a.job_id}: {message}")
+    if store.update_attempt(
+        a.id, if_state_in=[S.RUNNING], state=S.LOST, end_time=time.time(), message=message
+    ):
+        write_end_record(campaign.dir, store.get_attempt(a.id))
+    return True
 
 
 def _parallel_limit(store: CampaignStore, campaign) -> int:
@@ -109,9 +145,10 @@ def run(campaign_dir: Path) -> int:
     _log(f"draining {campaign.dir}")
     children: Dict[int, subprocess.Popen] = {}
     failures: Dict[int, int] = {}
+    exits: Dict[int, int] = {}  # attempt id -> exit status of a supervisor that left it RUNNING
     while True:
-        _reap_supervisors(store, children, failures)
-        alive = _alive_attempts(store, campaign, children)
+        _reap_supervisors(store, children, failures, exits)
+        alive = _alive_attempts(store, campaign, children, exits)
         limit = _parallel_limit(store, campaign)
         busy = len(alive) + sum(1 for aid in children if aid not in {a.id for a in alive})
         pending = store.attempts(states=[S.PENDING], scheduler="local")
@@ -147,15 +184,6 @@ def _spawn(campaign_dir: Path, attempt_id: int, token: str) -> subprocess.Popen:
         close_fds=True,
         start_new_session=True,
     )
-
-
-def _kill_group(campaign_dir: Path, job_id: str) -> None:
-    """Kill what is left of a job whose supervisor died."""
-    from ddlbench.execute.local.job import kill_group, read_pgid
-
-    pgid = read_pgid(campaign_dir, job_id)
-    if pgid:
-        kill_group(pgid, grace=0.0)
 
 
 def main(argv: List[str]) -> int:

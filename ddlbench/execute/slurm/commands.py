@@ -21,20 +21,10 @@ from ddlbench.campaign import states as S
 from ddlbench.errors import InputError
 from ddlbench.execute.base import SchedulerUnreachable, seconds_to_deadline
 from ddlbench.execute.settings import ExecuteSettings
-
-# what Slurm's clients print when the controller did not answer (worth retrying)
-_TRANSIENT = re.compile(
-    r"unable to contact slurm controller|socket timed out|connection refused|"
-    r"zero bytes were transmitted|temporarily unable to accept|resource temporarily unavailable|"
-    r"communication connection failure|connection reset|transport endpoint|"
-    r"slurm_receive_msg|slurmctld not responding|controller may be down",
-    re.IGNORECASE,
-)
-# sacct on a cluster without accounting storage
-_NO_ACCOUNTING = re.compile(
-    r"accounting storage is disabled|slurmdbd|accounting_storage/none|"
-    r"not running a supported accounting_storage",
-    re.IGNORECASE,
+from ddlbench.execute.slurm.messages import (  # noqa: F401 - also imported from here
+    is_client_trouble,
+    is_no_accounting,
+    is_transient,
 )
 
 
@@ -65,14 +55,6 @@ class Result:
         return re.sub(r"^\w+: (error|fatal): ", "", line)
 
 
-def is_transient(text: str) -> bool:
-    return bool(_TRANSIENT.search(text or ""))
-
-
-def is_no_accounting(text: str) -> bool:
-    return bool(_NO_ACCOUNTING.search(text or ""))
-
-
 class SlurmClient:
     """Runs Slurm commands, counting them and retrying transient failures."""
 
@@ -92,6 +74,9 @@ class SlurmClient:
         self.sleep = sleep
         self.calls = 0
         self.log: List[List[str]] = []
+        #: told once when a call has not answered after ``slow_after_s`` s (submit sets it)
+        self.notice: Optional[Callable[[str], None]] = None
+        self.slow_after_s = 5.0
 
     def which(self, prog: str) -> Optional[str]:
         return shutil.which(prog)
@@ -145,22 +130,41 @@ class SlurmClient:
         """One try, within the client's timeout and the current poll deadline, if any."""
         left = seconds_to_deadline()
         timeout = self.timeout if left is None else max(0.5, min(self.timeout, left))
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
         try:
-            proc = subprocess.run(
-                args,
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-            )
+            out, err = self._communicate(proc, args, timeout)
         except subprocess.TimeoutExpired:
+            proc.kill()  # as subprocess.run: its children may hold the pipes open; not waited
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
             res = Result(args, 124, "", f"{args[0]}: timed out after {timeout:.0f}s")
             res.stderr += " (socket timed out)"
             return res
-        return Result(args, proc.returncode, proc.stdout, proc.stderr)
+        return Result(args, proc.returncode, out, err)
+
+    def _communicate(self, proc: subprocess.Popen, args: List[str], timeout: float):
+        """The command's output; with a :attr:`notice`, one line once it is slow to answer."""
+        first = min(timeout, self.slow_after_s) if self.notice else timeout
+        try:
+            return proc.communicate(timeout=first)
+        except subprocess.TimeoutExpired:
+            if first >= timeout or self.notice is None:
+                raise
+        self.notice(
+            f"waiting for `{' '.join(args[:2])}`: no answer after {first:.0f} s "
+            f"(it gives up after {timeout:.0f} s)"
+        )
+        return proc.communicate(timeout=timeout - first)
 
 
 # -- records ----------------------------------------------------------------------------

@@ -48,13 +48,9 @@ from ddlbench.execute.slurm.commands import (
     squeue_args,
     token_of,
 )
+from ddlbench.execute.slurm.messages import is_client_trouble, stop_on_client_trouble
 from ddlbench.execute.store import Attempt, new_token
-from ddlbench.execute.task_failure import (
-    TaskFailure,
-    bad_nodes,
-    find_cause,
-    node_failure_cause,
-)
+from ddlbench.execute.task_failure import TaskFailure, bad_nodes, find_cause, node_failure_cause
 
 
 class SlurmExecutor(Executor):
@@ -98,6 +94,7 @@ class SlurmExecutor(Executor):
         if cached is not None or not fetch:
             return cached or {}
         res = self.client.run(scontrol_config_args())
+        stop_on_client_trouble(res.stderr, res.message, "scontrol show config", self.campaign.dir)
         conf = parse_config(res.stdout) if res.ok else {}
         keep = {
             k: conf.get(k, "")
@@ -145,8 +142,10 @@ class SlurmExecutor(Executor):
     def _cancelled(self) -> bool:
         return bool(self.store.get_meta("cancel_requested"))
 
-    def _sbatch(self, args: List[str], cwd: Path, token: str):
-        """sbatch with care: after a transient failure, look for the job before trying again."""
+    def _sbatch(self, args: List[str], cwd: Path, token: str, made_now: List[int]):
+        """sbatch with care: after a transient failure, look for the job before trying again.
+        When Slurm's client cannot work at all, the attempts ``made_now`` for it (no job can
+        exist) are forgotten and the submission stops (SlurmClientTrouble)."""
         delay = self.client.backoff
         for attempt in range(1 + self.client.retries):
             res = self.client.run(
@@ -157,6 +156,9 @@ class SlurmExecutor(Executor):
                 env=sbatch_env(os.environ),
             )
             if res.ok or not is_transient(res.stderr):
+                if is_client_trouble(res.stderr):
+                    self.store.discard_intents(made_now)
+                stop_on_client_trouble(res.stderr, res.message, "sbatch", self.campaign.dir)
                 return res, None
             if attempt < self.client.retries:
                 time.sleep(delay)
@@ -170,6 +172,7 @@ class SlurmExecutor(Executor):
         )
 
     def submit_runs(self, runs, intents, *, serial, array, summary: SubmitSummary, advance):
+        self.client.notice = self.notice  # a slow Slurm call is said, not waited out silently
         self.slurm_config()  # one call; tells later polls where ended jobs are recorded
         units = self._units(runs, intents, array)
         previous = self.last_live_job() if serial else None
@@ -235,13 +238,14 @@ class SlurmExecutor(Executor):
     ) -> Optional[str]:
         """sbatch one run (its recorded ``intent``, else a new attempt), after job ``after``."""
         token = intent.token if intent else new_token()
+        made_now = intent is None  # an interrupted submit's intent is kept (reconcile)
         if intent is None:
             intent = self.store.new_attempt(run.run_id, "slurm", S.SUBMITTING, token=token)
         script = JobScript.read(run.script)
         name = f"{script.job_name or run.run_id}~{token}"
         args = sbatch_args(str(run.script), token=token, name=name, after=after)
         args[1:1] = exclude_args(self.settings.exclude_nodes)
-        res, found = self._sbatch(args, run.run_dir, token)
+        res, found = self._sbatch(args, run.run_dir, token, [intent.id] if made_now else [])
         if found:
             self._apply(intent, found[0])
             summary.add_adopted(run.run_id, found[0].key)
@@ -253,7 +257,7 @@ class SlurmExecutor(Executor):
                 intent.id, state=S.SUBMIT_FAILED, message=msg, end_time=time.time()
             )
             summary.add_failed(run.run_id, msg)
-            self.echo(f"sbatch rejected {run.run_id}: {msg}")
+            self._progress(f"sbatch rejected {run.run_id}: {msg}")
             return None
         self.store.update_attempt(
             intent.id,
@@ -289,6 +293,9 @@ class SlurmExecutor(Executor):
                 )
         return token, attempts
 
+    def _progress(self, line: str) -> None:  # stderr, as it happens; the summary lists it
+        (self.notice or (lambda _line: None))(line)
+
     def _array_rejected(self, attempts: List[Attempt], runs, msg: str, summary) -> None:
         with self.store.tx():
             for a in attempts:
@@ -297,7 +304,7 @@ class SlurmExecutor(Executor):
                 )
         for r in runs:
             summary.add_failed(r.run_id, msg)
-        self.echo(f"sbatch rejected the array of {len(runs)} runs: {msg}")
+        self._progress(f"sbatch rejected the array of {len(runs)} runs: {msg}")
 
     def _submit_array(self, unit, previous, serial, summary) -> Optional[str]:
         token, attempts = self._array_attempts(unit)
@@ -308,7 +315,8 @@ class SlurmExecutor(Executor):
         tasks = f"0-{len(runs) - 1}{throttle}"
         args = sbatch_args(str(path), token=token, name=name, after=previous, array=tasks)
         args[1:1] = exclude_args(self.settings.exclude_nodes)
-        res, found = self._sbatch(args, path.parent, token)
+        made_now = not any(a for _, a in unit)  # not an interrupted submit's intents
+        res, found = self._sbatch(args, path.parent, token, [a.id for a in attempts if made_now])
         if found:
             self._adopt(attempts, found, summary)
             return found[0].array_job_id or found[0].key

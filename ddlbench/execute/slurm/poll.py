@@ -30,9 +30,13 @@ LOST_MESSAGE = (
     "no readable jobcomp file)"
 )
 
+#: a job ddlbench asked Slurm to cancel, which then left with no record (a cancelled pending
+#: task of a job array leaves none: no sacct without slurmdbd, no jobcomp line, no scontrol)
+CANCELLED_MESSAGE = "Slurm kept no record of the job after ddlbench cancelled it"
+
 #: what an update does: take a record; nothing (ask again next poll); note the first poll
-#: that found the job nowhere; give the job up as LOST
-APPLY, WAIT, MISSING, LOST = "apply", "wait", "missing", "lost"
+#: that found the job nowhere; give the job up as LOST; record the cancel ddlbench asked for
+APPLY, WAIT, MISSING, LOST, CANCELLED = "apply", "wait", "missing", "lost", "cancelled"
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,11 @@ def decide(
         if sacct_answered and just_ended(squeue, now):
             return Update(WAIT)
         return Update(APPLY, squeue)
+    if attempt.cancel_requested:
+        # gone everywhere after ddlbench's own scancel: cancelled, not LOST (campaign/causes.py
+        # words it: still pending when asked, it never started)
+        values = {"state": S.CANCELLED, "end_time": now, "missing_since": None}
+        return Update(CANCELLED, values={**values, "message": CANCELLED_MESSAGE})
     if attempt.missing_since is None:
         return Update(MISSING, values={"missing_since": now})
     if now - attempt.missing_since > lost_after:
