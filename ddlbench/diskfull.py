@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
+import sys
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
@@ -33,6 +35,74 @@ class DiskFull(DDLBenchError):
             f"no space left on the disk that holds {self.folder}{why}; nothing half-written "
             f"was kept. Free some space (`df -h {self.folder}`) and run the same command again"
         )
+
+
+#: the exit code when ddlbench's own output (stdout, stderr) could not be written (EX_IOERR)
+EXIT_OUTPUT_NOT_WRITTEN = 74
+
+
+class OutputNotWritten(DDLBenchError):
+    """A write to stdout or stderr failed (``> /dev/full``, a full disk under ``> FILE``):
+    the output is lost, the campaign's own files are not concerned."""
+
+    exit_code = EXIT_OUTPUT_NOT_WRITTEN
+
+    def __init__(self, stream: str, detail: str = ""):
+        self.stream = stream
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"could not write the output to {stream}{why}; send {stream} where it can be "
+            "written (a file on a disk with room, a terminal) and run the same command again"
+        )
+
+
+def failed_stream(exc: BaseException) -> Optional[str]:
+    """``"stdout"`` or ``"stderr"`` when ``exc`` is a failed write to it, else None: an
+    ``OSError`` naming no file, raised by a write whose stream (or a console or wrapper of it)
+    is the innermost frame's, or one while that stream's file is ``/dev/full`` or on a full
+    disk."""
+    if not isinstance(exc, OSError) or exc.filename or exc.errno not in _ERRNOS | {errno.EIO}:
+        return None
+    streams = (("stdout", sys.stdout, 1), ("stderr", sys.stderr, 2))
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in frames[-2:]:
+        for name, stream, _fd in streams:
+            if any(_holds(v, stream) for v in frame.f_locals.values()):
+                return name
+    for name, _stream, fd in streams:
+        if _fd_full(fd):
+            return name
+    return None
+
+
+def _holds(value: object, stream: object, depth: int = 3) -> bool:
+    """``value`` is ``stream``, or wraps it (a rich Console's ``file``, a wrapper's ``_out``)."""
+    if value is stream:
+        return True
+    if depth == 0 or value is None or isinstance(value, (str, bytes, int, float)):
+        return False
+    for attr in ("file", "_file", "_out", "wrapped", "_wrapped"):
+        inner = getattr(value, attr, None) if hasattr(type(value), "__dict__") else None
+        if inner is not None and _holds(inner, stream, depth - 1):
+            return True
+    return False
+
+
+def _fd_full(fd: int) -> bool:
+    """The file descriptor is ``/dev/full``, or a file on a disk with no space left."""
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISCHR(st.st_mode):
+            return st.st_rdev == os.makedev(1, 7)  # Linux's /dev/full
+        if stat.S_ISREG(st.st_mode):
+            vfs = os.fstatvfs(fd)
+            return vfs.f_bavail * vfs.f_frsize <= 64 * 1024
+    except (OSError, AttributeError, ValueError):
+        pass
+    return False
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -29,9 +29,9 @@ Typical use on a login node:
   ddlbench report
 
 Exit codes: 0 success, 2 bad input, 1 any other failure, 3 nothing to report yet
-(`report` without a complete run), 75 the scheduler did not answer, 124 `wait --timeout`
-passed, 141 the reader closed the output early (`| head`: nothing is printed). What each
-looks like: `ddlbench docs failures`.
+(`report` without a complete run), 74 the output could not be written (`> /dev/full`),
+75 the scheduler did not answer, 124 `wait --timeout` passed, 141 the reader closed the
+output early (`| head`: nothing is printed). What each looks like: `ddlbench docs failures`.
 Set DDLBENCH_DEBUG=1 to see tracebacks of unexpected errors.
 """
 
@@ -79,6 +79,8 @@ class _Group(click.Group):
                 ctx.exit(EXIT_BROKEN_PIPE)
             from ddlbench.diskfull import DiskFull, detail_of, folder_of, is_disk_full
 
+            if _output_not_written(ctx, exc):
+                return None
             if is_disk_full(exc) and not os.environ.get("DDLBENCH_DEBUG"):
                 full = DiskFull(folder_of(exc), detail_of(exc))
                 click.echo(f"ddlbench: {full}", err=True)
@@ -94,6 +96,40 @@ class _Group(click.Group):
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program killed by it
+
+
+def _output_not_written(ctx: click.Context, exc: BaseException) -> bool:
+    """A failed write to stdout or stderr (``> /dev/full``): say so (not "no space left on the
+    disk that holds" the current folder, whose disk may be fine) and exit 74."""
+    code = output_failure_code(exc)
+    if code is None:
+        return False
+    ctx.exit(code)
+    return True  # pragma: no cover - ctx.exit raises
+
+
+def output_failure_code(exc: BaseException):
+    """Say that the output could not be written and return its exit code (74), when ``exc`` is
+    a failed write to stdout or stderr; None otherwise (or with DDLBENCH_DEBUG set)."""
+    from ddlbench.diskfull import OutputNotWritten, detail_of, failed_stream
+
+    stream = failed_stream(exc)
+    if stream is None or os.environ.get("DDLBENCH_DEBUG"):
+        return None
+    said = OutputNotWritten(stream, detail_of(exc))
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(f"ddlbench: {said}", err=True)
+    if stream == "stdout":
+        _quiet_stdout()
+    return said.exit_code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for it cannot fail again at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a test's buffer
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _output_closed() -> bool:
@@ -160,6 +196,10 @@ def run() -> None:
         if not (exc.code is None or isinstance(exc.code, int)):
             raise
         code = exc.code or 0
+    except OSError as exc:  # click's own output (--version, --help) could not be written
+        code = output_failure_code(exc)
+        if code is None:
+            raise
     else:  # pragma: no cover - click's standalone main always raises SystemExit
         code = 0
     if code == 1 and isinstance(sys.stdout, click.utils.PacifyFlushWrapper):

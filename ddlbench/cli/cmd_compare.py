@@ -199,7 +199,7 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
 
     style = {"regressed": "red", "improved": "green", "unchanged": ""}
     t = Table(
-        title=f"throughput: {new} vs {base} (threshold {_percent(thr):g} %)",
+        title=f"throughput: base {base}, new {new} (threshold {_percent(thr):g} %)",
         title_justify="left",
         box=None,
         header_style="bold",

@@ -62,12 +62,14 @@ def command(spec_path: str | None, cluster: str | None, results: Path, as_json: 
         click.echo(to_json(profile.value, checks, files))
     else:
         console = stdout_console()
-        console.print(f"cluster profile [bold]{profile.value.name}[/] [dim]({why})[/]")
+        from rich.markup import escape
+
+        console.print(f"cluster profile [bold]{profile.value.name}[/] [dim]({escape(why)})[/]")
         print_files(console, files)
         for c in checks:
             mark = MARKS.get(c.state, "[dim]--[/]  ")
             took = f" [dim]({c.seconds:.1f} s)[/]" if c.seconds else ""
-            console.print(f"  {mark} {c.name:<14} {c.detail}{took}", markup=True)
+            console.print(f"  {mark} {c.name:<14} {escape(str(c.detail))}{took}", markup=True)
         unset = [c.name for c in checks if c.state == "not configured"]
         if unset:
             console.print(f"not configured in the profile: {', '.join(unset)}")

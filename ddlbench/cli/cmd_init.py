@@ -12,7 +12,7 @@ import click
 Examples:
   ddlbench init                  # ./configs/*.yaml and ./configs/clusters/<cluster>.yaml
   ddlbench init ~/bench && cd ~/bench
-  ddlbench validate configs/quickstart.yaml --cluster mycluster
+  ddlbench validate configs/quickstart.yaml --cluster mycluster   # the profile init wrote
 """
 )
 @click.argument("folder", default=".", metavar="[DIR]", type=click.Path(file_okay=False))
@@ -25,9 +25,11 @@ def command(folder: str) -> None:
     default partition, GPUs per node from Gres, CPUs, memory) and named after the Slurm
     cluster; elsewhere it is a skeleton to fill in. A file that exists is never overwritten.
     """
+    from ddlbench.cli.common import check_output_folder
     from ddlbench.site_init import init_folder
 
     root = Path(folder)
+    check_output_folder(root, "DIR")
     result = init_folder(root)
     for path in result.written:
         click.echo(f"wrote {path}")
@@ -45,6 +47,8 @@ def command(folder: str) -> None:
     else:
         click.echo(f"cluster profile '{name}' is a skeleton (no Slurm here): fill it in, then:")
     cd = "" if root.resolve() == Path.cwd().resolve() else f"cd {root} && "
-    click.echo(f"  {cd}ddlbench validate configs/resnet50.yaml --cluster {name}")
+    # quickstart (1 node, 2 CPU ranks, gloo) fits any profile, a CPU one included; the GPU
+    # specs (resnet50, vgg16: nccl, up to 8 nodes) need a GPU profile that large
+    click.echo(f"  {cd}ddlbench validate configs/quickstart.yaml --cluster {name}")
     click.echo("  ddlbench submit configs/quickstart.yaml    # runs on this machine, no cluster")
     click.echo("  ddlbench docs cluster-profiles            # what each profile key means")

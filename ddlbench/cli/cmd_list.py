@@ -31,6 +31,32 @@ def _marks(entry) -> str:
     return f" ({', '.join(marks)})" if marks else ""
 
 
+def flag_lost_store(entry) -> None:
+    """A campaign whose store (``state.sqlite``) is missing or empty while run folders hold
+    output: its states are unknown (not NOT_SUBMITTED), and the line below it says so and
+    names ``ddlbench recover`` (what ``status`` and ``report`` refuse such a campaign with)."""
+    from ddlbench.campaign.paths import CampaignPaths
+    from ddlbench.campaign.resolve import campaign_words
+
+    paths = CampaignPaths.of(entry.path)
+    try:
+        if paths.store.stat().st_size > 0:
+            return
+        state = "is empty"
+    except FileNotFoundError:
+        state = "is missing"
+    except OSError:
+        return
+    used = sum(1 for r in paths.run_folders() if r.has_output())
+    if not used:
+        return  # nothing ran: a store is made on the first submit
+    entry.counts, entry.ended = {}, None
+    entry.problems.append(
+        f"{paths.store.name} {state}, but {used} run folder(s) hold output: run states "
+        f"unknown; rebuild it with `ddlbench recover {campaign_words(paths.root)}`"
+    )
+
+
 def _row(entry) -> List[str]:
     return [
         entry.name + _marks(entry),
@@ -90,6 +116,8 @@ def command(results: Path, as_json: bool) -> None:
 
     root = existing_results_root(results)
     entries = list_entries(results, is_stale)
+    for entry in entries:
+        flag_lost_store(entry)
     if as_json:
         import json
 

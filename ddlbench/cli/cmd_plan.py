@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import click
 
-from ddlbench.cli.common import cluster_option, stdout_console
+from ddlbench.cli.common import cluster_option, node_hours_text, stdout_console
 
 if TYPE_CHECKING:
     from ddlbench.plan import Plan
@@ -19,7 +19,7 @@ Examples:
   ddlbench plan configs/resnet50.yaml
   ddlbench plan configs/quickstart.yaml --cluster localslurm
   ddlbench plan configs/large-batch.yaml --json | jq '.runs[].run_id'
-  ddlbench plan configs/llama3-8b.yaml        # memory per rank, warnings for what won't fit
+  ddlbench plan configs/llama3-8b.yaml --cluster h100x8   # memory per rank (8-GPU profile)
 """
 )
 @click.argument("spec_path", metavar="SPEC")
@@ -168,7 +168,7 @@ def _print_plan(plan: Plan, spec_name: str, why: str) -> None:
             "whose gradient a step applies, (ranks - b) x batch/dev (ddlbench docs backup-workers)"
         )
     console.print(
-        f"total: {len(plan.runs)} runs, {plan.node_hours:.1f} node-hours requested "
+        f"total: {len(plan.runs)} runs, {node_hours_text(plan.node_hours)} node-hours requested "
         f"(time limit {plan.runs[0].time_limit} per run)"
     )
 

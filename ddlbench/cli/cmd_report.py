@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Optional
 import click
 
 from ddlbench.campaign.paths import REPORT_FORMATS
-from ddlbench.cli.common import campaign_dir, deprecated_option, exit_quickly, results_option
+from ddlbench.cli.common import (
+    campaign_dir,
+    check_output_folder,
+    deprecated_option,
+    exit_quickly,
+    results_option,
+)
 
 if TYPE_CHECKING:
     pass
@@ -134,6 +140,7 @@ def command(
     eff = _fraction(efficiency_threshold, "efficiency-threshold")
     noise = _fraction(noise_threshold, "noise-threshold")
     gain = _fraction(min_gain, "min-gain")
+    check_output_folder(report_dir, "--report-dir")
     root = campaign_dir(results, campaign)
     cal_root = campaign_dir(results, calibration) if calibration else None
     with early_worker() as worker:  # imports matplotlib on the other core while this one works

@@ -142,18 +142,14 @@ def command(
     nodes, elapsed time and reason. With a local campaign whose runner has stopped while runs
     remain, status restarts the runner.
     """
-    from ddlbench.analyse.suspects import annotate_status
-    from ddlbench.execute import campaign_status
-
     root = campaign_dir(results, campaign)
     if as_json and not watch:
         import json
 
-        status = annotate_status(root, campaign_status(root, echo=_err))
-        click.echo(json.dumps(status, indent=1, sort_keys=True))
+        click.echo(json.dumps(_poll(root), indent=1, sort_keys=True))
         return
     if not watch:
-        _print(annotate_status(root, campaign_status(root, echo=_err)))
+        _print(_poll(root))
         return
     _watch(root, interval, as_json)
 
@@ -172,39 +168,61 @@ def _print(status: Dict) -> None:
         click.echo(f"note: {note}")
 
 
-def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
-    import json
+def _poll(root: Path) -> Dict:
+    """One poll: the same object ``status --json`` prints (suspects included)."""
+    from ddlbench.analyse.suspects import annotate_status
+    from ddlbench.execute import campaign_status
 
-    from rich.live import Live
-    from rich.text import Text
+    return annotate_status(root, campaign_status(root, echo=_err))
+
+
+def _changes(status: Dict) -> tuple:
+    """What a watch without a terminal reprints the table for (not the elapsed times)."""
+    keys = ("state", "job_id", "attempts", "exit_code", "nodelist", "reason")
+    return tuple(tuple(r.get(k) for k in keys) for r in status["runs"])
+
+
+def _watch(root: Path, interval: Optional[float], as_json: bool) -> None:
+    """Poll until every run ended: on a terminal one table kept up to date; otherwise one
+    JSON object per poll (``--json``, the object of ``status --json``), or the table (and
+    its suspects and notes) each time a run's state, job, exit code or reason changed."""
+    import json
 
     from ddlbench.campaign.manifest import load_campaign
     from ddlbench.cli.common import stdout_console
-    from ddlbench.execute import campaign_status
 
     scheduler = load_campaign(root).scheduler
-    first, longest = (0.5, 5.0) if scheduler == "local" else (2.0, 30.0)
-    wait = interval or first
+    pace = (0.5, 5.0) if scheduler == "local" else (2.0, 30.0)
     console = stdout_console()
-    last = None
-    if as_json or not console.is_terminal:
-        while True:
-            status = campaign_status(root, echo=_err)
-            if as_json:
-                click.echo(json.dumps(status, sort_keys=True))
-            else:
-                click.echo(counts_line(status))
-            if status["final"]:
-                return
-            wait = interval or (first if status["counts"] != last else min(longest, wait * 1.5))
-            last = status["counts"]
-            time.sleep(wait)
+    if not as_json and console.is_terminal:
+        _watch_live(root, interval, pace, console)
+        return
+    last, shown, wait = None, None, interval or pace[0]
+    while True:
+        status = _poll(root)
+        if as_json:
+            click.echo(json.dumps(status, sort_keys=True))
+        elif _changes(status) != shown:
+            shown = _changes(status)
+            _print(status)
+        if status["final"]:
+            return
+        wait = interval or (pace[0] if status["counts"] != last else min(pace[1], wait * 1.5))
+        last = status["counts"]
+        time.sleep(wait)
+
+
+def _watch_live(root: Path, interval: Optional[float], pace: tuple, console) -> None:
+    from rich.live import Live
+    from rich.text import Text
+
+    last, wait = None, interval or pace[0]
     with Live(console=console, auto_refresh=False) as live:
         while True:
-            status = campaign_status(root, echo=_err)
+            status = _poll(root)
             live.update(Text.from_ansi(render_table(status, color=True)), refresh=True)
             if status["final"]:
                 return
-            wait = interval or (first if status["counts"] != last else min(longest, wait * 1.5))
+            wait = interval or (pace[0] if status["counts"] != last else min(pace[1], wait * 1.5))
             last = status["counts"]
             time.sleep(wait)

@@ -12,11 +12,13 @@ if TYPE_CHECKING:
 
 from ddlbench.cli.common import (
     campaign_dir,
+    check_output_folder,
     cluster_option,
     deprecated_option,
     given,
     quiet_option,
     results_option,
+    results_source,
     runs_text,
     stderr_console,
 )
@@ -104,6 +106,8 @@ def command(
     from ddlbench.render import render_campaign
     from ddlbench.spec.load import choose_profile, load_spec
 
+    _check_name(campaign)  # before anything is printed: a bad name is never echoed raw
+    check_output_folder(results, f"results folder ({results_source(ctx)})")
     spec = load_spec(spec_path)
     profile, why = choose_profile(spec, cluster)
     spec_value = _with_exclusive(spec.value) if exclusive else spec.value
@@ -122,6 +126,19 @@ def command(
         _dry_run_done(rendered.root)
         return
     _submit(rendered.root, serial or exclusive, array, False, quiet)
+
+
+def _check_name(campaign: str | None) -> None:
+    """Refuse a ``--campaign`` that cannot be a folder name (the message escapes it)."""
+    if campaign is None:
+        return
+    from ddlbench.errors import InputError, Problem
+    from ddlbench.names import check_safe_name
+
+    try:
+        check_safe_name(campaign, "--campaign: campaign name")
+    except ValueError as exc:
+        raise InputError(Problem(str(exc))) from None
 
 
 def _with_exclusive(spec_value):

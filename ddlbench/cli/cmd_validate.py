@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import click
 
-from ddlbench.cli.common import cluster_option
+from ddlbench.cli.common import cluster_option, node_hours_text
 
 
 @click.command(
     epilog="""\b
 Examples:
-  ddlbench validate configs/resnet50.yaml
-  ddlbench validate configs/*.yaml --cluster local
+  ddlbench validate configs/resnet50.yaml            # on the spec's cluster (iris: GPUs)
+  ddlbench validate configs/quickstart.yaml configs/lenet-mnist.yaml --cluster local
+
+The specs in configs/ that use nccl (resnet50, vgg16, llama3-8b) need a GPU profile: with
+--cluster local (CPU only) they are refused, exit 2.
 """
 )
 @click.argument("specs", nargs=-1, required=True, metavar="SPEC...")
@@ -39,7 +42,7 @@ def command(specs: tuple, cluster: str | None) -> None:
             plan = plan_runs(spec.value, profile.value, spec.source)
             click.echo(
                 f"{path}: ok ({len(plan.runs)} runs on '{profile.value.name}', "
-                f"{plan.node_hours:.1f} node-hours requested)"
+                f"{node_hours_text(plan.node_hours)} node-hours requested)"
             )
             warnings = measurement_warnings(spec.value, spec.source)
             for line in warnings + data_warnings(plan, spec.source):

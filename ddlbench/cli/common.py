@@ -38,7 +38,8 @@ results_option = click.option(
     "results",
     metavar="DIR",
     type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: os.environ.get(ENV_RESULTS, DEFAULT_RESULTS),
+    # set but empty (DDLBENCH_RESULTS=) is unset: ./results, never the current folder
+    default=lambda: os.environ.get(ENV_RESULTS) or DEFAULT_RESULTS,
     show_default="./results, or $DDLBENCH_RESULTS",
     help=RESULTS_HELP,
 )
@@ -122,10 +123,44 @@ cluster_option = click.option(
 
 
 def stderr_console(quiet: bool = False):
-    """Console for progress and notes on stderr; ``quiet`` (``-q``): it prints nothing."""
+    """Console for progress and notes on stderr; ``quiet`` (``-q``): it prints nothing.
+
+    Text is printed as given: no markup (``[bold]`` in a spec's path stays), no emoji codes,
+    and no line broken at the terminal's width, so a log of it can be grepped line by line."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, quiet=quiet)
+    return Console(
+        stderr=True, highlight=False, quiet=quiet, markup=False, emoji=False, soft_wrap=True
+    )
+
+
+def check_output_folder(folder: Optional[Path], what: str) -> None:
+    """Refuse (``InputError``, exit 2) a folder ddlbench could not create or write into: one
+    under a regular file, or where the file system says no (``/proc``, read-only, no
+    permission). Nothing is created: a probe folder is made in its nearest existing parent
+    and removed again. None (an option not given) passes."""
+    import tempfile
+
+    from ddlbench.errors import InputError, Problem
+
+    if folder is None:
+        return
+    folder = Path(folder).expanduser()
+    parent = folder.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    why = None
+    if parent.exists() and not parent.is_dir():
+        why = f"{parent} is a file, not a folder"
+    else:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".ddlbench-probe-", dir=parent))
+        except OSError as exc:
+            why = f"{parent} does not accept new files ({exc.strerror or exc})"
+    if why:
+        raise InputError(
+            Problem(f"{what} {folder}: cannot write there: {why}; choose another folder")
+        )
 
 
 class _TrimmedLines:
@@ -169,6 +204,19 @@ def stdout_console():
     if not console.is_terminal:
         console = _StdoutConsole(highlight=False, width=250, file=_TrimmedLines(sys.stdout))
     return console
+
+
+def results_source(ctx: click.Context) -> str:
+    """How the results folder was chosen, for a message: ``--results`` or the variable."""
+    if given(ctx, "results") or not os.environ.get(ENV_RESULTS):
+        return "--results"
+    return f"${ENV_RESULTS}"
+
+
+def node_hours_text(hours: float) -> str:
+    """Node-hours as ``plan --json`` rounds them (3 decimals), without trailing zeros:
+    ``0.25``, ``112.5``; the text and the JSON never disagree."""
+    return f"{round(float(hours), 3):.3f}".rstrip("0").rstrip(".")
 
 
 def campaign_dir(results: Path, campaign: Optional[str]) -> Path:

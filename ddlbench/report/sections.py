@@ -18,6 +18,7 @@ from . import captions
 from .efficiency import EFFICIENCY
 from .format import fbytes, fint, fms, fnum, fpct, frange, fsig, ftext, missing
 from .lm import LANGUAGE_MODELS, LM_COMPARISONS
+from .missing import ended_cause, ended_label
 from .table import Column, Row, Table, TableSpec, col, tables_by_section, text
 
 # ------------------------------------------------------------------ cells
@@ -248,7 +249,7 @@ STRAGGLERS = _WorstSpec(
     columns=[
         text("run", "run_id"),
         col("N", "world_size", fint),
-        text("status", "status", ftext),
+        Column("status", ended_label, numeric=False),
         col("straggler index", "straggler_index", _sig4),
         text("by", "straggler_metric", ftext),
         Column(
@@ -369,7 +370,7 @@ PROBLEMS = TableSpec(
     source="problem_runs",
     columns=[
         text("run", "run_id"),
-        text("status", "status", ftext),
+        Column("status", ended_label, numeric=False),
         text("Slurm state", "slurm_state", ftext),
         col("exit", "exit_code", fint),
         col("attempts", "attempts", fint),
@@ -380,7 +381,7 @@ PROBLEMS = TableSpec(
         ),
         text("missing ranks", "missing_ranks", ftext),
         text("no summary", "ranks_without_summary", ftext),
-        text("error", "error_message", ftext),
+        Column("error", ended_cause, numeric=False),
         Column(
             "training",
             lambda r: ftext(r["training"]),

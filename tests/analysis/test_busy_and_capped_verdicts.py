@@ -128,7 +128,7 @@ def test_compare_on_a_busy_base_is_inconclusive_and_names_folders(results):
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
-    assert "throughput: qa-w4 (campaign qa-new) vs qa (threshold 5 %)" in text
+    assert "throughput: base qa, new qa-w4 (campaign qa-new) (threshold 5 %)" in text
     assert "inconclusive (started on a busy node (base: 1 of 3 complete run(s))" in text
     assert "0 regressed (a drop significant at alpha 0.05 against no change, with a " in text
     assert "regressed significantly by" not in text

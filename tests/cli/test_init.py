@@ -113,7 +113,7 @@ def test_a_failing_sinfo_is_said_not_called_no_slurm(tmp_path, monkeypatch):
     said = "sinfo: fatal: Could not establish a configuration source"
     assert f"is a skeleton: sinfo is here but failed ({said})" in res.stdout, res.stdout
     assert "no Slurm here" not in res.stdout
-    assert "\n  ddlbench validate configs/resnet50.yaml --cluster mycluster\n" in res.stdout
+    assert "\n  ddlbench validate configs/quickstart.yaml --cluster mycluster\n" in res.stdout
     text = (tmp_path / "configs" / "clusters" / "mycluster.yaml").read_text()
     assert f"sinfo is here\n# but failed ({said})," in text and "no Slurm was" not in text
     assert load_profile(str(tmp_path / "configs/clusters/mycluster.yaml")).value.name
@@ -139,3 +139,10 @@ def test_init_on_the_slurm_test_cluster(slurm_cluster, tmp_path):
     assert profile.slurm.partition == partition and profile.max_nodes == int(nodes)
     assert profile.device == "cpu" and profile.slurm.gpu_request == "none"
     assert profile.slurm.cpus_per_task == int(cpus)
+    # the follow-up init prints validates on the CPU profile it has just filled
+    hint = next(line for line in proc.stdout.splitlines() if "ddlbench validate" in line)
+    args = hint.split("&&")[-1].split()[1:]
+    check = subprocess.run(
+        [sys.executable, "-m", "ddlbench", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert check.returncode == 0, (hint, check.stderr)
