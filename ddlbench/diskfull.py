@@ -59,8 +59,7 @@ class OutputNotWritten(DDLBenchError):
 def failed_stream(exc: BaseException) -> Optional[str]:
     """``"stdout"`` or ``"stderr"`` when ``exc`` is a failed write to it, else None: an
     ``OSError`` naming no file, raised by a write whose stream (or a console or wrapper of it)
-    is the innermost frame's, or one while that stream's file is ``/dev/full`` or on a full
-    disk."""
+    is the innermost frame's, or one while that stream's file is ``/dev/full``."""
     if not isinstance(exc, OSError) or exc.filename or exc.errno not in _ERRNOS | {errno.EIO}:
         return None
     streams = (("stdout", sys.stdout, 1), ("stderr", sys.stderr, 2))
@@ -92,17 +91,13 @@ def _holds(value: object, stream: object, depth: int = 3) -> bool:
 
 
 def _fd_full(fd: int) -> bool:
-    """The file descriptor is ``/dev/full``, or a file on a disk with no space left."""
+    """The file descriptor is ``/dev/full``. (A file on a full disk is no evidence: the
+    campaign's files may be on that disk too, and a write to them is what failed.)"""
     try:
         st = os.fstat(fd)
-        if stat.S_ISCHR(st.st_mode):
-            return st.st_rdev == os.makedev(1, 7)  # Linux's /dev/full
-        if stat.S_ISREG(st.st_mode):
-            vfs = os.fstatvfs(fd)
-            return vfs.f_bavail * vfs.f_frsize <= 64 * 1024
+        return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 7)  # Linux's /dev/full
     except (OSError, AttributeError, ValueError):
-        pass
-    return False
+        return False
 
 
 def is_disk_full(exc: BaseException) -> bool:

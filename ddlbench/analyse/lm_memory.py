@@ -45,6 +45,7 @@ parameter held).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Tuple, Union
 
 from ddlbench.workloads.vocabulary import (
@@ -134,13 +135,18 @@ def cast_weights(shape: TransformerShape, parallel: str, precision: str) -> int:
 
 
 def _buffers(
-    shape: TransformerShape, parallel: str, world_size: int, p_bytes: int, c_bytes: int = 2
+    shape: TransformerShape,
+    parallel: str,
+    world_size: int,
+    p_bytes: int,
+    c_bytes: int = 2,
+    wrapped: bool = True,
 ) -> int:
     """DDP's gradient buckets, ZeRO-2's reduce and all-gather buckets, or FSDP's gathered
     parameters (``c_bytes`` each, the compute precision) and the root's float32 gradient."""
     counts = transformer_params(shape)
     total = counts["total"]
-    if world_size <= 1:
+    if world_size <= 1 and not wrapped:  # one rank, no process group: no mode wraps it
         return 0
     if parallel in ("ddp", "zero1"):
         return 4 * total  # float32 gradients, copied into the buckets
@@ -163,12 +169,14 @@ def predict_memory(
     activation_checkpointing: str,
     world_size: int,
     gpus_per_node: int,
+    one_rank_wrapped: bool = False,
 ) -> Dict[str, float]:
     """Predicted bytes per rank: ``parameters``, ``gradients``, ``optimizer``, ``buffers``,
     ``cast_weights``, ``activations``, ``logits``, the two peaks and ``total`` (the larger),
     and ``total_gib``."""
     s = _shape(shape)
-    if world_size <= 1 and parallel in PREDICTED_MODES and parallel != "zero2":
+    wrapped = world_size > 1 or one_rank_wrapped  # ddp_single_rank: a group of one
+    if not wrapped and parallel in PREDICTED_MODES and parallel != "zero2":
         parallel = "ddp"  # one rank: the workload wraps no mode (docs/workloads.md#parallelism)
     psi = transformer_params(s)["total"]
     mixed = precision in MIXED
@@ -181,7 +189,7 @@ def predict_memory(
         "parameters": p_bytes * psi / groups["p"],
         "gradients": g_bytes * psi / groups["g"],
         "optimizer": o_bytes * held,
-        "buffers": float(_buffers(s, parallel, world_size, p_bytes, a_bytes)),
+        "buffers": float(_buffers(s, parallel, world_size, p_bytes, a_bytes, wrapped)),
         "cast_weights": float(cast_weights(s, parallel, precision)),
         "activations": float(a_bytes * tokens * activation_elements(s, activation_checkpointing)),
         "logits": float((14 if mixed else 12) * tokens * s.vocab),
@@ -225,6 +233,7 @@ def memory_fixes(
     activation_checkpointing: str,
     world_size: int,
     gpus_per_node: int,
+    one_rank_wrapped: bool = False,
 ) -> List[Tuple[str, float]]:
     """``(change, predicted bytes per rank with it)`` for each single change to the run that
     lowers its prediction, lowest first; never the run's own mode or checkpointing."""
@@ -237,6 +246,7 @@ def memory_fixes(
         activation_checkpointing=activation_checkpointing,
         world_size=world_size,
         gpus_per_node=gpus_per_node,
+        one_rank_wrapped=one_rank_wrapped,
     )
     now = predict_memory(**run)["total"]
     out = []
@@ -247,3 +257,14 @@ def memory_fixes(
         if then < 0.99 * now:
             out.append((text, then))
     return sorted(out, key=lambda item: item[1])
+
+
+def wraps_one_rank(options: Any) -> bool:
+    """Whether a run's framework options (a mapping, or the runs table's JSON text) ask for a
+    process group at one rank (``ddp_single_rank``), so that its mode wraps the model there."""
+    if isinstance(options, str):
+        try:
+            options = json.loads(options)
+        except ValueError:
+            return False
+    return bool(isinstance(options, dict) and options.get("ddp_single_rank"))

@@ -25,13 +25,13 @@ kept in the reason (docs/reports.md).
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from ..values import missing
+from .lm_memory import wraps_one_rank
 from .verdicts import (
     IMPROVED,
     MAX_REPEATS,
@@ -200,12 +200,7 @@ def _unwrapped(r: pd.Series) -> bool:
     unless ``ddp_single_rank`` asked for one (docs/workloads.md#parallelism)."""
     if missing(r.get("world_size")) or int(r["world_size"]) > 1:
         return False
-    given = r.get("framework_options")
-    try:
-        options = json.loads(given) if isinstance(given, str) else {}
-    except ValueError:
-        options = {}
-    return not (isinstance(options, dict) and options.get("ddp_single_rank"))
+    return not wraps_one_rank(r.get("framework_options"))
 
 
 def lm_comparisons(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Collection, Dict, List, Optional, Tuple
 
 from ddlbench.campaign.hangs import slurm_node
 from ddlbench.campaign.paths import RANK_LOG_GLOB, RunPaths
@@ -44,10 +44,28 @@ def _error_of(data: bytes) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str,
     return meta, error
 
 
-def rank_errors(run_dir: Path) -> List[Tuple[int, str, str]]:
-    """``(rank, node, message)`` of every rank of the newest attempt that logged an error."""
+def _logs_of(run_dir: Path, job_ids: Collection[str]) -> Optional[Path]:
+    """The rank logs of the job ``job_ids`` names (its ``logs/attempt-<k>/job.txt`` says the
+    job id), None when none of its attempt folders is that job's (it failed before making one:
+    an earlier attempt's errors are not its own); without ``job_ids``, the newest logs."""
+    files = RunPaths(Path(run_dir))
+    if not job_ids:
+        return files.log_dir()
+    wanted = {str(j) for j in job_ids}
+    recorded = {k: files.attempt_job(k).get("job_id") for k in files.attempts()}
+    for k in sorted(recorded, reverse=True):
+        if recorded[k] in wanted:
+            return files.attempt(k)
+    # no attempt folder says its job (run folders of earlier versions): the newest logs
+    return None if any(recorded.values()) else files.log_dir()
+
+
+def rank_errors(run_dir: Path, job_ids: Collection[str] = ()) -> List[Tuple[int, str, str]]:
+    """``(rank, node, message)`` of every rank of the job ``job_ids`` names (else the newest
+    attempt) that logged an error."""
     out: List[Tuple[int, str, str]] = []
-    for path in sorted(RunPaths(Path(run_dir)).log_dir().glob(RANK_LOG_GLOB)):
+    folder = _logs_of(run_dir, job_ids)
+    for path in sorted(folder.glob(RANK_LOG_GLOB)) if folder is not None else ():
         try:
             data = path.read_bytes()
         except OSError:
@@ -79,12 +97,14 @@ def one_line(rank: int, node: str, message: str) -> str:
     return f"rank {rank} on {node}: {first}"
 
 
-def error_values(run_dir: Path, failure_signal: Any = None) -> Dict[str, Any]:
+def error_values(
+    run_dir: Path, failure_signal: Any = None, job_ids: Collection[str] = ()
+) -> Dict[str, Any]:
     """Store values for a FAILED job whose ranks logged an error: ``message`` (the chosen
     rank's whole message) and, unless a task died of a signal (then srun's words, the task
     and its signal, say more) or the only errors are ranks stopped by others, ``cause`` (its
     first line) with ``cause_source`` :data:`CAUSE_SOURCE`."""
-    errors = rank_errors(run_dir)
+    errors = rank_errors(run_dir, job_ids)
     if not errors:
         return {}
     rank, node, message = errors[0]

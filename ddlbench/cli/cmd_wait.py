@@ -64,6 +64,7 @@ def command(
     code = wait_campaign(root, timeout=timeout, patience=patience, echo=_err, on_change=printer)
     printer.close()
     if printer.last is not None:
+        from ddlbench.campaign.resolve import campaign_words
         from ddlbench.cli.cmd_status import counts_line
 
         click.echo(counts_line(printer.last))
@@ -72,7 +73,7 @@ def command(
             why = r["reason"] or (f"exit code {r['exit_code']}" if r["exit_code"] else "")
             click.echo(f"  {r['run_id']}: {r['state']}" + (f" ({why})" if why else ""))
         if len(bad) > 20:
-            click.echo(f"  ... and {len(bad) - 20} more: `ddlbench status {root.name}`")
+            click.echo(f"  ... and {len(bad) - 20} more: `ddlbench status {campaign_words(root)}`")
     raise SystemExit(code)
 
 

@@ -147,12 +147,16 @@ def check_output_folder(folder: Optional[Path], what: str) -> None:
         return
     folder = Path(folder).expanduser()
     parent = folder.absolute()
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
     why = None
-    if parent.exists() and not parent.is_dir():
+    try:
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        is_file = parent.exists() and not parent.is_dir()
+    except OSError as exc:  # a parent that may not be entered (no permission)
+        why, is_file = f"{parent} cannot be looked into ({exc.strerror or exc})", False
+    if is_file:
         why = f"{parent} is a file, not a folder"
-    else:
+    elif why is None:
         try:
             os.rmdir(tempfile.mkdtemp(prefix=".ddlbench-probe-", dir=parent))
         except OSError as exc:

@@ -184,6 +184,7 @@ def _exit_code(run: RunPaths) -> Optional[int]:
 def live_local_jobs(campaign: Campaign) -> List[str]:
     """Local jobs whose process group is still alive (their supervisors hold old attempt ids)."""
     from ddlbench.execute.local.executor import runner_lock
+    from ddlbench.execute.local.job import read_pgid
 
     live = []
     jobs = CampaignPaths.of(campaign.dir).local_jobs
@@ -191,9 +192,12 @@ def live_local_jobs(campaign: Campaign) -> List[str]:
         live.append("the local runner")
     if jobs.is_dir():
         for d in sorted(jobs.iterdir()):
+            pgid = read_pgid(campaign.dir, d.name)  # the recorded group, if still the same
+            if not pgid:
+                continue
             try:
-                os.killpg(int((d / "pgid").read_text().strip()), 0)
-            except (OSError, ValueError):
+                os.killpg(pgid, 0)
+            except OSError:
                 continue
             live.append(f"job {d.name}")
     return live

@@ -29,7 +29,15 @@ def _memory_args(run: Run) -> Tuple[Any, ...]:
 
 def run_memory(run: Run) -> Optional[Dict[str, float]]:
     """``predict_memory`` of a transformer run (None for a CNN run)."""
-    return predict_memory(*_memory_args(run)) if run.lm else None
+    if not run.lm:
+        return None
+    return predict_memory(*_memory_args(run), one_rank_wrapped=_wrapped(run))
+
+
+def _wrapped(run: Run) -> bool:
+    from ddlbench.analyse.lm_memory import wraps_one_rank
+
+    return wraps_one_rank(run.framework_options)
 
 
 def memory_gib(plan: Plan) -> Dict[str, Optional[float]]:
@@ -59,7 +67,7 @@ def _advice(run: Run, limit: float) -> str:
     lower it most); never the mode or checkpointing the run already uses."""
     from ddlbench.analyse.lm_memory import memory_fixes
 
-    fixes = memory_fixes(*_memory_args(run))
+    fixes = memory_fixes(*_memory_args(run), one_rank_wrapped=_wrapped(run))
     fit = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes if b / GIB <= limit]
     near = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes[:3]]
     if fit:

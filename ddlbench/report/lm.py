@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 import pandas as pd
 
-from ..analyse.lm_memory import predict_memory
+from ..analyse.lm_memory import predict_memory, wraps_one_rank
 from ..campaign.paths import LM_COMPARISONS_CSV
 from ..diskfull import atomic_path
 from .format import fbytes, fint, fnum, fpct, fsig, ftext, missing
@@ -48,6 +48,7 @@ def _predicted(r: pd.Series) -> Optional[float]:
             str(r["activation_checkpointing"]),
             int(r["world_size"]),
             int(r["tasks_per_node"]),
+            one_rank_wrapped=wraps_one_rank(r.get("framework_options")),
         )["total"]
     except (KeyError, TypeError, ValueError):
         return None

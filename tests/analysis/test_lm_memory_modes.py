@@ -140,3 +140,16 @@ def test_one_rank_is_predicted_as_the_plain_model_in_every_mode():
         assert predict_memory(*args, mode, "none", 1, 8) == ddp
     assert ddp["cast_weights"] > 0 and ddp["buffers"] == 0
     assert predict_memory(*args, "fsdp", "none", 2, 8)["total"] < ddp["total"]
+
+
+def test_one_rank_with_a_process_group_is_predicted_as_its_mode():
+    """``ddp_single_rank`` gives one rank a process group, and its mode wraps the model: FSDP
+    there gathers into its buffers and autocast makes no weight copies."""
+    from ddlbench.analyse.lm_memory import predict_memory, wraps_one_rank
+
+    args = ("gpt2-124m", 1024, 8, "bf16", "fsdp", "none", 1, 8)
+    plain, wrapped = predict_memory(*args), predict_memory(*args, one_rank_wrapped=True)
+    assert plain["cast_weights"] > 0 and plain["buffers"] == 0
+    assert wrapped["cast_weights"] == 0 and wrapped["buffers"] > 0
+    assert wraps_one_rank('{"ddp_single_rank": true}') and wraps_one_rank({"ddp_single_rank": 1})
+    assert not wraps_one_rank(None) and not wraps_one_rank("not json") and not wraps_one_rank("{}")

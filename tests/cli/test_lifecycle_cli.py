@@ -152,3 +152,22 @@ def test_watch_prints_the_status_object_and_the_table_without_a_terminal(tmp_pat
     text = invoke(["status", "ended", "--results", tmp_path, "--watch"]).stdout
     assert text.splitlines()[1].split()[:3] == ["RUN", "STATE", "JOB"]
     assert "task 0: boom" in text and "2 runs (all ended)" in text
+
+
+def test_a_folder_under_a_parent_that_may_not_be_entered_is_bad_input(tmp_path, monkeypatch):
+    """Path.exists raises PermissionError under another user's 0700 folder (root, who runs
+    these tests, is never refused, so the refusal is simulated): an input error, not a crash."""
+    from ddlbench.cli.common import check_output_folder
+    from ddlbench.errors import InputError
+
+    locked = tmp_path / "theirs"
+    real_exists = Path.exists
+
+    def exists(self, *args, **kwargs):
+        if str(self).startswith(str(locked / "")):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    with pytest.raises(InputError, match="cannot be looked into \\(Permission denied\\)"):
+        check_output_folder(locked / "results", "--results")

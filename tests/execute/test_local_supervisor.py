@@ -116,3 +116,33 @@ def test_a_pending_local_run_cancelled_reads_as_documented(tmp_path):
     assert st["b"]["reason"] == "cancelled by the user while pending (it never started)"
     cancel_campaign(cdir, echo=_quiet)
     wait_campaign(cdir, timeout=60, echo=_quiet)
+
+
+def test_a_recorded_group_whose_id_now_names_another_group_is_not_touched(tmp_path):
+    """After a reboot, or once a job's processes are gone, its group id can name another group
+    (a shell's, another user's): the runner must neither stop that group nor wait for it. The
+    recorded identity (boot id, the leader's start time) says whether it is still the job's."""
+    import subprocess
+    import sys
+
+    from ddlbench.execute.local.job import job_dir, read_pgid
+    from ddlbench.execute.local.watchdog import identity
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        jdir = job_dir(tmp_path, "7")
+        jdir.mkdir(parents=True)
+        (jdir / "pgid").write_text(f"{other.pid} {identity(other.pid)}")
+        assert read_pgid(tmp_path, "7") == other.pid  # the same process: the job's group
+        boot, start = identity(other.pid).split(" ")
+        (jdir / "pgid").write_text(f"{other.pid} {boot} {int(start) + 1}")
+        assert read_pgid(tmp_path, "7") is None  # same id, another process: not the job's
+        (jdir / "pgid").write_text(f"{other.pid} another-boot {start}")
+        assert read_pgid(tmp_path, "7") is None
+        (jdir / "pgid").write_text(str(other.pid))  # recorded by an older ddlbench: trusted
+        assert read_pgid(tmp_path, "7") == other.pid
+    finally:
+        other.kill()
+        other.wait()
+    (jdir / "pgid").write_text(f"999999999 {boot} {start}")  # gone, same boot: no group left
+    assert read_pgid(tmp_path, "7") == 999999999

@@ -35,6 +35,20 @@ def test_the_failing_rank_is_chosen_over_one_srun_stopped(tmp_path):
     assert values["cause_source"] == CAUSE_SOURCE
 
 
+def test_a_job_that_failed_before_its_attempt_folder_has_no_earlier_attempts_error(tmp_path):
+    """Attempt 1 (job 11) failed with its rank's error; its retry (job 12) failed before it
+    made its attempt folder (a missing venv): job 12 gets no rank error, not job 11's."""
+    first = tmp_path / "logs" / "attempt-1"
+    _log(first, 0, {"type": "error", "t": 1, "message": "RuntimeError: CUDA out of memory"})
+    (first / "job.txt").write_text("job_id=11 restarts=0 start=2026-11-26T10:00:00Z\n")
+    assert "out of memory" in error_values(tmp_path, job_ids=["11"])["message"]
+    assert error_values(tmp_path, job_ids=["12"]) == {}
+    second = tmp_path / "logs" / "attempt-2"
+    _log(second, 1, {"type": "error", "t": 2, "message": "ValueError: its own"})
+    (second / "job.txt").write_text("job_id=12 restarts=0 start=2026-11-26T11:00:00Z\n")
+    assert "its own" in error_values(tmp_path, job_ids=["12"])["message"]
+
+
 def test_srun_keeps_the_cause_of_a_task_killed_by_a_signal_or_of_stopped_ranks(tmp_path):
     logs = tmp_path / "logs" / "attempt-1"
     _log(logs, 0, {"type": "error", "t": 5, "message": "Terminated: received signal 15"})

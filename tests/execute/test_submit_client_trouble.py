@@ -95,3 +95,25 @@ def test_a_slow_call_is_said_while_it_runs():
     client.notice = None
     said.clear()
     assert client.run(["sleep", "0.3"]).ok and said == []  # only where submit asks for it
+
+
+def test_a_warning_beside_an_accepted_job_keeps_the_job(tmp_path, monkeypatch):
+    """sbatch that prints the client's complaint on stderr but accepts the job (a slurm.conf
+    on slow NFS: "retrying in 1sec") submitted it: the run keeps its job, nothing stops, and a
+    later submit cannot submit it twice."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "sbatch"
+    script.write_text(
+        f'#!/bin/bash\necho "sbatch $*" >> {tmp_path}/calls.log\ncat >&2 <<"EOF"\n'
+        f'{RECORDED}EOF\necho "$(wc -l < {tmp_path}/calls.log)"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    cdir = make_campaign(tmp_path, "warned", RUNS, scheduler="slurm", slurm={"sacct": "no"})
+    with CampaignStore.open(cdir) as store:
+        store.set_meta("slurm_config", {})
+    summary = submit_campaign(cdir, echo=lambda m: None, progress=False)
+    assert len(summary.submitted) == 3 and _calls(tmp_path / "calls.log") == ["sbatch"] * 3
+    with CampaignStore.open(cdir) as store:
+        assert sorted(a.job_id for a in store.attempts()) == ["1", "2", "3"]

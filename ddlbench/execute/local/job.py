@@ -49,11 +49,16 @@ def job_dir(campaign_dir: Path, job_id: str) -> Path:
 
 
 def read_pgid(campaign_dir: Path, job_id: str) -> Optional[int]:
-    """The process group of a local job, as its supervisor recorded it."""
+    """The process group of a local job, as its supervisor recorded it; None once that group
+    is gone, also when its id now names another group (after a reboot, or reused)."""
+    from ddlbench.execute.local.watchdog import same_group
+
     try:
-        return int((job_dir(campaign_dir, job_id) / "pgid").read_text().strip())
+        pgid, _, recorded = (job_dir(campaign_dir, job_id) / "pgid").read_text().partition(" ")
+        group = int(pgid.strip())
     except (OSError, ValueError):
         return None
+    return group if same_group(group, recorded.strip()) else None
 
 
 def kill_group(pgid: int, grace: float, children: Sequence[subprocess.Popen] = ()) -> None:
@@ -419,8 +424,10 @@ def _start_script(
 
 
 def _record_pgid(jdir: Path, pid: int) -> None:
+    from ddlbench.execute.local.watchdog import identity
+
     try:
-        (jdir / "pgid").write_text(str(pid))
+        (jdir / "pgid").write_text(f"{pid} {identity(pid)}".strip())
     except OSError as exc:  # a full disk: the job runs on; only a dead runner's clean-up lacks it
         if not is_disk_full(exc):
             raise
@@ -490,14 +497,14 @@ def _run_job(store: CampaignStore, campaign, job: LocalJob, slot: Optional[Slot]
     started.close()
     values = _ending(rc)
     if values["state"] == S.FAILED:
-        values.update(_failure_cause(Path(job.submit_dir), err_path or out_path))
+        values.update(_failure_cause(Path(job.submit_dir), err_path or out_path, job.job_id))
     if store.update_attempt(job.attempt_id, if_state_in=[S.RUNNING], **values):
         write_end_record(campaign.dir, store.get_attempt(job.attempt_id))
     store.close()
     return 0
 
 
-def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
+def _failure_cause(run_dir: Path, stderr_file: Path, job_id: str) -> Dict[str, object]:
     """Why a job failed, beyond its exit code: the first failing task and its signal (from
     srun's stderr lines), a hang, the failing rank's error record, and a full disk."""
     values: Dict[str, object] = {}
@@ -512,7 +519,7 @@ def _failure_cause(run_dir: Path, stderr_file: Path) -> Dict[str, object]:
     code = failure.exit_code if failure else None
     ended = stopped_values(code) or hung_values(run_dir, code)
     # not hung or stopped: the failing rank's own message, when it logged one
-    values.update(ended or error_values(run_dir, failure.signal if failure else None))
+    values.update(ended or error_values(run_dir, failure.signal if failure else None, [job_id]))
     values.update(_disk_full_cause(run_dir, stderr_file))
     return values
 

@@ -53,6 +53,36 @@ def group_members(pgid: int, *, but: int = 0) -> List[int]:
     return pids
 
 
+def identity(pid: int) -> str:
+    """``"BOOT_ID START_TICKS"`` of process ``pid`` ("" when it cannot be read): a pid, and so a
+    process group id, is reused after a reboot or once its processes are gone; this says
+    whether a recorded group is still the one it was."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            start = fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+    return f"{boot} {start}"
+
+
+def same_group(pgid: int, recorded: str) -> bool:
+    """Whether group ``pgid`` is still the one whose leader had identity ``recorded``: its
+    leader is that process, or the leader is gone but the machine was not restarted (an id
+    stays taken while any process of its group lives; a new leader would be another process)."""
+    if not recorded:
+        return True  # recorded before identities were: trust the id, as before
+    now = identity(pgid)
+    if now:
+        return now == recorded
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip() == recorded.split(" ", 1)[0]
+    except OSError:
+        return False
+
+
 def _wake_on_parent_death() -> None:
     """Ask Linux for SIGUSR1 when the parent dies (best effort: the loop looks anyway)."""
     try:

@@ -94,7 +94,10 @@ class SlurmExecutor(Executor):
         if cached is not None or not fetch:
             return cached or {}
         res = self.client.run(scontrol_config_args())
-        stop_on_client_trouble(res.stderr, res.message, "scontrol show config", self.campaign.dir)
+        if not res.ok:  # a warning beside an answer (a slow NFS slurm.conf) is no trouble
+            stop_on_client_trouble(
+                res.stderr, res.message, "scontrol show config", self.campaign.dir
+            )
         conf = parse_config(res.stdout) if res.ok else {}
         keep = {
             k: conf.get(k, "")
@@ -156,9 +159,9 @@ class SlurmExecutor(Executor):
                 env=sbatch_env(os.environ),
             )
             if res.ok or not is_transient(res.stderr):
-                if is_client_trouble(res.stderr):
+                if not res.ok and is_client_trouble(res.stderr):  # an accepted job is kept
                     self.store.discard_intents(made_now)
-                stop_on_client_trouble(res.stderr, res.message, "sbatch", self.campaign.dir)
+                    stop_on_client_trouble(res.stderr, res.message, "sbatch", self.campaign.dir)
                 return res, None
             if attempt < self.client.retries:
                 time.sleep(delay)
@@ -449,7 +452,7 @@ class SlurmExecutor(Executor):
             out.update(failed_task=failure.task, failed_signal=failure.signal)
             out.update(cause=failure.describe(), cause_source=source)
         if rec.state == S.FAILED and not hung:  # the failing rank's own message, if it logged one
-            out.update(error_values(run_dir, found[0].signal if found else None))
+            out.update(error_values(run_dir, found[0].signal if found else None, ids))
         out.update(hung)  # a stop on SIGUSR1 or a hang says why better than srun's exit line
         node_down = self._node_failure(rec, found[0] if found else None)
         if node_down:  # the node's end first; srun's first failing task after it

@@ -221,8 +221,11 @@ class StepSink:
         if n <= SAID_REJECTIONS:
             more = " (later ones are only counted)" if n == SAID_REJECTIONS else ""
             rank = self.ctx.info.rank
-            sys.stderr.write(f"ddlbench: rank {rank}: skipped {what}: {why}{more}\n")
-            sys.stderr.flush()
+            try:  # a note: a stderr that cannot be written must not stop the reader
+                sys.stderr.write(f"ddlbench: rank {rank}: skipped {what}: {why}{more}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
 
     def record(
         self,
