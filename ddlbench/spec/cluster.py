@@ -57,6 +57,12 @@ def check_srun_option(value: str) -> str:
     return check_sbatch_line(value, SRUN_OPTION)
 
 
+def check_sbatch_option(value: str) -> str:
+    """One argument only: older pydantic passes a validator with a second parameter its
+    ``ValidationInfo`` there."""
+    return check_sbatch_line(value)
+
+
 def check_env_name(key: str) -> str:
     if not ENV_NAME.match(key):
         raise ValueError(f"environment variable name {key!r} is not a valid shell name")
@@ -78,7 +84,7 @@ def _check_adapter(name: str) -> str:
 # One list entry or mapping key each: pydantic checks every one and reports each bad one at
 # its own line (a validator of the whole list would stop at the first).
 #: an ``extra_sbatch`` entry
-SbatchOption = Annotated[str, AfterValidator(check_sbatch_line)]
+SbatchOption = Annotated[str, AfterValidator(check_sbatch_option)]
 #: an ``srun_options`` entry
 SrunOption = Annotated[str, AfterValidator(check_srun_option)]
 #: a key of an ``env`` mapping
