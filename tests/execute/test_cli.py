@@ -108,6 +108,30 @@ def _runner_gone(campaign: Path, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def _store_closed(store: Path, timeout_s: float = 60.0) -> None:
+    """Wait until no process holds the store open: a job's supervisor records its end, writes
+    its end record and closes the store after the run reads as ended, and SQLite's last
+    writes at close must not land in the file the test empties."""
+    import os
+    import time
+
+    names = {str(store), f"{store}-wal", f"{store}-journal"}
+
+    def held() -> bool:
+        for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+            try:
+                if any(os.readlink(fd) in names for fd in fd_dir.iterdir()):
+                    return True
+            except OSError:
+                continue
+        return False
+
+    deadline = time.monotonic() + timeout_s
+    while held():
+        assert time.monotonic() < deadline, f"{store} is still open"
+        time.sleep(0.1)
+
+
 def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_text)
@@ -117,6 +141,8 @@ def _lost_store(tmp_path: Path, profile_text: str, extra=()) -> dict:
     )
     ddlbench("wait", "qs", "--results", res, "--timeout", "180")
     _runner_gone(res / "qs")  # its last writes to the store come after the runs have ended
+    if Path("/proc/self/fd").is_dir():
+        _store_closed(res / "qs" / "state.sqlite")  # and the jobs' supervisors' too
     runs = res / "qs" / "runs"
     before = _files(runs)
     assert any(p.parts[-2:] == ("attempt-1", "job.txt") for p in map(Path, before))
