@@ -169,7 +169,7 @@ def test_bf16_accumulation_and_selective_checkpointing_train(launch_ranks, run_c
 def test_one_rank_in_bf16_trains_under_autocast_in_every_mode(launch_ranks, run_config):
     """One rank has no process group, so no mode wraps the model: FSDP's and ZeRO-1's runs
     train as DDP's, under bf16 autocast, step for step (an FSDP run at one rank had trained
-    in float32 while its meta said bf16, 1.45x slower than DDP on an H100)."""
+    in float32 while its meta said bf16, 1.46x slower than DDP on an H100)."""
     losses = {}
     for mode in ("ddp", "fsdp", "zero1"):
         steps = {"warmup": 1, "measure": 2}
