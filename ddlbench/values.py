@@ -25,3 +25,16 @@ def missing(v: Any) -> bool:
         return True
     np = sys.modules.get("numpy")
     return np is not None and isinstance(v, np.floating) and bool(np.isnan(v))
+
+
+def fsig(v: Any, sig: int = 3) -> str:
+    """A number to ``sig`` significant digits (thousands separators); '-' when missing.
+    Here, not in the report's formats, so that ``plan`` (before any report) says numbers
+    the same way."""
+    if missing(v):
+        return "-"
+    v = float(v)
+    if v == 0:
+        return "0"
+    digits = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    return f"{v:,.{digits}f}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ddlbench.analyse.lm_memory import GIB, predict_memory
-from ddlbench.report.format import fsig
+from ddlbench.values import fsig
 
 if TYPE_CHECKING:
     from ddlbench.plan.planner import Plan, Run

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ..values import missing
+from ..values import fsig, missing  # noqa: F401 - fsig: the report's, defined with missing
 
 __all__ = [
     "fbytes",
@@ -32,17 +32,6 @@ def fnum(v: Any, digits: int = 1) -> str:
     if missing(v):
         return "-"
     return f"{float(v):,.{digits}f}"
-
-
-def fsig(v: Any, sig: int = 3) -> str:
-    """A number to ``sig`` significant digits (thousands separators); '-' when missing."""
-    if missing(v):
-        return "-"
-    v = float(v)
-    if v == 0:
-        return "0"
-    digits = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
-    return f"{v:,.{digits}f}"
 
 
 def fpct(v: Any, digits: int = 1) -> str:

@@ -446,6 +446,20 @@ def test_workload_main_logs_error_after_fallback_meta(tmp_path, make_cfg, valida
     assert workload_main(failing, []) == 2
 
 
+def _failed_with(exc: Exception, tmp_path, make_cfg, validate_log) -> list:
+    """A rank whose body raises ``exc``: exit 1, and its log (checked against the schema)."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_cfg()))
+
+    def failing(ctx):
+        raise exc
+
+    assert workload_main(failing, [str(path)]) == 1
+    records = _read(tmp_path / "logs" / "rank-0.jsonl")
+    validate_log(records, complete=False)
+    return records
+
+
 def test_an_explained_failure_is_logged_as_its_message_alone(
     tmp_path, make_cfg, validate_log, capsys
 ):
@@ -453,15 +467,8 @@ def test_an_explained_failure_is_logged_as_its_message_alone(
     class name, in the error record and on stderr; other exceptions keep theirs (above)."""
     from ddlbench.workloads.common.runner import ExplainedFailure
 
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(make_cfg()))
-
-    def failing(ctx):
-        raise ExplainedFailure("the program 'x' exited with code 3 on rank 0 (h)")
-
-    assert workload_main(failing, [str(path)]) == 1
-    records = _read(tmp_path / "logs" / "rank-0.jsonl")
-    validate_log(records, complete=False)
+    exc = ExplainedFailure("the program 'x' exited with code 3 on rank 0 (h)")
+    records = _failed_with(exc, tmp_path, make_cfg, validate_log)
     assert records[1] == dict(
         records[1], message="the program 'x' exited with code 3 on rank 0 (h)"
     )
@@ -515,15 +522,7 @@ def test_a_rank_stopped_by_a_signal_says_so_without_a_traceback(
     prints no traceback, which read as a second failure beside the first one's."""
     from ddlbench.workloads.common.runner import Terminated
 
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(make_cfg()))
-
-    def stopped(ctx):
-        raise Terminated("received signal 15")
-
-    assert workload_main(stopped, [str(path)]) == 1
-    records = _read(tmp_path / "logs" / "rank-0.jsonl")
-    validate_log(records, complete=False)
+    records = _failed_with(Terminated("received signal 15"), tmp_path, make_cfg, validate_log)
     assert records[1]["message"] == "Terminated: received signal 15"
     assert "traceback" not in records[1]
     assert capsys.readouterr().err == "ddlbench: rank 0: Terminated: received signal 15\n"
