@@ -14,7 +14,7 @@ from ddlbench.spec.diagnosis import WatchdogSpec
 from ddlbench.spec.inject import InjectSpec
 from ddlbench.spec.lm import LMKeys, LMSpecKeys
 from ddlbench.spec.own_workload import OwnWorkload
-from ddlbench.spec.problems import KeyedError, keyed_errors
+from ddlbench.spec.problems import KeyedError, check_sweep_values, keyed_errors
 from ddlbench.workloads.vocabulary import (  # noqa: F401 - KNOBS, MODEL_SHAPES: for plan, render
     DEFAULT_LAYOUT,
     DEFAULT_MODE,
@@ -193,10 +193,7 @@ class Scale(Strict):
     @classmethod
     def _positive(cls, value: Optional[List[int]]) -> Optional[List[int]]:
         if value is not None:
-            if not value:
-                raise ValueError("nodes must list at least one node count")
-            if any(n < 1 for n in value):
-                raise ValueError("node counts must be at least 1")
+            check_sweep_values(value, 1, "node counts")
         return value
 
     @model_validator(mode="after")
@@ -421,13 +418,7 @@ class ExperimentSpec(Strict, LMSpecKeys):
     @field_validator("batch_size")
     @classmethod
     def _batches(cls, value: Union[int, List[int]]) -> Union[int, List[int]]:
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            raise ValueError("list at least one batch size")
-        if any(v < 1 for v in values):
-            raise ValueError("batch sizes must be at least 1")
-        if len(set(values)) != len(values):
-            raise ValueError("batch sizes must not repeat")
+        check_sweep_values(value, 1, "batch sizes")
         return value
 
     @field_validator("variants")

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ddlbench.spec.problems import check_sweep_values
 from ddlbench.workloads.vocabulary import (
     ACTIVATION_CHECKPOINTING,
     LM_DATA_KINDS,
@@ -67,13 +68,8 @@ class LMSpecKeys(LMKeys):
     @field_validator("seq_len")
     @classmethod
     def _seq(cls, value: Union[int, List[int], None]) -> Union[int, List[int], None]:
-        values = value if isinstance(value, list) else [] if value is None else [value]
-        if isinstance(value, list) and not values:
-            raise ValueError("list at least one sequence length")
-        if any(v < 2 for v in values):
-            raise ValueError("sequence lengths must be at least 2")
-        if len(set(values)) != len(values):
-            raise ValueError("sequence lengths must not repeat")
+        if value is not None:
+            check_sweep_values(value, 2, "sequence lengths")
         return value
 
 

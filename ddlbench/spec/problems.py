@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -109,6 +109,28 @@ def keyed_errors(found: Sequence[Tuple[Loc, str]], value: Any = None) -> Validat
         for loc, message in found
     ]
     return ValidationError.from_exception_data("ddlbench", details)
+
+
+def check_sweep_values(value: Any, least: int, what: str) -> None:
+    """One value or a list of them (a sweep axis: batch sizes, sequence lengths, node counts):
+    each at least ``least`` and none repeated. A list's problems are each reported at its own
+    item (``batch_size[1]``, that item's line), all at once; a single value's at its key."""
+    if not isinstance(value, list):
+        if value < least:
+            raise ValueError(f"{what} must be at least {least} (got {value})")
+        return
+    if not value:
+        raise ValueError(f"list at least one {what[:-1] if what.endswith('s') else what}")
+    found: List[Tuple[Loc, str]] = []
+    first: Dict[Any, int] = {}
+    for i, v in enumerate(value):
+        if v < least:
+            found.append(((i,), f"{what} must be at least {least} (got {v})"))
+        elif v in first:
+            found.append(((i,), f"{what} must not repeat: {v} is also item {first[v]}"))
+        first.setdefault(v, i)
+    if found:
+        raise keyed_errors(found, value)
 
 
 def _keyed_loc(err: dict) -> Loc:

@@ -79,7 +79,7 @@ def test_good_spec_loads():
         (
             "  nodes: [1, 2]",
             "  nodes: [1, 0]",
-            "x.yaml:8:3: scale.nodes: node counts must be at least 1",
+            "x.yaml:8:14: scale.nodes[1]: node counts must be at least 1 (got 0)",
         ),
         (
             "name: demo",
@@ -102,6 +102,27 @@ def test_all_problems_reported_in_file_order():
     got = errors(text)
     assert [g.split(":")[1] for g in got] == ["2", "5", "10"]
     assert "must be at least 1, got 0" in got[2]
+
+
+def test_each_bad_item_of_a_sweep_list_is_reported_at_its_own_line():
+    """Batch sizes, sequence lengths, node counts: the item's line, not the list's key."""
+    text = GOOD.replace("batch_size: 32", "batch_size:\n  - 32\n  - -128\n  - 32\n  - 0")
+    assert errors(text) == [
+        "x.yaml:8:5: batch_size[1]: batch sizes must be at least 1 (got -128)",
+        "x.yaml:9:5: batch_size[2]: batch sizes must not repeat: 32 is also item 0",
+        "x.yaml:10:5: batch_size[3]: batch sizes must be at least 1 (got 0)",
+    ]
+    lm = GOOD.replace("model: resnet50", "model: gpt2-124m\nseq_len: [128, 1, 128]")
+    assert errors(lm) == [
+        "x.yaml:3:16: seq_len[1]: sequence lengths must be at least 2 (got 1)",
+        "x.yaml:3:19: seq_len[2]: sequence lengths must not repeat: 128 is also item 0",
+    ]
+    assert errors(GOOD.replace("batch_size: 32", "batch_size: 0")) == [  # at the key
+        "x.yaml:6:1: batch_size: batch sizes must be at least 1 (got 0)"
+    ]
+    assert errors(GOOD.replace("batch_size: 32", "batch_size: []")) == [
+        "x.yaml:6:1: batch_size: list at least one batch size"
+    ]
 
 
 def test_missing_required_key():

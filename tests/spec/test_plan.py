@@ -160,7 +160,7 @@ def test_tf_nccl_communication_on_a_cpu_profile_is_refused(framework):
 
 def test_plan_errors_point_into_the_spec():
     loaded = load_spec_text(
-        "name: t\nframeworks: [pytorch]\nscale:\n  nodes: [1, 1]\n  gpus_per_node: 4\n", "s.yaml"
+        "name: t\nframeworks: [pytorch]\nscale:\n  points: [1x4, 1x4]\n", "s.yaml"
     )
     with pytest.raises(InputError) as info:
         plan_runs(loaded.value, GPU4, loaded.source)
