@@ -537,6 +537,8 @@ def wait_campaign(
             with poll_deadline(deadline):
                 status = campaign_status(campaign.dir, echo=echo)
         except SchedulerUnreachable as exc:
+            if exc.lasting:  # asking again cannot help (Slurm's client cannot work here)
+                raise
             code = outage.failed_poll(exc, campaign.name, started, timeout, poll_start)
             if code is not None:
                 return code

@@ -33,6 +33,9 @@ class SchedulerUnreachable(DDLBenchError):
     """The scheduler (the Slurm controller) did not answer after the retries."""
 
     exit_code = EXIT_UNREACHABLE
+    #: whether asking again cannot help (the client cannot work from here at all): ``wait``
+    #: stops at once instead of polling through its patience
+    lasting = False
 
 
 #: the monotonic time by which a scheduler command must have given up (``wait --patience``):

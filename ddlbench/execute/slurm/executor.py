@@ -48,7 +48,13 @@ from ddlbench.execute.slurm.commands import (
     squeue_args,
     token_of,
 )
-from ddlbench.execute.slurm.messages import is_client_trouble, stop_on_client_trouble
+from ddlbench.execute.slurm.jobcomp import read_jobcomp
+from ddlbench.execute.slurm.messages import (
+    CANCEL_THEN,
+    POLL_THEN,
+    is_client_trouble,
+    stop_on_client_trouble,
+)
 from ddlbench.execute.store import Attempt, new_token
 from ddlbench.execute.task_failure import TaskFailure, bad_nodes, find_cause, node_failure_cause
 
@@ -482,6 +488,7 @@ class SlurmExecutor(Executor):
         elif "invalid job id" in res.stderr.lower():
             records = []  # every job asked about has left the controller
         else:
+            stop_on_client_trouble(res.stderr, res.message, "squeue", self.campaign.dir, POLL_THEN)
             raise DDLBenchError(f"squeue failed: {res.message}")
         by_key = {r.key: r for r in records}
         by_token: Dict[str, List[JobRecord]] = {}
@@ -550,32 +557,7 @@ class SlurmExecutor(Executor):
 
     def _jobcomp_records(self, keys) -> Dict[str, JobRecord]:
         """Records for ``keys`` from the jobcomp file, read incrementally (offset in meta)."""
-        path = self.jobcomp_path()
-        if path is None:
-            return {}
-        state = self.store.get_meta("jobcomp_read") or {}
-        try:
-            st = path.stat()
-        except OSError:
-            return {}
-        offset = int(state.get("offset", 0))
-        if state.get("path") != str(path) or st.st_size < offset or state.get("ino") != st.st_ino:
-            offset = 0
-        cache: Dict[str, dict] = state.get("records", {})
-        live_keys = {a.job_id for a in self.store.live_attempts("slurm") if a.job_id} | set(keys)
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-        end = data.rfind(b"\n") + 1
-        for rec in parse_jobcomp(data[:end].decode("utf-8", "replace")):
-            if rec.key in live_keys:
-                cache[rec.key] = rec.__dict__
-        cache = {k: v for k, v in cache.items() if k in live_keys}
-        self.store.set_meta(
-            "jobcomp_read",
-            {"path": str(path), "ino": st.st_ino, "offset": offset + end, "records": cache},
-        )
-        return {k: JobRecord(**v) for k, v in cache.items() if k in keys}
+        return read_jobcomp(self.store, self.jobcomp_path(), keys)
 
     # -- cancelling ------------------------------------------------------------------------------
 
@@ -584,6 +566,10 @@ class SlurmExecutor(Executor):
         msgs: List[str] = []
         if ids:
             res = self.client.run(scancel_args(ids))
+            if not res.ok:  # nothing was cancelled: the jobs stay as they were
+                stop_on_client_trouble(
+                    res.stderr, res.message, "scancel", self.campaign.dir, CANCEL_THEN
+                )
             if not res.ok and "invalid job id" not in res.stderr.lower():
                 msgs.append(f"scancel: {res.message}")
             with self.store.tx():

@@ -50,17 +50,38 @@ def is_no_accounting(text: str) -> bool:
 
 class SlurmClientTrouble(SchedulerUnreachable):
     """Slurm's client failed for a reason no job causes: a submission stops at once (exit 75),
-    never calling sbatch once per run to be refused the same way."""
+    never calling sbatch once per run to be refused the same way; ``status``, ``wait`` and
+    ``cancel`` stop with the same exit code, and ``wait`` does not poll again."""
+
+    lasting = True
 
 
-def stop_on_client_trouble(stderr: str, message: str, what: str, campaign_dir: Path) -> None:
-    """Raise :class:`SlurmClientTrouble` when ``stderr`` says Slurm's client cannot work."""
+#: what a submission says after the client's failure
+SUBMIT_STOPPED = (
+    "submission stopped, the runs not yet submitted stay so: then run "
+    "`ddlbench submit --resume {campaign}`"
+)
+
+#: what ``status``/``wait`` and ``cancel`` say after it
+POLL_THEN = "nothing was changed: run the same ddlbench command again once `sinfo` answers"
+CANCEL_THEN = "nothing was cancelled: run `ddlbench cancel {campaign}` again once `sinfo` answers"
+
+
+def client_trouble(message: str, what: str, then: str) -> SlurmClientTrouble:
+    """The error for a client command that failed before reaching the controller."""
+    return SlurmClientTrouble(
+        f"`{what}` failed before reaching the Slurm controller: {message}. Slurm's client "
+        f"cannot work here (check SLURM_CONF and that `sinfo` answers); {then}"
+    )
+
+
+def stop_on_client_trouble(
+    stderr: str, message: str, what: str, campaign_dir: Path, then: str = SUBMIT_STOPPED
+) -> None:
+    """Raise :class:`SlurmClientTrouble` when ``stderr`` says Slurm's client cannot work;
+    ``then``: what happened and what to run (``{campaign}``: the campaign as typed)."""
     if is_client_trouble(stderr):
         from ddlbench.campaign.resolve import campaign_words
 
         campaign = campaign_words(campaign_dir)  # with --results where it must be given
-        raise SlurmClientTrouble(
-            f"`{what}` failed before reaching the Slurm controller: {message}. Slurm's client "
-            "cannot work here (check SLURM_CONF and that `sinfo` answers); submission stopped, "
-            f"the runs not yet submitted stay so: then run `ddlbench submit --resume {campaign}`"
-        )
+        raise client_trouble(message, what, then.format(campaign=campaign))
