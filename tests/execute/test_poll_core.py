@@ -120,6 +120,23 @@ def test_a_cancelled_pending_array_task_that_slurm_forgot_is_cancelled_not_lost(
     assert poll.decide(_attempt(state=S.PENDING), None, None, NOW, False).action == poll.MISSING
 
 
+def test_a_cancelled_job_that_sacct_may_still_record_waits_for_the_accounting_grace():
+    """A job that ended on its own just as ddlbench cancelled it: where sacct answers, slurmdbd
+    may record it (COMPLETED) a moment later, so it is not called cancelled before the grace;
+    never LOST, whatever the LOST timeout; and taken from sacct when its record comes."""
+    a = _attempt(state=S.RUNNING, job_id="7", cancel_requested=1)
+    first = poll.decide(a, None, None, NOW, sacct_answered=True, lost_after=5)
+    assert first.action == poll.MISSING and first.values == {"missing_since": NOW}
+    seen = _attempt(state=S.RUNNING, job_id="7", cancel_requested=1, missing_since=NOW)
+    assert poll.decide(seen, None, None, NOW + 30, True, lost_after=5).action == poll.WAIT
+    done = _sacct(_job("COMPLETED", end=NOW - 1))
+    assert poll.decide(seen, None, done, NOW + 30, True).record == done
+    late = poll.decide(seen, None, None, NOW + poll.ACCOUNTING_GRACE_S + 1, True, lost_after=5)
+    assert late.action == poll.CANCELLED and late.values["state"] == S.CANCELLED
+    # sacct not asked or not answering (jobcomp clusters): nothing more will come, at once
+    assert poll.decide(a, None, None, NOW, sacct_answered=False).action == poll.CANCELLED
+
+
 def test_a_requeued_job_goes_back_to_pending_with_its_reason():
     client = FakeSlurmClient()
     client.jobs["100"] = _job("RUNNING", start=NOW - 50)

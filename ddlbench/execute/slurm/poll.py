@@ -87,16 +87,28 @@ def decide(
         if sacct_answered and just_ended(squeue, now):
             return Update(WAIT)
         return Update(APPLY, squeue)
-    if attempt.cancel_requested:
+    if attempt.cancel_requested and not _accounting_may_still_say(attempt, now, sacct_answered):
         # gone everywhere after ddlbench's own scancel: cancelled, not LOST (campaign/causes.py
         # words it: still pending when asked, it never started)
         values = {"state": S.CANCELLED, "end_time": now, "missing_since": None}
         return Update(CANCELLED, values={**values, "message": CANCELLED_MESSAGE})
     if attempt.missing_since is None:
         return Update(MISSING, values={"missing_since": now})
+    if attempt.cancel_requested:  # never LOST: cancelled once the grace is over
+        return Update(WAIT)
     if now - attempt.missing_since > lost_after:
         return Update(LOST, values={"state": S.LOST, "end_time": now, "message": LOST_MESSAGE})
     return Update(WAIT)
+
+
+def _accounting_may_still_say(attempt: Attempt, now: float, sacct_answered: bool) -> bool:
+    """Whether sacct, which answers on this cluster, may record the job a moment later: a job
+    that ended on its own just as ddlbench cancelled it (COMPLETED, FAILED) is recorded so,
+    not as cancelled, once slurmdbd has its record; for :data:`ACCOUNTING_GRACE_S` after the
+    first poll that found it nowhere. Without sacct nothing more will come: at once."""
+    if not sacct_answered:
+        return False
+    return attempt.missing_since is None or now - attempt.missing_since < ACCOUNTING_GRACE_S
 
 
 def record_values(attempt: Attempt, rec: JobRecord) -> Dict[str, Any]:
