@@ -334,7 +334,12 @@ def cancel_campaign(
         selected = set(wanted or [r.run_id for r in campaign.runs])
         latest = store.latest()
         targets = [a for rid, a in latest.items() if rid in selected and a.state in S.LIVE]
-        msgs = ex.cancel(targets) if targets else []
+        try:
+            msgs = ex.cancel(targets) if targets else []
+        except SchedulerUnreachable:  # nothing was cancelled: polls may resubmit again
+            if not wanted:
+                store.del_meta("cancel_requested")
+            raise
         never = [r.run_id for r in campaign.runs if r.run_id in selected and r.run_id not in latest]
         now = time.time()
         with store.tx():

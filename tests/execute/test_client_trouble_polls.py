@@ -49,6 +49,7 @@ def test_status_wait_and_cancel_stop_with_75_while_the_client_cannot_work(
     with CampaignStore.open(cdir) as store:
         assert [(a.state, a.job_id) for a in store.attempts()] == before
         assert not any(a.cancel_requested for a in store.attempts())
+        assert store.get_meta("cancel_requested") is None  # polls still retry node failures
 
     monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
     st = json.loads(_ddlbench("status", "ct", "--json", "--results", res).stdout)
