@@ -330,15 +330,18 @@ def cancel_campaign(
             for rid in wanted:
                 campaign.run(rid)  # unknown ids are an input error
         else:
+            before = store.get_meta("cancel_requested")
             store.set_meta("cancel_requested", time.time())
         selected = set(wanted or [r.run_id for r in campaign.runs])
         latest = store.latest()
         targets = [a for rid, a in latest.items() if rid in selected and a.state in S.LIVE]
         try:
             msgs = ex.cancel(targets) if targets else []
-        except SchedulerUnreachable:  # nothing was cancelled: polls may resubmit again
-            if not wanted:
+        except SchedulerUnreachable:  # not cancelled now: the flag as it was found
+            if not wanted and before is None:
                 store.del_meta("cancel_requested")
+            elif not wanted:
+                store.set_meta("cancel_requested", before)
             raise
         never = [r.run_id for r in campaign.runs if r.run_id in selected and r.run_id not in latest]
         now = time.time()

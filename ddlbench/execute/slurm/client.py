@@ -16,6 +16,7 @@ from ddlbench.errors import InputError
 from ddlbench.execute.base import SchedulerUnreachable, seconds_to_deadline
 from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.slurm.messages import (
+    POLL_THEN,
     client_trouble,
     is_client_trouble,
     is_transient,
@@ -35,6 +36,8 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+    #: killed at its timeout or the poll's deadline (``stderr``: what it had said by then)
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -111,11 +114,14 @@ class SlurmClient:
         assert res is not None
         if check_reachable:
             took = time.monotonic() - started
-            if is_client_trouble(res.stderr):  # e.g. still retrying its slurm.conf when cut off
-                raise client_trouble(
-                    res.message,
-                    " ".join(args[:2]),
-                    "nothing was changed: run the same ddlbench command again once `sinfo` answers",
+            if is_client_trouble(res.stderr) and not res.timed_out:  # it gave up by itself
+                raise client_trouble(res.message, " ".join(args[:2]), POLL_THEN)
+            if is_client_trouble(res.stderr):  # cut off while it retried (a slow NFS slurm.conf?)
+                raise SchedulerUnreachable(
+                    f"`{' '.join(args[:2])}` had not reached the Slurm controller after "
+                    f"{took:.0f} s, still retrying its own configuration ({res.message}). Check "
+                    "SLURM_CONF and that `sinfo` answers, then run the same ddlbench command "
+                    "again: nothing was lost."
                 )
             raise SchedulerUnreachable(
                 f"the Slurm controller did not answer `{' '.join(args[:2])}` after {tries} "
@@ -145,9 +151,8 @@ class SlurmClient:
         except subprocess.TimeoutExpired:
             proc.kill()
             said = _said_so_far(proc)
-            return Result(
-                args, 124, "", f"{said}{args[0]}: timed out after {timeout:.0f}s (socket timed out)"
-            )
+            why = f"{said}{args[0]}: timed out after {timeout:.0f}s (socket timed out)"
+            return Result(args, 124, "", why, timed_out=True)
         return Result(args, proc.returncode, out, err)
 
     def _communicate(self, proc: subprocess.Popen, args: List[str], timeout: float):
@@ -170,8 +175,11 @@ def _said_so_far(proc: subprocess.Popen) -> str:
     "cannot stat file .../slurm.conf ... retrying"), a line each; its children may hold the
     pipes open (as subprocess.run), so this waits a moment, not for them."""
     try:
-        _out, err = proc.communicate(timeout=1.0)
-    except (subprocess.TimeoutExpired, OSError, ValueError):
+        _out, err = proc.communicate(timeout=0.5)
+    except subprocess.TimeoutExpired as exc:  # what was read so far comes with it
+        said = exc.stderr or b""
+        err = said.decode("utf-8", "replace") if isinstance(said, bytes) else said
+    except (OSError, ValueError):
         err = ""
     proc.wait()
     for pipe in (proc.stdout, proc.stderr):
