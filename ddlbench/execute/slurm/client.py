@@ -148,9 +148,9 @@ class SlurmClient:
         )
         try:
             out, err = self._communicate(proc, args, timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as cut:
             proc.kill()
-            said = _said_so_far(proc)
+            said = _said_so_far(proc, cut)
             why = f"{said}{args[0]}: timed out after {timeout:.0f}s (socket timed out)"
             return Result(args, 124, "", why, timed_out=True)
         return Result(args, proc.returncode, out, err)
@@ -170,19 +170,15 @@ class SlurmClient:
         return proc.communicate(timeout=timeout - first)
 
 
-def _said_so_far(proc: subprocess.Popen) -> str:
-    """What a killed command had written to stderr (Slurm's own reason for being slow, e.g.
-    "cannot stat file .../slurm.conf ... retrying"), a line each; its children may hold the
-    pipes open (as subprocess.run), so this waits a moment, not for them."""
-    try:
-        _out, err = proc.communicate(timeout=0.5)
-    except subprocess.TimeoutExpired as exc:  # what was read so far comes with it
-        said = exc.stderr or b""
-        err = said.decode("utf-8", "replace") if isinstance(said, bytes) else said
-    except (OSError, ValueError):
-        err = ""
+def _said_so_far(proc: subprocess.Popen, cut: subprocess.TimeoutExpired) -> str:
+    """What a command killed at its timeout had written to stderr (Slurm's own reason for
+    being slow, e.g. "cannot stat file .../slurm.conf ... retrying"), a line each: the output
+    read before the timeout comes with it. Not waited for more: its children may hold the
+    pipes open (as subprocess.run)."""
     proc.wait()
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
-    return "".join(line.strip() + "\n" for line in (err or "").splitlines() if line.strip())
+    said = cut.stderr or b""
+    err = said.decode("utf-8", "replace") if isinstance(said, bytes) else said
+    return "".join(line.strip() + "\n" for line in err.splitlines() if line.strip())
