@@ -92,6 +92,13 @@ def workload_throughput(args: argparse.Namespace, tmp: str, i: int) -> float:
     return float(summary["throughput"])
 
 
+def _channels(args: argparse.Namespace) -> int:
+    """The model's input channels (1 for lenet)."""
+    from ddlbench.workloads.common.config import input_channels
+
+    return input_channels(args.model)
+
+
 def bare_throughput(args: argparse.Namespace) -> float:
     import torch
     from torch import nn
@@ -102,7 +109,7 @@ def bare_throughput(args: argparse.Namespace) -> float:
     model = build_model(args.model, 1000, args.image_size, seed=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
     crit = nn.CrossEntropyLoss()
-    x, y = synthetic_batch(args.batch, args.image_size, 1000, 3, "NCHW", seed=1)
+    x, y = synthetic_batch(args.batch, args.image_size, 1000, _channels(args), "NCHW", seed=1)
     x, y = torch.from_numpy(x), torch.from_numpy(y)
 
     def step() -> torch.Tensor:
@@ -135,7 +142,7 @@ def interleaved(args: argparse.Namespace, tmp: str) -> tuple[list, list]:
     model = build_model(args.model, 1000, args.image_size, seed=0)
     optimizer = make_optimizer(cfg, model)
     crit = torch.nn.CrossEntropyLoss()
-    x, y = synthetic_batch(args.batch, args.image_size, 1000, 3, "NCHW", seed=1)
+    x, y = synthetic_batch(args.batch, args.image_size, 1000, _channels(args), "NCHW", seed=1)
     x, y = torch.from_numpy(x), torch.from_numpy(y)
     step_fn = make_step_fn(model, optimizer, torch.device("cpu"), False, fixed=(x, y))
     schedule = LRSchedule.from_config(cfg, 1_281_167 / args.batch)

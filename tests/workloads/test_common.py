@@ -323,8 +323,9 @@ def test_rank_log_records_validate_against_schema(tmp_path, make_cfg, validate_l
     assert _read(tmp_path / "logs" / "rank-1.jsonl") == records
 
 
-def test_every_line_is_written_at_once_and_readable_while_open(tmp_path):
-    log = RankLogger(str(tmp_path), 0)
+def test_every_record_is_one_line_and_steps_wait_at_most_the_flush_interval(tmp_path, monkeypatch):
+    from ddlbench.workloads.common import logger as logger_mod
+
     writes = []
     real_write = os.write
 
@@ -332,32 +333,103 @@ def test_every_line_is_written_at_once_and_readable_while_open(tmp_path):
         writes.append(data)
         return real_write(fd, data)
 
-    os.write = counting_write
-    try:
-        log.step(0, None, "warmup", 1.0, 2.0, 8, 1.0, 0.1)
-        log.step(1, None, "measure", 2.0, 3.0, 8, 0.9, 0.1, compute_s=0.5, comm_s=0.5)
-    finally:
-        os.write = real_write
-    assert len(writes) == 2 and all(w.endswith(b"\n") and w.count(b"\n") == 1 for w in writes)
-    # visible to another reader before close: no user-space buffer
-    lines = (tmp_path / "rank-0.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in lines] == [0, 1]
+    monkeypatch.setattr(logger_mod, "STEP_FLUSH_S", 3600.0)  # steps stay kept
+    log = RankLogger(str(tmp_path), 0)
+    path = tmp_path / "rank-0.jsonl"
+    monkeypatch.setattr(os, "write", counting_write)
+    log.step(0, None, "warmup", 1.0, 2.0, 8, 1.0, 0.1)
+    log.step(1, None, "measure", 2.0, 3.0, 8, 0.9, 0.1, compute_s=0.5, comm_s=0.5)
+    assert writes == [] and path.read_text() == ""  # kept, not lost: see below
+    # any other record writes the kept steps first, in order, with one write()
+    log.eval(0, 3.5, 1.5, 0.5, 0.7)
+    assert len(writes) == 1
+    assert [json.loads(x)["type"] for x in path.read_text().splitlines()] == ["step"] * 2 + ["eval"]
+    # once the interval has passed, a step is written at its end together with the kept ones
+    log.step(2, None, "measure", 3.0, 4.0, 8, 0.8, 0.1)
+    monkeypatch.setattr(logger_mod, "STEP_FLUSH_S", 0.0)
+    log.step(3, None, "measure", 4.0, 5.0, 8, 0.7, 0.1)
+    assert len(writes) == 2 and writes[1].count(b"\n") == 2
+    log.step(4, None, "measure", 5.0, 6.0, 8, 0.6, 0.1)  # a step slower than the interval
+    assert len(writes) == 3 and writes[2].count(b"\n") == 1
+    monkeypatch.setattr(logger_mod, "STEP_FLUSH_S", 3600.0)
+    log.step(5, None, "measure", 6.0, 7.0, 8, 0.5, 0.1)
+    log.close()  # close writes what is kept
+    steps = [json.loads(x) for x in path.read_text().splitlines() if '"step"' in x]
+    assert [r["step"] for r in steps] == [0, 1, 2, 3, 4, 5]
+    assert all(w.endswith(b"\n") for w in writes)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        (0, 0, "warmup", 1.0, 1.5, 32, 2.3, 0.1, None, None),
+        (7, None, "measure", 1732000000.123456, 1732000000.25, 8, float("nan"), 0.4, 0.01, 0.0),
+        (9, 3, "step", 1e-9, float("inf"), 1, np.float32(2.3), np.float64(0.05), 1e300, -0.0),
+        (10**12, 2, "eval-like", -1.5, 2.0, np.int64(4), None, None, np.float32("nan"), 3),
+        (1, 0, 'caf\u00e9 "q"', 0.1 + 0.2, 1 / 3, 2, 5, 1, float("-inf"), 1e-310),
+    ],
+)
+def test_the_step_line_is_the_generic_encoders(values):
+    from ddlbench.workloads.common.logger import _opt_float, encode_record, encode_step
+
+    step, epoch, phase, t0, t1, samples, loss, lr, comp, comm = values
+    generic = {
+        "type": "step",
+        "step": int(step),
+        "epoch": None if epoch is None else int(epoch),
+        "phase": phase,
+        "t_start": float(t0),
+        "t_end": float(t1),
+        "samples": int(samples),
+        "loss": _opt_float(loss),
+        "lr": _opt_float(lr),
+        "compute_s": _opt_float(comp),
+        "comm_s": _opt_float(comm),
+    }
+    assert encode_step(*values).encode("utf-8") == encode_record(generic)
+
+
+def test_records_from_other_threads_come_after_the_steps_before_them(tmp_path):
+    import threading
+
+    log = RankLogger(str(tmp_path), 0)
+    done = threading.Event()
+
+    def other() -> None:  # as the watchdog and the own-program readers write
+        for i in range(200):
+            log.eval(i, float(i), 0.0, 0.5, None)
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    for i in range(2000):
+        log.step(i, 0, "measure", float(i), float(i) + 0.5, 8, 0.5, 0.1)
+    thread.join()
     log.close()
+    records = [json.loads(x) for x in (tmp_path / "rank-0.jsonl").read_text().splitlines()]
+    assert done.is_set() and len(records) == 2200
+    assert [r["step"] for r in records if r["type"] == "step"] == list(range(2000))
 
 
 def test_killed_writer_leaves_readable_prefix(tmp_path):
+    # steps kept for at most STEP_FLUSH_S: a SIGKILL loses at most those; the eval record
+    # wrote the 50 steps before it
     code = (
         "import os, signal\n"
         "from ddlbench.workloads.common import RankLogger\n"
         f"log = RankLogger({str(tmp_path)!r}, 3)\n"
         "for i in range(50):\n"
         "    log.step(i, 0, 'measure', 1.0, 2.0, 8, 0.5, 0.1)\n"
+        "log.eval(0, 2.0, 1.0, 0.5, 0.7)\n"
+        "for i in range(50, 60):\n"
+        "    log.step(i, 0, 'measure', 1.0, 2.0, 8, 0.5, 0.1)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == -9
-    lines = (tmp_path / "rank-3.jsonl").read_text().splitlines()
-    assert len(lines) == 50 and json.loads(lines[-1])["step"] == 49
+    records = [json.loads(x) for x in (tmp_path / "rank-3.jsonl").read_text().splitlines()]
+    assert len(records) >= 51 and records[50]["type"] == "eval"
+    assert [r["step"] for r in records if r["type"] == "step"] == list(range(len(records) - 1))
 
 
 # -- measurement ---------------------------------------------------------------------------------

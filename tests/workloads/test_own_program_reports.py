@@ -18,6 +18,16 @@ from ddlbench.workloads.common.logger import RankLogger
 from ddlbench.workloads.common.loop import Measurement
 from ddlbench.workloads.own.own_program import ProgramFailed, StepSink, check_outcome
 
+
+@pytest.fixture(autouse=True)
+def _steps_written_at_once(monkeypatch):
+    """These tests read the rank log while the sink's logger is open: every step written at
+    its end (the logger's own tests cover keeping steps for STEP_FLUSH_S)."""
+    from ddlbench.workloads.common import logger as logger_mod
+
+    monkeypatch.setattr(logger_mod, "STEP_FLUSH_S", 0.0)
+
+
 #: a good mark: 0.5 s, 8 samples
 GOOD = {"t_start": 100.0, "t_end": 100.5, "samples": 8, "loss": 1.0}
 
