@@ -32,15 +32,23 @@ Derived from first principles, never fitted to a measurement:
   the normalised tensor, RoPE's rotated q and k, SwiGLU's gate, SiLU, up and product). Full
   checkpointing keeps each block's input (``h``) plus one block's activations while it is
   recomputed; selective recomputes the attention core and drops its output (``h``). 2 bytes
-  per element with mixed precision, 4 in fp32.
+  per element with mixed precision, 4 in fp32, plus what mixed precision keeps in float32
+  (:func:`float32_extra_bytes`): RMSNorm's float32 copy of its input under bf16 weights (FSDP,
+  ZeRO-2), and under autocast (DDP, ZeRO-1) the float32 residual stream that every norm and,
+  with ``full`` checkpointing, every block saves.
 * **Logits**: ``seq x micro-batch x vocab`` float32 values, three at once at the start of
   backward (the log-probabilities softmax saved, their gradient, the logits' gradient): 12
-  bytes per element (14 with mixed precision: the bf16 logits' gradient too).
+  bytes per element in every precision (the bf16 logits and their bf16 gradient are never
+  alive beside all three).
+* **Gradient accumulation** (``grad_accum`` > 1): the gradients of the earlier micro-batches
+  stay through the later ones' backward (:func:`accumulated_bytes`): whole under DDP and
+  ZeRO-1, sharded under FSDP2 (reduce-scattered every micro-batch) and ZeRO-2.
 
 The peak is the larger of the start of backward (states but gradients, which are freed each
-step and not yet produced, buffers, autocast's copies, activations, logits) and the optimizer
-step (states, gradients, and AdamW's one temporary per optimizer-state tensor, 4 bytes per
-parameter held).
+step and not yet produced unless accumulated, buffers, autocast's copies, activations, logits)
+and the optimizer step (states, gradients, DDP's and DeepSpeed's buckets, and AdamW's one
+temporary per optimizer-state tensor, 4 bytes per parameter held; FSDP2 has resharded every
+unit after backward, so its gathered buffers are gone).
 """
 
 from __future__ import annotations
@@ -57,6 +65,12 @@ from ddlbench.workloads.vocabulary import (
 
 GIB = 1024**3
 MIXED = ("bf16", "amp")
+#: bytes per logit (token x vocabulary entry) at the loss's peak, the start of its backward:
+#: the float32 log-probabilities softmax saved, their gradient and the logits' float32
+#: gradient. In mixed precision the bf16 logits are freed after the float32 copy and their
+#: bf16 gradient is made after the log-probabilities' is freed: 12 bytes too (measured on the
+#: CPU with the resident set: 12.0 in float32 and in bf16; docs/memory.md)
+LOGIT_BYTES = 12
 
 
 def _shape(shape: Union[str, TransformerShape]) -> TransformerShape:
@@ -76,6 +90,32 @@ def activation_elements(shape: TransformerShape, checkpointing: str) -> int:
     if checkpointing == "selective":
         return shape.layers * (layer - h) + outside
     return shape.layers * layer + outside
+
+
+#: the modes that compute under autocast with float32 weights (their residual stream is float32)
+AUTOCAST_MODES = ("ddp", "zero1")
+
+
+def float32_extra_bytes(
+    shape: TransformerShape, checkpointing: str, precision: str, parallel: str
+) -> int:
+    """Bytes per token that mixed precision keeps in float32 beyond the 2 bytes per element
+    :func:`activation_elements` counts. Under bf16 weights (FSDP's ``param_dtype``, ZeRO-2) the
+    RMSNorm upcasts its input (``x.float()``, saved for backward): 2 more bytes per ``h`` and
+    norm (llama style; LayerNorm keeps bf16). Under autocast (DDP, ZeRO-1) the residual stream
+    is float32: every norm saves its float32 input (2 more bytes per ``h``), RMSNorm also its
+    float32 normalised tensor (2 more), and ``full`` checkpointing keeps float32 block inputs.
+    Counted with saved-tensor hooks on the models of ``models_lm_torch`` (docs/memory.md)."""
+    if precision not in MIXED:
+        return 0
+    h, llama = shape.d_model, shape.style == "llama"
+    norms = 3 if checkpointing == "full" else 2 * shape.layers + 1  # the blocks' and the final
+    if parallel not in AUTOCAST_MODES:
+        return 2 * h * norms if llama else 0
+    extra = (4 if llama else 2) * h * norms
+    if checkpointing == "full":
+        extra += 2 * h * shape.layers  # each block's float32 input
+    return extra
 
 
 #: the modes predicted: the workload's, and ZeRO-2 (``ddlbench predict --parallel zero2``:
@@ -160,6 +200,19 @@ def _buffers(
     return c_bytes * gathered + 4 * root
 
 
+def accumulated_bytes(parallel: str, psi: int, gradients: float, grad_accum: int) -> float:
+    """Gradients that gradient accumulation keeps through the later micro-batches' forward and
+    backward passes (0 with one micro-batch). DDP and ZeRO-1 (``no_sync``) sum into every
+    parameter's float32 ``.grad``: 4 bytes per parameter. The FSDP2 modes reduce-scatter
+    every micro-batch (the workload's ``gradient_sync``) and ZeRO-2 (DeepSpeed) reduces each
+    into its partition: their sharded gradients."""
+    if grad_accum <= 1:
+        return 0.0
+    if parallel in ("ddp", "zero1"):
+        return 4.0 * psi
+    return gradients
+
+
 def predict_memory(
     shape: Union[str, TransformerShape],
     seq_len: int,
@@ -170,10 +223,12 @@ def predict_memory(
     world_size: int,
     gpus_per_node: int,
     one_rank_wrapped: bool = False,
+    grad_accum: int = 1,
 ) -> Dict[str, float]:
     """Predicted bytes per rank: ``parameters``, ``gradients``, ``optimizer``, ``buffers``,
-    ``cast_weights``, ``activations``, ``logits``, the two peaks and ``total`` (the larger),
-    and ``total_gib``."""
+    ``cast_weights``, ``activations``, ``logits``, ``accumulated`` (the gradients that
+    ``grad_accum`` micro-batches keep through backward), the two peaks and ``total`` (the
+    larger), and ``total_gib``."""
     s = _shape(shape)
     wrapped = world_size > 1 or one_rank_wrapped  # ddp_single_rank: a group of one
     if not wrapped and parallel in PREDICTED_MODES and parallel != "zero2":
@@ -185,25 +240,40 @@ def predict_memory(
     groups = _groups(parallel, world_size, gpus_per_node)
     held = _optimizer_share(s, parallel, psi, groups["o"])
     tokens = int(seq_len) * int(micro_batch)
+    ckpt = activation_checkpointing
+    per_token = a_bytes * activation_elements(s, ckpt)
+    per_token += float32_extra_bytes(s, ckpt, precision, parallel)
     out: Dict[str, float] = {
         "parameters": p_bytes * psi / groups["p"],
         "gradients": g_bytes * psi / groups["g"],
         "optimizer": o_bytes * held,
         "buffers": float(_buffers(s, parallel, world_size, p_bytes, a_bytes, wrapped)),
         "cast_weights": float(cast_weights(s, parallel, precision)),
-        "activations": float(a_bytes * tokens * activation_elements(s, activation_checkpointing)),
-        "logits": float((14 if mixed else 12) * tokens * s.vocab),
+        "activations": float(tokens * per_token),
+        "logits": float(LOGIT_BYTES * tokens * s.vocab),
     }
+    out["accumulated"] = accumulated_bytes(parallel, psi, out["gradients"], int(grad_accum))
     states = out["parameters"] + out["optimizer"] + out["buffers"]
-    out["backward_peak"] = states + out["cast_weights"] + out["activations"] + out["logits"]
-    out["step_peak"] = states + out["gradients"] + 4 * held  # AdamW's temporary
+    out["backward_peak"] = (
+        states + out["accumulated"] + out["cast_weights"] + out["activations"] + out["logits"]
+    )
+    # FSDP2 reshards every unit after backward and has reduce-scattered the root's gradient:
+    # its gathered buffers are gone at the step; DDP's and DeepSpeed's buckets stay allocated
+    kept = out["buffers"] if parallel in ("ddp", "zero1", "zero2") else 0.0
+    step_states = out["parameters"] + out["optimizer"] + kept
+    out["step_peak"] = step_states + out["gradients"] + 4 * held  # AdamW's temporary
     out["total"] = max(out["backward_peak"], out["step_peak"])
     out["total_gib"] = out["total"] / GIB
     return out
 
 
 def _changes(
-    parallel: str, checkpointing: str, seq_len: int, micro_batch: int, world_size: int
+    parallel: str,
+    checkpointing: str,
+    seq_len: int,
+    micro_batch: int,
+    world_size: int,
+    grad_accum: int = 1,
 ) -> List[Tuple[str, Dict[str, Any]]]:
     """The single changes to a run that can lower its memory, worded for the spec."""
     out: List[Tuple[str, Dict[str, Any]]] = []
@@ -216,8 +286,13 @@ def _changes(
     if checkpointing != "full":
         out.append(("activation_checkpointing: full", {"activation_checkpointing": "full"}))
     if micro_batch > 1:
-        half = micro_batch // 2
-        out.append((f"micro-batch {half} (grad_accum x2)", {"micro_batch": half}))
+        half, accum = micro_batch // 2, 2 * max(1, grad_accum)
+        out.append(
+            (
+                f"micro-batch {half} (grad_accum x2)",
+                {"micro_batch": half, "grad_accum": accum},
+            )
+        )
     if seq_len > 1:
         out.append((f"seq_len {seq_len // 2}", {"seq_len": seq_len // 2}))
     out.append((f"{2 * world_size} ranks", {"world_size": 2 * world_size}))
@@ -234,6 +309,7 @@ def memory_fixes(
     world_size: int,
     gpus_per_node: int,
     one_rank_wrapped: bool = False,
+    grad_accum: int = 1,
 ) -> List[Tuple[str, float]]:
     """``(change, predicted bytes per rank with it)`` for each single change to the run that
     lowers its prediction, lowest first; never the run's own mode or checkpointing."""
@@ -247,11 +323,12 @@ def memory_fixes(
         world_size=world_size,
         gpus_per_node=gpus_per_node,
         one_rank_wrapped=one_rank_wrapped,
+        grad_accum=grad_accum,
     )
     now = predict_memory(**run)["total"]
     out = []
     for text, change in _changes(
-        parallel, activation_checkpointing, seq_len, micro_batch, world_size
+        parallel, activation_checkpointing, seq_len, micro_batch, world_size, grad_accum
     ):
         then = predict_memory(**dict(run, **change))["total"]
         if then < 0.99 * now:

@@ -31,7 +31,13 @@ def run_memory(run: Run) -> Optional[Dict[str, float]]:
     """``predict_memory`` of a transformer run (None for a CNN run)."""
     if not run.lm:
         return None
-    return predict_memory(*_memory_args(run), one_rank_wrapped=_wrapped(run))
+    return predict_memory(*_memory_args(run), **_memory_options(run))
+
+
+def _memory_options(run: Run) -> Dict[str, Any]:
+    """The keyword arguments of ``predict_memory`` and ``memory_fixes``: a one-rank group and
+    the micro-batches per step (their accumulated gradients)."""
+    return {"one_rank_wrapped": _wrapped(run), "grad_accum": int(run.lm.get("grad_accum") or 1)}
 
 
 def _wrapped(run: Run) -> bool:
@@ -67,7 +73,7 @@ def _advice(run: Run, limit: float) -> str:
     lower it most); never the mode or checkpointing the run already uses."""
     from ddlbench.analyse.lm_memory import memory_fixes
 
-    fixes = memory_fixes(*_memory_args(run), one_rank_wrapped=_wrapped(run))
+    fixes = memory_fixes(*_memory_args(run), **_memory_options(run))
     fit = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes if b / GIB <= limit]
     near = [f"{text} ({fsig(b / GIB, 3)} GiB)" for text, b in fixes[:3]]
     if fit:

@@ -26,7 +26,8 @@ NOTE = (
     "causal attention halved, and hardware FLOP utilisation counting checkpointing's "
     "recomputation; N excludes the input embedding tables. A value above 100 % is not shown "
     "(flag): the convention or the peak is wrong. Memory: the busiest rank's peak (GPU: "
-    "allocated; CPU: resident set of live tensors) and predict_memory's (docs/memory.md). "
+    "allocated; CPU: resident set of live tensors) and predict_memory's for the run, its "
+    "micro-batches per step included (docs/memory.md). "
     "Start-up: imports, process group, model build and sharding, and (compiled runs) the "
     "compilation in the first step."
 )
@@ -35,6 +36,12 @@ NOTE = (
 def _measured(r: Row) -> Any:
     gpu = r.get("peak_allocated_bytes")
     return gpu if not missing(gpu) else r.get("peak_rss_model_bytes")
+
+
+def _grad_accum(r: pd.Series) -> int:
+    """A run's micro-batches per step (1 where the runs table has none)."""
+    accum = r.get("grad_accum")
+    return 1 if missing(accum) else int(accum)
 
 
 def _predicted(r: pd.Series) -> Optional[float]:
@@ -49,6 +56,7 @@ def _predicted(r: pd.Series) -> Optional[float]:
             int(r["world_size"]),
             int(r["tasks_per_node"]),
             one_rank_wrapped=wraps_one_rank(r.get("framework_options")),
+            grad_accum=_grad_accum(r),
         )["total"]
     except (KeyError, TypeError, ValueError):
         return None

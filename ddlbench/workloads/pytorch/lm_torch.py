@@ -157,6 +157,33 @@ def _build(
     return model, train_model, optimizer
 
 
+#: what a rank says when its precision fell back to amp (bf16 on a GPU without bfloat16)
+AMP_LM_MESSAGE = (
+    "precision amp: the transformer path has no fp16 autocast with loss scaling; running fp32"
+)
+
+
+def lm_precision(knobs: Any, device: torch.device) -> str:
+    """The precision the transformer path trains in. It has fp32, tf32 and bf16, not amp (the
+    spec refuses amp for a transformer); amp still arrives as ``precision_fallback``'s answer
+    to bf16 on a GPU without bfloat16. Such a run would train in float32 while its meta said
+    amp (and MFU read the fp16 peak): it runs, and is recorded as, fp32 with TF32 off, as a
+    fallback."""
+    if knobs.precision != "amp":
+        return str(knobs.precision)
+    knobs.precision = knobs.knobs.precision = "fp32"
+    knobs.knobs.fallback(AMP_LM_MESSAGE)
+    tf32: Optional[bool] = None
+    if device.type == "cuda":
+        tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    knobs.knobs.extra.update(
+        tf32_matmul=tf32, tf32_conv=tf32, autocast_dtype=None, loss_scaling=False
+    )
+    return "fp32"
+
+
 def train_lm(
     ctx: Context,
     device: torch.device,
@@ -177,7 +204,7 @@ def train_lm(
     memory = PeakMemory(device)
     memory.start()
     t0 = time.time()
-    cfg["precision"] = knobs.precision  # the one that runs, after any fallback
+    cfg["precision"] = lm_precision(knobs, device)  # the one that runs, after any fallback
     model, train_model, optimizer = _build(cfg, lm, device, distributed, hvd)
     startup["build_shard_s"] = time.time() - t0
     n_params = sum(p.numel() for p in model.parameters())  # global counts, also when sharded

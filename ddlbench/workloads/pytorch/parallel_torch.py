@@ -112,14 +112,14 @@ def make_lm_optimizer(
 
 
 def gradient_sync(model: nn.Module, sync: bool) -> Tuple[Any, Optional[Any]]:
-    """``(context, None)`` for DDP (``no_sync()`` when not syncing), or ``(None, setter)`` for
-    FSDP2 (``set_requires_gradient_sync``), so accumulation micro-steps skip the reduction."""
+    """``(context, None)`` for a gradient-accumulation micro-batch: DDP's and ZeRO-1's
+    ``no_sync()`` when not syncing (their gradients are whole on every rank anyway). FSDP2
+    reduce-scatters every micro-batch into the sharded gradients, as torchtitan does: its
+    ``set_requires_gradient_sync(False)`` would keep every unit's *unsharded* float32 gradient
+    until the last micro-batch, 4 bytes per parameter on every rank (30 GiB for Llama 3 8B),
+    which undoes the sharding it is run for (docs/workloads.md#transformers)."""
     import contextlib
 
-    setter = getattr(model, "set_requires_gradient_sync", None)
-    if setter is not None:
-        setter(sync)
-        return contextlib.nullcontext(), setter
-    if sync or not hasattr(model, "no_sync"):
+    if sync or hasattr(model, "set_requires_gradient_sync") or not hasattr(model, "no_sync"):
         return contextlib.nullcontext(), None
     return model.no_sync(), None
