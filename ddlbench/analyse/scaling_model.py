@@ -385,6 +385,7 @@ class CampaignInputs:
     checkpointing: str = "none"
     seq: int = 0
     link_gaps: Tuple[str, ...] = ()  # the sweep's layouts that gave no fit, and why
+    grad_accum: int = 1  # micro-batches per step (``batch`` is one micro-batch)
 
 
 @dataclass(frozen=True)
@@ -471,12 +472,14 @@ def campaign_inputs(
 
 def _lm_config(runs: pd.DataFrame, group: str) -> dict:
     """A group's language-model configuration (its runs' ``parallel``,
-    ``activation_checkpointing`` and ``seq_len``); a CNN's: ddp, none, 0."""
+    ``activation_checkpointing``, ``seq_len`` and ``grad_accum``); a CNN's: ddp, none, 0, 1."""
     seq = _run_field(runs, group, "seq_len")
+    accum = _run_field(runs, group, "grad_accum")
     return {
         "parallel": _run_field(runs, group, "parallel") or "ddp",
         "checkpointing": _run_field(runs, group, "activation_checkpointing") or "none",
         "seq": int(float(seq)) if seq else 0,
+        "grad_accum": int(float(accum)) if accum else 1,
     }
 
 

@@ -51,6 +51,9 @@ class Case:
     #: the gradient reduction's dtype (fp32, bf16); None: ddlbench's workload's, fp32 for
     #: every mode (``grad_bytes_per_param``)
     reduce_dtype: Optional[str] = None
+    #: micro-batches per step (gradient accumulation): ``batch`` is one micro-batch, a step
+    #: takes ``batch x grad_accum`` samples per device
+    grad_accum: int = 1
 
 
 def layers_of(case: Case) -> List[overlap.LayerSize]:
@@ -104,9 +107,34 @@ def _grad_bytes(case: Case) -> float:
     return case.grad_bytes_per_param
 
 
+def step_samples(case: Case) -> int:
+    """Samples per device in one step: every micro-batch of it."""
+    return case.batch * max(1, case.grad_accum)
+
+
+#: the modes that reduce every micro-batch of an accumulated step (FSDP2 in ddlbench's
+#: workload reduce-scatters each one, and all-gathers for each; DeepSpeed's ZeRO-2 reduces
+#: each into its partition); the others reduce once, behind the last micro-batch's backward
+REDUCE_EVERY_MICRO_BATCH = ("fsdp", "hsdp", "zero2")
+
+
+def _step_comm(case: Case, topo: hierarchy.Topology, layers, compute: float) -> sharded.Sharded:
+    """The communication of a step of ``compute`` seconds (all its micro-batches)."""
+    if topo.ranks <= 1:
+        return sharded.Sharded(0, 0, 0, 0, 0)
+    k = max(1, case.grad_accum)
+    comm = _comm(case, topo, layers, compute / k)
+    if k == 1 or case.parallel not in REDUCE_EVERY_MICRO_BATCH:
+        return comm
+    return sharded.Sharded(
+        k * comm.comm_s, k * comm.exposed_s, k * comm.unoverlapped_s, k * comm.messages,
+        k * comm.latency_s,
+    )  # fmt: skip
+
+
 def _step(case, topo, layers, compute: float, end: str) -> Dict[str, float]:
     n = topo.ranks
-    comm = _comm(case, topo, layers, compute) if n > 1 else sharded.Sharded(0, 0, 0, 0, 0)
+    comm = _step_comm(case, topo, layers, compute)
     sync = compute * _sync(case, n, end)
     return {"step_s": compute + sync + comm.exposed_s, "compute_s": compute, "sync_s": sync,
             "comm_s": comm.comm_s, "exposed_comm_s": comm.exposed_s,
@@ -125,7 +153,7 @@ def _compute_at_base(case, base: hierarchy.Topology, layers, end: str) -> float:
     at ``C = measured`` is at least ``measured``). A base the links cannot reproduce (its
     communication at ``C -> 0`` already longer than the measured step, :func:`base_floor`)
     gets the smallest ``C`` tried."""
-    measured = case.batch / case.single_throughput
+    measured = step_samples(case) / case.single_throughput
     c = measured
     for _ in range(8):
         s = _step(case, base, layers, c, end)
@@ -151,7 +179,7 @@ def base_floor(case: Case, base: hierarchy.Topology) -> Tuple[float, float]:
     communication and synchronisation with no compute to hide behind). A measured step below
     the floor means the base is faster than the links given allow (docs/scaling-model.md)."""
     layers = layers_of(case)
-    measured = case.batch / case.single_throughput
+    measured = step_samples(case) / case.single_throughput
     return measured, _step(case, base, layers, measured * 1e-9, "mid")["step_s"]
 
 
@@ -193,7 +221,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     n = topo.ranks
     lo, hi = costs.efficiency_interval(min(pess, eff), max(opt, eff), u, n == base.ranks)
     t_lo, t_hi = costs.widen(min(pess, eff), max(opt, eff), u)  # throughput, step: the base's too
-    per_sample = case.batch * (case.seq or 1)
+    per_sample = step_samples(case) * (case.seq or 1)
     rate = case.single_throughput * (case.seq or 1)  # per device, samples or tokens per s
     params = sum(la.params for la in layers)
     whole = hierarchy.allreduce(topo, params * _grad_bytes(case))

@@ -11,7 +11,13 @@ from typing import List, Optional
 import click
 
 from ddlbench.cli.common import campaign_dir, results_option
-from ddlbench.cli.predict_checks import batch_of, check_base, from_alone, whole_nodes
+from ddlbench.cli.predict_checks import (
+    batch_of,
+    check_base,
+    from_alone,
+    grad_accum_of,
+    whole_nodes,
+)
 from ddlbench.errors import InputError
 
 DEFAULT_NODES = "1,2,4,8,16,32,64"
@@ -62,7 +68,16 @@ Exit codes: 0 success, 2 bad input.
     help="none, selective or full: recomputation (the base is measured with it) "
     "[none, or the campaign's].",
 )
-@click.option("--batch", type=int, help="Per-device batch size.")
+@click.option("--batch", type=int, help="Per-device batch size (a language model's micro-batch).")
+@click.option(
+    "--grad-accum",
+    "grad_accum",
+    type=int,
+    default=None,
+    help="Micro-batches per step (gradient accumulation): a step takes batch x grad-accum "
+    "samples per device; FSDP, HSDP and ZeRO-2 reduce every micro-batch, DDP and ZeRO-1 once "
+    "per step [1, or the campaign's].",
+)
 @click.option(
     "--precision",
     default=None,
@@ -186,6 +201,7 @@ def _inputs(kw):
     model, shape = _model(kw, camp)
     seq = _seq(kw, model, shape, camp)
     batch = batch_of(kw, camp, _positive)
+    accum = grad_accum_of(kw, camp, _positive)
     rate, base_devices = _rate(kw, camp, seq)
     parallel, ckpt, precision = _config(kw, camp)
     intra = _link(kw["intra_busbw"], "intra", camp.intra if camp else None)
@@ -201,7 +217,7 @@ def _inputs(kw):
         jitter_samples=camp.jitter_samples if camp else (),
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
-        reduce_dtype=kw["reduce_dtype"],
+        reduce_dtype=kw["reduce_dtype"], grad_accum=accum,
         **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"

@@ -42,6 +42,20 @@ def batch_of(kw: dict, camp, positive: Callable[[str, object], None]) -> int:
     return int(batch)
 
 
+def grad_accum_of(kw: dict, camp, positive: Callable[[str, object], None]) -> int:
+    """--grad-accum, else the campaign's (1 without one); with --from, another count than the
+    campaign's is bad input (its step time was measured with its micro-batches)."""
+    accum = kw["grad_accum"] if kw["grad_accum"] is not None else (camp.grad_accum if camp else 1)
+    positive("--grad-accum", accum)
+    if camp and int(accum) != int(camp.grad_accum):
+        raise InputError(
+            f"--grad-accum {accum}: series '{camp.label}' of campaign {kw['source']} took "
+            f"{camp.grad_accum} micro-batch(es) per step; a prediction with another count needs "
+            "a base measured with it (--base-throughput and no --from), or leave --grad-accum out"
+        )
+    return int(accum)
+
+
 def whole_nodes(kw: dict, base_devices: int, gpn: int, camp) -> None:
     """A base beyond one node must be a whole number of nodes: the model lays it out on
     ``ceil(base / gpn)`` full nodes, which a base of 12 devices on nodes of 8 never ran."""
@@ -77,8 +91,9 @@ def check_base(kw: dict, case, topo_args: tuple, camp) -> None:
     links = f"intra {intra.name}, inter {inter.name} x {nics} NIC(s)"
     raise InputError(
         f"{_base_name(kw, camp)}: {rate_text(rate)} {unit} on {case.base_devices} device(s) "
-        f"at --batch {case.batch} is a step of {1e3 * measured:.4g} ms, but the links given "
-        f"need {1e3 * floor:.4g} ms for its communication and synchronisation alone ({links}; "
+        f"at --batch {case.batch}{_accum_words(case)} is a step of {1e3 * measured:.4g} ms, "
+        f"but the links given need {1e3 * floor:.4g} ms for its communication and "
+        f"synchronisation alone ({links}; "
         f"{base.ranks} devices on {base.nodes} node(s)): the base is faster than those links "
         "allow; check --intra-busbw, --inter-busbw and --nics-per-node (the cluster's own "
         "links), the base's throughput and devices, and --batch"
@@ -90,3 +105,7 @@ def _base_name(kw: dict, camp) -> str:
     if camp:
         return f"the base of campaign {kw['source']}"
     return "--base-throughput" if kw["base_rate"] is not None else "--single-device-throughput"
+
+
+def _accum_words(case) -> str:
+    return f" x {case.grad_accum} micro-batches" if case.grad_accum > 1 else ""

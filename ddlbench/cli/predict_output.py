@@ -20,6 +20,7 @@ def meta_of(case, topo_args, note) -> dict:
     return {
         "model": case.model,
         "batch_per_device": case.batch,
+        "grad_accum": case.grad_accum,
         "seq": case.seq or None,
         "unit": "tokens/s" if lm else "samples/s",
         "parallel": case.parallel,
@@ -105,6 +106,7 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     click.echo(
         f"{meta['model']} ({meta['parallel']}), batch {meta['batch_per_device']}/device"
         + (f" x {meta['seq']} tokens" if meta["seq"] else "")
+        + (f", {meta['grad_accum']} micro-batches per step" if meta["grad_accum"] > 1 else "")
         + f", {meta['base_devices']} device(s) {rate_text(meta['base_throughput'])} {unit} "
         f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:.3g} "
         f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:.3g} GB/s) x "
@@ -162,6 +164,7 @@ def add_memory(rows: List[dict], case, gpus_per_node: int) -> None:
         mem = predict_memory(
             shape, case.seq, case.batch, case.precision, case.parallel, case.checkpointing,
             int(r["devices"]), min(gpus_per_node, int(r["devices"])),
+            grad_accum=case.grad_accum,
         )  # fmt: skip
         r["memory_gib"] = mem["total_gib"]
 
@@ -202,6 +205,8 @@ def _other_configuration(case, camp) -> str:
     diff = []
     if case.batch != camp.batch:
         diff.append(f"batch {camp.batch}/device, the prediction {case.batch}")
+    if case.grad_accum != camp.grad_accum:
+        diff.append(f"{camp.grad_accum} micro-batch(es) per step, the prediction {case.grad_accum}")
     known = camp.model in overlap.MODEL_INPUT or camp.model in TRANSFORMER_SHAPES
     if known and case.model != camp.model:  # an own program's stand-in is compared
         diff.append(f"{camp.model}, the prediction {case.model}")
