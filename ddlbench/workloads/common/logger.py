@@ -8,9 +8,9 @@ takes longer is written at its end, as before), and before any other record, fro
 thread. A rank killed with no chance to run (SIGKILL) loses at most that last half second of
 steps; every way a rank ends that ddlbench handles (its summary, an error, SIGTERM, SIGUSR1,
 the watchdog's hang record, close) writes them first. The steps' line is formatted directly
-(:func:`encode_step`, the same bytes as the generic encoder): between two 3 ms CPU steps the
-generic one, one ``write()`` per step and the cache misses both cause cost 2.3 % of the step,
-this path 1.1 % (docs/workloads.md#harness-overhead). There is no fsync (it would slow
+(:func:`encode_step`, the same bytes as the generic encoder): at 3-5 ms CPU steps this took
+the harness from 2.6 % of a step to 1.5 %, and the time between steps from 1.7-1.9 % of the
+window to 0.9 % (docs/workloads.md#harness-overhead). There is no fsync (it would slow
 training).
 """
 
