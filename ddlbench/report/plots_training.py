@@ -4,7 +4,7 @@ final accuracy vs global batch size, and the validation curves per epoch."""
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import pandas as pd
 from matplotlib import colormaps
@@ -60,21 +60,16 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     lines = _accuracy_lines(conv, xcol)
     for (name, warm, g, label), dodge in zip(lines, accuracy_dodge(len(lines))):
         warmup = warm != "no warmup"
-        # points and bars: the mean of the repeats and its interval (one statistic)
-        lo = (g["final_accuracy_mean"] - g["final_accuracy_ci95_low"]).clip(lower=0).fillna(0)
-        hi = (g["final_accuracy_ci95_high"] - g["final_accuracy_mean"]).clip(lower=0).fillna(0)
-        ci = bool(g["final_accuracy_ci95_low"].notna().any())
-        has_ci |= ci
-        ax.errorbar(
-            g[xcol] * dodge,  # bars side by side
+        # points: the mean of the repeats; bars: its interval (one statistic)
+        ax.errorbar(  # no yerr: the bars are drawn only where there is an interval
+            g[xcol] * dodge,  # lines side by side
             100 * g["final_accuracy_mean"],
-            yerr=[100 * lo, 100 * hi] if ci else None,
-            capsize=3,
             color=colors[name],
             marker="o" if warmup else "s",
             linestyle="-" if warmup else "--",
             label=label,
         )
+        has_ci |= _interval_bars(ax, g, xcol, dodge, colors[name])
     _target_line(ax, conv["target_accuracy"].dropna().unique())
     ax.set_xscale("log", base=2)
     ticks = sorted(set(int(v) for v in conv[xcol].dropna() if v > 0))
@@ -87,6 +82,27 @@ def accuracy_batch_figure(conv: pd.DataFrame):
     ax.set_title(f"Accuracy vs global batch (mean of repeats{ci}; {arms})")
     ax.legend(loc="lower left")
     return fig
+
+
+def _interval_bars(ax, g: pd.DataFrame, xcol: str, dodge: float, color) -> bool:
+    """The 95 % CI bars of the configurations of one line that have one (two repeats or
+    more); none where a configuration has no interval, not a bar of zero length, which
+    would read as certainty. Returns whether any bar was drawn."""
+    c = g[g["final_accuracy_ci95_low"].notna() & g["final_accuracy_ci95_high"].notna()]
+    if not len(c):
+        return False
+    mean = c["final_accuracy_mean"]
+    lo = (mean - c["final_accuracy_ci95_low"]).clip(lower=0)
+    hi = (c["final_accuracy_ci95_high"] - mean).clip(lower=0)
+    ax.errorbar(
+        c[xcol] * dodge,
+        100 * mean,
+        yerr=[100 * lo, 100 * hi],
+        fmt="none",
+        capsize=3,
+        color=color,
+    )
+    return True
 
 
 def _batch_axis(conv: pd.DataFrame) -> Tuple[str, str]:
@@ -134,14 +150,17 @@ def curves_figure(curves: pd.DataFrame):
     color = {b: cmap(i / max(len(gbs) - 1, 1)) for i, b in enumerate(gbs)}
     for ax, arm in zip(axes[0], arms):
         c = curves[curves["warmup"] == arm]
-        for _run_id, g in c.groupby("run_id", sort=True):
+        style = _curve_styles(c)
+        for run_id, g in c.groupby("run_id", sort=True):
             b = g["global_batch_size"].iloc[0]
+            linestyle, label = style[run_id]
             ax.plot(
                 g["epoch"] + 1,
                 100 * g["accuracy"],
                 color=color.get(b, "grey"),
                 marker=".",
-                label=f"GBS {int(b)}",
+                linestyle=linestyle,
+                label=label,
             )
         ax.set_title(arm)
         ax.set_xlabel("epoch")
@@ -152,3 +171,24 @@ def curves_figure(curves: pd.DataFrame):
     axes[0][0].set_ylabel("validation accuracy (%)")
     fig.suptitle("Training curves", fontsize=11)
     return fig
+
+
+CURVE_STYLES = ("-", "--", ":", "-.")
+
+
+def _curve_styles(c: pd.DataFrame) -> Dict[str, Tuple[str, str]]:
+    """``run_id -> (linestyle, legend label)`` of one arm's curves: ``GBS n`` when one
+    configuration has that global batch; where several do (two frameworks, two entries), each
+    configuration its own line style and its name in the label, so that no two are mistaken
+    for repeats of one."""
+    out: Dict[str, Tuple[str, str]] = {}
+    group = c["group"] if "group" in c else c["run_id"]
+    for b, g in c.assign(_group=group).groupby("global_batch_size", sort=True):
+        groups = sorted(g["_group"].unique())
+        for run_id, cfg in g.groupby("run_id")["_group"].first().items():
+            if len(groups) == 1:
+                out[run_id] = ("-", f"GBS {int(b)}")
+            else:
+                i = groups.index(cfg)
+                out[run_id] = (CURVE_STYLES[i % len(CURVE_STYLES)], f"GBS {int(b)}: {cfg}")
+    return out

@@ -6,6 +6,11 @@ linearly, per step, from ``base_lr`` (at step 0) to ``lr`` (reached at step
 ``warmup_epochs * steps_per_epoch``); afterwards it is ``lr`` multiplied by
 ``decay_factor`` once for every epoch boundary in ``decay_epochs`` already
 passed (a decay at epoch ``e`` applies from step ``e * steps_per_epoch`` on).
+
+Warmup starts at ``min(base_lr, lr)``: below ``lr_scaling.base_batch_size`` (``k < 1``) the
+scaled rate is the lower one and Goyal et al.'s warmup (from ``base_lr`` up to ``k x
+base_lr``, ``k > 1``) has nothing to ramp, so the rate is ``lr`` from the first step rather
+than a ramp *down* from ``base_lr`` that starts above the rate the rule asks for.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ class LRSchedule:
     ) -> None:
         if steps_per_epoch <= 0:
             raise ValueError("steps_per_epoch must be positive")
-        self.base_lr = float(base_lr)
+        self.base_lr = min(float(base_lr), float(peak_lr))  # never ramp down to the peak
         self.peak_lr = float(peak_lr)
         self.steps_per_epoch = float(steps_per_epoch)
         self.warmup_steps = float(warmup_epochs or 0.0) * self.steps_per_epoch
