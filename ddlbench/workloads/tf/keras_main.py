@@ -17,12 +17,12 @@ still those of a Keras program: Keras layers, loss, optimizer update rule and lo
 
 Differences from the ``tensorflow`` workload, on purpose (they are Keras' semantics):
 
-* SGD is Keras' formulation, ``v = momentum * v - lr * g; w += v``; it equals PyTorch's
-  ``v = momentum * v + g; w -= lr * v`` while the learning rate is constant and differs while
-  it changes: without Goyal et al.'s momentum correction the velocity keeps the old rate, so
-  after a 10x decay the next steps are about 9x too large for some 10 steps (one parameter,
-  gradient 1, momentum 0.9: 0.872 against PyTorch's 0.096 at the first step after it), and
-  during warmup the steps lag the rising rate (docs/workloads.md#keras-keras).
+* SGD is Keras' formulation, ``v = momentum * v - lr * g; w += v``: the velocity carries the
+  rate. It equals PyTorch's ``v = momentum * v + g; w -= lr * v`` while the rate is constant;
+  when it changes (warmup, decay) the velocity is rescaled by ``new / old``
+  (:func:`momentum_correction`, Goyal et al.'s momentum correction), which keeps the two
+  equal step for step (without it, after a 10x decay the next steps were about 9x too large
+  for some 10 steps; docs/workloads.md#learning-rate-schedule).
 * Weight decay is an L2 term ``0.5 * wd * sum(w^2)`` added to each replica's loss and divided by
   the number of replicas (``tf.nn.scale_regularization_loss``'s rule, because the optimizer sums
   the replicas' gradients), so its gradient is ``wd * w`` as in ``torch.optim.SGD``. The logged
@@ -117,15 +117,39 @@ def make_step_fn(
         return strategy.experimental_local_results(per_replica)[0]
 
     current = {"lr": None}
+    correct = momentum_correction(tf, optimizer)
 
     def step_fn(batch: Optional[Any], lr: float) -> float:
         if current["lr"] != lr:
             lr_var.assign(lr)
+            if current["lr"]:
+                correct(lr / current["lr"])
             current["lr"] = lr
         x, y = fixed if batch is None else batch
         return float(train_step(x, y).numpy()) * replicas
 
     return step_fn
+
+
+def momentum_correction(tf: Any, optimizer: Any) -> Callable[[float], None]:
+    """``correct(new_lr / old_lr)``: rescale Keras SGD's velocities (``v = m v - lr g``
+    holds the rate) when the rate changes, so that the update equals ``v = m v + g; w -= lr
+    v`` step for step, as the other workloads apply it (Goyal et al. 2017, momentum
+    correction). One graph call per change; nothing before the optimizer has built its
+    velocities (the first step) or without momentum."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
+
+    @tf.function
+    def rescale(ratio: Any) -> None:
+        for v in getattr(inner, "momentums", None) or []:
+            if v is not None:
+                v.assign(v * tf.cast(ratio, v.dtype))
+
+    def correct(ratio: float) -> None:
+        if ratio != 1.0 and getattr(inner, "momentums", None):
+            rescale(tf.constant(ratio, tf.float32))
+
+    return correct
 
 
 def _local_grads(
