@@ -41,7 +41,7 @@ from ddlbench.render.campaign import read_run_config, render_campaign
 from ddlbench.spec.cluster import ClusterProfile
 from ddlbench.spec.experiment import ExperimentSpec
 from ddlbench.workloads.common.env import RankInfo
-from ddlbench.workloads.common.logger import RankLogger, build_meta, encode_record
+from ddlbench.workloads.common.logger import RankLogger, build_meta
 
 T0 = 1_790_000_000.0  # start of the synthetic clock (Unix seconds)
 
@@ -300,13 +300,14 @@ class _LogBuffer(RankLogger):
         super().__init__(log_dir, rank)
         self._lines: List[bytes] = []
 
-    def write(self, record: Dict[str, Any]) -> None:
-        self._lines.append(encode_record(record))
+    def emit(self, data: bytes) -> None:
+        self._lines.extend(data.splitlines(keepends=True))
 
     def close(self, truncate: bool = False) -> None:
         """Write the records; ``truncate`` cuts the last line in half (a killed rank)."""
         if self._fd is None:
             return
+        self.flush()  # the step records the logger still keeps
         data = b"".join(self._lines)
         if truncate and self._lines:
             last = self._lines[-1]

@@ -132,14 +132,14 @@ class RankLogger:
         """Write one record as one line, after the step records kept so far."""
         data = encode_record(record)
         with self._lock:
-            self._write(self._take_steps() + data)
+            self.emit(self._take_steps() + data)
 
     def flush(self) -> None:
         """Write the step records kept so far."""
         with self._lock:
             data = self._take_steps()
             if data:
-                self._write(data)
+                self.emit(data)
 
     def _add_step(self, line: str) -> None:
         """Keep a step's line; write what is kept once :data:`STEP_FLUSH_S` has passed."""
@@ -148,15 +148,17 @@ class RankLogger:
                 raise ValueError("rank log is closed")
             self._steps.append(line)
             if time.monotonic() - self._written_at >= STEP_FLUSH_S:
-                self._write(self._take_steps())
+                self.emit(self._take_steps())
 
     def _take_steps(self) -> bytes:
         data = "".join(self._steps).encode("utf-8") if self._steps else b""
         self._steps = []
         return data
 
-    def _write(self, data: bytes) -> None:
-        """``data`` to the file, all of it and in order (caller holds the lock)."""
+    def emit(self, data: bytes) -> None:
+        """Hand ``data`` (whole lines) to the file, all of it and in order: every byte of the
+        log passes here, with the lock held. A subclass may collect them instead (the
+        synthetic campaigns of the tests and benchmarks write each file in one go)."""
         if self._fd is None:
             raise ValueError("rank log is closed")
         n = os.write(self._fd, data)
