@@ -11,31 +11,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.torch_lm import lm_config
+
 pytestmark = pytest.mark.frameworks
 
 #: relative tolerance between the modes' step losses (float32 sums in another order;
 #: measured differences are below 1e-6 over these steps)
 LOSS_RTOL = 1e-4
 MODES = ("ddp", "fsdp", "fsdp-grad-op", "hsdp", "zero1")
-
-
-def lm_config(run_config, parallel: str, **overrides):
-    lm = {"seq_len": 64, "parallel": parallel, "activation_checkpointing": "none"}
-    lm.update(overrides.pop("lm", {}))
-    settings = dict(
-        framework_options={"backend": "gloo"},
-        model="gpt-tiny",
-        data={"kind": "synthetic", "path": None, "samples": 1024},
-        image_size=None,
-        num_classes=None,
-        batch_size=4,
-        global_batch_size=8,
-        steps={"warmup": 1, "measure": 4},
-        optimizer={"name": "adamw", "lr": 1e-3, "base_lr": 1e-3, "weight_decay": 0.0},
-        lm=lm,
-    )
-    settings.update(overrides)
-    return run_config("pytorch", **settings)
 
 
 def _losses(result, rank):

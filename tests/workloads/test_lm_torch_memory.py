@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+from tests.support.torch_lm import lm_config
+
 pytestmark = pytest.mark.frameworks
 
 SAVED = r"""
@@ -172,21 +174,9 @@ def test_fsdp_accumulation_holds_sharded_gradients(launch_ranks, run_config):
     params = transformer_params(TRANSFORMER_SHAPES["gpt-tiny"])["total"]
     peaks = {}
     for accum in (1, 2):
-        lm = {"parallel": "fsdp", "activation_checkpointing": "none", "grad_accum": accum}
-        cfg = run_config(
-            "pytorch",
-            framework_options={"backend": "gloo"},
-            model="gpt-tiny",
-            data={"kind": "synthetic", "path": None, "samples": 1024},
-            image_size=None,
-            num_classes=None,
-            batch_size=4,
-            global_batch_size=8,
-            steps={"warmup": 1, "measure": 3},
-            optimizer={"name": "adamw", "lr": 1e-3, "base_lr": 1e-3, "weight_decay": 0.0},
-            lm=dict(lm, seq_len=64),
-            run_id=f"accum{accum}",
-        )
+        steps = {"warmup": 1, "measure": 3}
+        cfg = lm_config(run_config, "fsdp", lm={"grad_accum": accum}, steps=steps,
+                        run_id=f"accum{accum}")  # fmt: skip
         result = launch_ranks("pytorch", cfg, world_size=2)
         result.check_ok()
         peaks[accum] = max(result.summary(rank)["peak_rss_model_bytes"] for rank in range(2))

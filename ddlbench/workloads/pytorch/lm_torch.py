@@ -84,8 +84,7 @@ def make_lm_step(
         model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
         total = torch.zeros((), device=device)
         for i, chunk in enumerate(tokens.chunk(accum)):
-            context, _ = gradient_sync(model, i == accum - 1)
-            with context:
+            with gradient_sync(model, i == accum - 1):
                 loss = forward_loss(chunk) / accum
                 loss.backward()
             total += loss.detach()

@@ -25,7 +25,7 @@ under bf16 autocast.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict
 
 import torch
 from torch import nn
@@ -111,8 +111,8 @@ def make_lm_optimizer(
     return torch.optim.AdamW(model.parameters(), **kwargs)
 
 
-def gradient_sync(model: nn.Module, sync: bool) -> Tuple[Any, Optional[Any]]:
-    """``(context, None)`` for a gradient-accumulation micro-batch: DDP's and ZeRO-1's
+def gradient_sync(model: nn.Module, sync: bool) -> Any:
+    """The context of a gradient-accumulation micro-batch: DDP's and ZeRO-1's
     ``no_sync()`` when not syncing (their gradients are whole on every rank anyway). FSDP2
     reduce-scatters every micro-batch into the sharded gradients, as torchtitan does: its
     ``set_requires_gradient_sync(False)`` would keep every unit's *unsharded* float32 gradient
@@ -121,5 +121,5 @@ def gradient_sync(model: nn.Module, sync: bool) -> Tuple[Any, Optional[Any]]:
     import contextlib
 
     if sync or hasattr(model, "set_requires_gradient_sync") or not hasattr(model, "no_sync"):
-        return contextlib.nullcontext(), None
-    return model.no_sync(), None
+        return contextlib.nullcontext()
+    return model.no_sync()
