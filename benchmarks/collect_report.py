@@ -11,7 +11,10 @@ process so that imports count and memory is the process's own:
 - the floor: pyarrow's JSON reader alone parsing the same files (one call over all bytes with
   the step schema, as the collector does; and naive per-file calls with inferred schemas).
 
-Files are read from the page cache (they were just written). Wall and CPU (user+sys) times
+Files are read from the page cache (they were just written). ddlbench is measured with its
+modules' bytecode compiled, as ``pip install`` leaves a package (``compileall`` before the
+first round: with ``PYTHONDONTWRITEBYTECODE`` set, as on some machines, every run of a
+checkout would otherwise compile about 60 modules from source, 0.08 s). Wall and CPU (user+sys) times
 are printed: on a shared machine CPU time is the steadier figure. The measurements take turns
 (one of each per round), so that a machine whose speed drifts affects them alike; the
 closing line gives ``report`` from scratch over the one-call floor, medians of the same run
@@ -96,6 +99,17 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
+def _compile_bytecode(py: str, checkout: Path) -> None:
+    """Write the bytecode of ``checkout``'s ddlbench modules (``__pycache__``, ignored by
+    git), as installing the package does: the timed runs then load it instead of compiling
+    the sources, which they would do every time where ``PYTHONDONTWRITEBYTECODE`` is set."""
+    subprocess.run(
+        [py, "-m", "compileall", "-q", str(checkout / "ddlbench")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def measure(cmd, env=None, cwd=None):
     """Run ``cmd`` in a child; returns (wall s, cpu s incl. its children, peak MiB).
 
@@ -158,6 +172,8 @@ def main() -> int:
             f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}"
         )
         py = sys.executable
+        for checkout in [ROOT] + ([Path(args.baseline)] if args.baseline else []):
+            _compile_bytecode(py, checkout)
         # the subprocesses run in the work folder: the checkout on PYTHONPATH is the one used
         env = dict(os.environ, DDLBENCH_RESULTS=str(root), PYTHONPATH=str(ROOT))
         base_env = (

@@ -175,7 +175,8 @@ def _footer(df, thr: float, level: str, regressed: int, compared: int) -> str:
         f"alpha 0.05 against no change, with a measured change of -{_percent(thr):g} % or more). "
         "BASE, NEW: geometric means over complete repeats (samples/s"
         + ("; applied samples/s where the configuration says so" if applied else "")
-        + f"); CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided "
+        + "), to the digits their 95 % intervals support"
+        + f"; CHANGE: their ratio - 1, with its {level[:-3]} interval, the one the one-sided "
         "tests read (P): improved or regressed when it excludes 0 and the change passes the "
         "threshold, unchanged when it lies within the threshold (--json has the 95 % one too)."
     )
@@ -196,6 +197,7 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
     from rich.table import Table
 
     from ddlbench.cli.common import stdout_console
+    from ddlbench.report.format import fnum_in
 
     style = {"regressed": "red", "improved": "green", "unchanged": ""}
     t = Table(
@@ -215,8 +217,8 @@ def _print(df, base: str, new: str, thr: float, regressed: int, compared: int) -
         t.add_row(
             r["group"] + (" (applied samples/s)" if r.get("rate") == "applied" else ""),
             "" if _num(r["world_size"]) is None else str(int(r["world_size"])),
-            "-" if math.isnan(r["base_gmean"]) else f"{r['base_gmean']:,.1f}",
-            "-" if math.isnan(r["new_gmean"]) else f"{r['new_gmean']:,.1f}",
+            fnum_in(r["base_gmean"], r["base_ci95_low"], r["base_ci95_high"]),
+            fnum_in(r["new_gmean"], r["new_ci95_low"], r["new_ci95_high"]),
             "-" if math.isnan(ch) else f"{100 * ch:+.1f} %",
             "-" if math.isnan(lo) else f"{100 * lo:+.1f} .. {100 * hi:+.1f} %",
             _p(r["p_value"]),

@@ -12,7 +12,7 @@ from ..analyse.backups import (
     sentences,
     verdict_words,
 )
-from .format import fint, fms, fnum, fpct, fsig, ftext
+from .format import fint, fms, fnum, fnum_in, fpct, frange_in, fsig, ftext
 from .table import Table
 
 FMT: Dict[str, Any] = {
@@ -120,6 +120,16 @@ def _said(measure: str, column: str) -> Callable[[Any], Any]:
     return cell
 
 
+def _applied_cell(r: Any) -> str:
+    """The applied samples/s to the digits of its 95 % interval (docs/reports.md#digits)."""
+    return fnum_in(r["applied_new"], r["applied_new_low"], r["applied_new_high"])
+
+
+def _applied_ci_cell(r: Any) -> str:
+    lo, hi = r["applied_new_low"], r["applied_new_high"]
+    return "-" if lo is None or lo != lo or hi is None or hi != hi else frange_in(lo, hi)
+
+
 def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> Any:
     level = _level(ver)
     return table(
@@ -129,12 +139,8 @@ def _verdict_table(ver: Any, table: Callable[..., Any], f: Dict[str, Any]) -> An
             ("against", lambda r: r["baseline"], False),
             ("comparison", lambda r: PAIRING[r["comparison"]], False),
             ("repeats", lambda r: f["fint"](r["repeats"]), True),
-            ("applied samples/s (geo. mean)", lambda r: f["fnum"](r["applied_new"]), True),
-            (
-                "geo. mean 95 % CI",
-                lambda r: _range(f["fnum"], r["applied_new_low"], r["applied_new_high"]),
-                True,
-            ),
+            ("applied samples/s (geo. mean)", _applied_cell, True),
+            ("geo. mean 95 % CI", _applied_ci_cell, True),
             ("baseline applied samples/s", lambda r: f["fnum"](r["applied_base"]), True),
             ("applied change", lambda r: _signed(r["applied_change"]), True),
             (

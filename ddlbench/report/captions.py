@@ -116,15 +116,20 @@ def series_note(settings) -> str:
     )
 
 
+#: how the tables round a figure that has an interval (docs/reports.md#digits)
+DIGITS = (
+    "A figure with a 95 % interval is rounded to what the interval supports, its ends outward "
+    "(docs/reports.md#digits)."
+)
 STATS_NOTE = (
-    "Min - max and CV describe the spread. Step time and jitter: medians over the complete "
-    "repeats of each run's figure (itself the median over ranks)."
+    "Min - max and CV describe the spread (as measured). Step time and jitter: medians over "
+    f"the complete repeats of each run's figure (itself the median over ranks). {DIGITS}"
 )
 SCALES_NOTE = (
     f"Samples/s: the {GMEAN} (a language model's samples are sequences; its tokens/s: "
     "samples/s x sequence length). Speedup and efficiency: ratios of geometric means; the "
     "efficiency interval is the Welch t interval of the difference of the mean logs "
-    "(docs/metrics.md). The step verdicts test the same difference."
+    f"(docs/metrics.md). The step verdicts test the same difference. {DIGITS}"
 )
 STRAGGLER_NOTE = (
     f"The index is {STRAGGLER_INDEX} "

@@ -7,6 +7,7 @@ missing as :func:`ddlbench.values.missing` says.
 from __future__ import annotations
 
 import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Any, Sequence
 
 from ..values import fsig, missing  # noqa: F401 - fsig: the report's, defined with missing
@@ -17,9 +18,17 @@ __all__ = [
     "fint",
     "fms",
     "fnum",
+    "fnum_in",
     "fpct",
+    "fpct_in",
+    "fpct_range_in",
+    "fplaces",
     "frange",
+    "frange_in",
+    "interval_places",
     "fsig",
+    "fsig_in",
+    "fspeedup",
     "ftext",
     "md_cell",
     "missing",
@@ -82,6 +91,109 @@ def _sig3(x: float) -> str:
 def frange(lo: Any, hi: Any) -> str:
     """``lo - hi`` as numbers."""
     return f"{fnum(lo)} - {fnum(hi)}"
+
+
+# ------------------------------------------- figures with an interval (docs/reports.md#digits)
+
+
+def interval_places(lo: Any, hi: Any, most: int = 1) -> int:
+    """The decimal places a figure whose 95 % interval is ``lo``-``hi`` is worth: the
+    interval's half-width rounded as the Particle Data Group rounds an error (its three
+    leading digits 100-354: two significant digits; 355-949: one; 950-999: up to 1000, two),
+    and never more than ``most``. A negative count rounds to tens, hundreds... (half-width
+    2,074: -2, to hundreds). ``most`` when there is no interval, or it has no width."""
+    if missing(lo) or missing(hi):
+        return most
+    half = (float(hi) - float(lo)) / 2
+    if not math.isfinite(half) or half <= 0:
+        return most
+    exp = int(math.floor(math.log10(half)))
+    lead = min(999, max(100, int(half / 10.0 ** (exp - 2) + 1e-9)))
+    if lead >= 950:
+        exp, sig = exp + 1, 2
+    else:
+        sig = 2 if lead <= 354 else 1
+    return min(most, sig - 1 - exp)
+
+
+def _kept(v: Any, places: int, most: int) -> int:
+    """``places``, or more where ``v`` would keep fewer than two significant digits, never
+    more than ``most`` unless ``v`` would then read as 0 (a positive bound never does)."""
+    x = abs(float(v))
+    if x == 0 or not math.isfinite(x):
+        return places
+    two = 1 - int(math.floor(math.log10(x)))
+    kept = max(places, min(most, two))
+    return two if x < 10.0**-kept else kept
+
+
+def fplaces(v: Any, places: int, rounding: str = ROUND_HALF_EVEN) -> str:
+    """``v`` to ``places`` decimals (negative: to tens, hundreds...), thousands separators;
+    '-' when missing. ``rounding``: a :mod:`decimal` rounding (outward for an interval's
+    ends: floor for its low end, ceiling for its high one)."""
+    if missing(v):
+        return "-"
+    d = Decimal(f"{float(v):.12g}")  # 12 digits: no binary noise (100 x 1.16 = 115.99...)
+    if not d.is_finite():
+        return f"{float(v):g}"
+    q = d.quantize(Decimal(1).scaleb(-places), rounding=rounding) + 0  # + 0: no "-0"
+    return f"{q:,.{max(places, 0)}f}"
+
+
+def fnum_in(v: Any, lo: Any, hi: Any, most: int = 1) -> str:
+    """A number (:func:`fnum`) to the digits its interval ``lo``-``hi`` supports, and at
+    least two significant ones."""
+    if missing(v):
+        return "-"
+    return fplaces(v, _kept(v, interval_places(lo, hi, most), most))
+
+
+def frange_in(lo: Any, hi: Any, most: int = 1, sep: str = " - ") -> str:
+    """An interval, ``lo - hi``, both ends to the digits it supports (:func:`fnum_in`) and
+    rounded outward, so that the interval shown holds the one computed."""
+    if missing(lo) or missing(hi):
+        return "-"
+    places = interval_places(lo, hi, most)
+    low = fplaces(lo, _kept(lo, places, most), ROUND_FLOOR)
+    return f"{low}{sep}{fplaces(hi, _kept(hi, places, most), ROUND_CEILING)}"
+
+
+def fpct_in(v: Any, lo: Any, hi: Any, most: int = 1) -> str:
+    """A fraction as a percentage (:func:`fpct`) to the digits its interval ``lo``-``hi``
+    supports, in percentage points: ``0.9134`` within ``0.62``-``1.21`` -> ``91 %``."""
+    if missing(v):
+        return "-"
+    lo, hi = (None, None) if missing(lo) or missing(hi) else (100 * float(lo), 100 * float(hi))
+    return f"{fnum_in(100 * float(v), lo, hi, most)} %"
+
+
+def fpct_range_in(lo: Any, hi: Any, most: int = 1, sep: str = " - ") -> str:
+    """An interval of fractions as percentages (:func:`frange_in`, in percentage points)."""
+    if missing(lo) or missing(hi):
+        return "-"
+    text = frange_in(100 * float(lo), 100 * float(hi), most, f" %{sep}")
+    return f"{text} %"
+
+
+def fsig_in(v: Any, lo: Any, hi: Any, sig: int = 3) -> str:
+    """A number to ``sig`` significant digits (:func:`fsig`), fewer when its interval
+    ``lo``-``hi`` supports fewer."""
+    if missing(v) or missing(lo) or missing(hi):
+        return fsig(v, sig)
+    v = float(v)
+    most = 0 if v == 0 else max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    return fplaces(v, interval_places(lo, hi, most))
+
+
+def fspeedup(speedup: Any, efficiency: Any, eff_low: Any, eff_high: Any) -> str:
+    """A speedup (:func:`fsig_in`): its interval is the efficiency's, scaled by the device
+    counts (both are the same ratio of geometric means)."""
+    if missing(efficiency) or missing(speedup) or float(efficiency) <= 0:
+        return fsig(speedup)
+    if missing(eff_low) or missing(eff_high):
+        return fsig(speedup)
+    k = float(speedup) / float(efficiency)
+    return fsig_in(speedup, float(eff_low) * k, float(eff_high) * k)
 
 
 def md_cell(s: Any) -> str:

@@ -15,7 +15,21 @@ from ..analyse.analysis import Analysis, Settings
 from ..analyse.series import RATE_APPLIED
 from ..campaign.restarts import attempts_sentence, restarts_sentence
 from ..collect.collector import CampaignData
-from .format import fbytes, fdevices, fint, fnum, fpct, fsig, ftext, missing, short_list
+from .format import (
+    fbytes,
+    fdevices,
+    fint,
+    fnum_in,
+    fpct,
+    fpct_in,
+    fpct_range_in,
+    frange_in,
+    fsig,
+    fspeedup,
+    ftext,
+    missing,
+    short_list,
+)
 from .lm import comparison_sentences, seq_len_of
 from .training import diverged_sentences
 
@@ -63,7 +77,8 @@ def _scaling_sentences(a: Analysis) -> List[str]:
 def _largest_scale_words(r: Any, p: Any, seq: Any) -> str:
     """A series' throughput at its largest scale with its 95 % interval, speedup and
     efficiency; "too noisy to state" when the interval spans more than :data:`NOISY_FACTOR`
-    (one statistic: the geometric mean, its interval and ratios of geometric means)."""
+    (one statistic: the geometric mean, its interval and ratios of geometric means). Each
+    figure to the digits its interval supports (docs/reports.md#digits)."""
     applied = r.get("rate") == RATE_APPLIED
     tp, lo, hi = (p.get(k, math.nan) for k in ("throughput_gmean", "ci95_low", "ci95_high"))
     where = f"on {fdevices(r['max_devices'])}"
@@ -78,38 +93,47 @@ def _largest_scale_words(r: Any, p: Any, seq: Any) -> str:
         ci = f"{fint(n)} repeat, no interval" if not missing(n) and int(n) < 2 else "no interval"
     else:
         ci = f"95 % interval {_range_words(lo, hi, seq, applied)}"
+    tp_words = throughput_words(tp, seq, applied, (lo, hi))
     if r["max_devices"] == r["base_devices"]:  # its own base: no speedup to state
-        return f"{throughput_words(tp, seq, applied)} {where} ({ci})"
-    eff = fpct(r["efficiency_at_max"])
+        return f"{tp_words} {where} ({ci})"
+    eff_v = r["efficiency_at_max"]
     elo, ehi = p.get("efficiency_ci95_low"), p.get("efficiency_ci95_high")
+    eff = fpct_in(eff_v, elo, ehi)
     if not missing(elo) and not missing(ehi):
-        eff += f", its 95 % interval {fpct(elo)}-{fpct(ehi)}"
+        eff += f", its 95 % interval {fpct_range_in(elo, ehi, sep='-')}"
     return (
-        f"{throughput_words(tp, seq, applied)} {where} ({ci}; "
-        f"{fsig(r.get('speedup_at_max'))}x the {fdevices(r['base_devices'])} base, "
-        f"efficiency {eff})"
+        f"{tp_words} {where} ({ci}; "
+        f"{fspeedup(r.get('speedup_at_max'), eff_v, elo, ehi)}x the "
+        f"{fdevices(r['base_devices'])} base, efficiency {eff})"
     )
 
 
 def _range_words(lo: Any, hi: Any, seq: Any, applied: bool) -> str:
-    """An interval of samples/s in the series' unit (a language model's tokens/s)."""
+    """An interval of samples/s in the series' unit (a language model's tokens/s), both ends
+    to the digits it supports."""
     word = "applied " if applied else ""
     if missing(seq):
-        return f"{fnum(lo)}-{fnum(hi)} {word}samples/s"
-    return f"{fnum(float(lo) * float(seq))}-{fnum(float(hi) * float(seq))} {word}tokens/s"
+        return f"{frange_in(lo, hi, sep='-')} {word}samples/s"
+    return f"{frange_in(float(lo) * float(seq), float(hi) * float(seq), sep='-')} {word}tokens/s"
 
 
-def throughput_words(samples_per_s: Any, seq_len: Any, applied: bool = False) -> str:
+def throughput_words(
+    samples_per_s: Any, seq_len: Any, applied: bool = False, interval: Any = (None, None)
+) -> str:
     """A series' throughput: a language model's in tokens/s, its sequences/s in brackets (the
     unit of its comparisons and the throughput figure, docs/reports.md); else samples/s. Of a
-    series of the applied rate (backup workers, docs/metrics.md#scaling): applied ones."""
+    series of the applied rate (backup workers, docs/metrics.md#scaling): applied ones. With
+    its 95 % ``interval`` (samples/s), to the digits that supports."""
     word = "applied " if applied else ""
+    lo, hi = interval
     if missing(seq_len) or missing(samples_per_s):
-        return f"{fnum(samples_per_s)} {word}samples/s"
-    tokens = float(samples_per_s) * float(seq_len)
+        return f"{fnum_in(samples_per_s, lo, hi)} {word}samples/s"
+    seq = float(seq_len)
+    tokens = float(samples_per_s) * seq
+    tlo, thi = (None, None) if missing(lo) or missing(hi) else (lo * seq, hi * seq)
     return (
-        f"{fnum(tokens)} {word}tokens/s ({fnum(samples_per_s)} {word}sequences/s of "
-        f"{fint(seq_len)} tokens)"
+        f"{fnum_in(tokens, tlo, thi)} {word}tokens/s ({fnum_in(samples_per_s, lo, hi)} "
+        f"{word}sequences/s of {fint(seq_len)} tokens)"
     )
 
 

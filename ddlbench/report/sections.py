@@ -16,7 +16,22 @@ from ..analyse.analysis import Analysis
 from ..analyse.series import RATE_APPLIED
 from . import captions
 from .efficiency import EFFICIENCY
-from .format import fbytes, fint, fms, fnum, fpct, frange, fsig, ftext, missing
+from .format import (
+    fbytes,
+    fint,
+    fms,
+    fnum,
+    fnum_in,
+    fpct,
+    fpct_in,
+    fpct_range_in,
+    frange,
+    frange_in,
+    fsig,
+    fspeedup,
+    ftext,
+    missing,
+)
 from .lm import LANGUAGE_MODELS, LM_COMPARISONS
 from .missing import ended_cause, ended_label
 from .table import Column, Row, Table, TableSpec, col, tables_by_section, text
@@ -52,19 +67,64 @@ def step_cell(r: Row) -> str:
 
 
 def efficiency_ci_cell(r: Row) -> str:
-    lo = r.get("efficiency_ci95_low")
+    """The efficiency's 95 % interval, both ends to the digits it supports."""
+    lo, hi = r.get("efficiency_ci95_low"), r.get("efficiency_ci95_high")
     if not missing(r.get("base_devices")) and r["devices"] == r["base_devices"]:
         return "(base)"
-    return "-" if missing(lo) else f"{fpct(lo)} - {fpct(r['efficiency_ci95_high'])}"
+    return fpct_range_in(lo, hi)
+
+
+def _efficiency_cell(r: Row) -> str:
+    """The efficiency to the digits of its 95 % interval."""
+    return fpct_in(r["efficiency"], r.get("efficiency_ci95_low"), r.get("efficiency_ci95_high"))
+
+
+def _scaled_interval(r: Row, key: str, low: str, high: str) -> Any:
+    """``r[key]``'s interval from the throughput's (``low``, ``high``), scaled as ``key`` is
+    (per device; a speedup: throughput over the base's) when that ratio is known."""
+    tp, lo, hi = r.get("throughput_gmean"), r.get(low), r.get(high)
+    if any(missing(v) for v in (tp, lo, hi, r.get(key))) or float(tp) <= 0:
+        return None, None
+    k = float(r[key]) / float(tp)
+    return float(lo) * k, float(hi) * k
+
+
+def _per_device_cell(r: Row) -> str:
+    return fnum_in(r["per_device"], *_scaled_interval(r, "per_device", "ci95_low", "ci95_high"))
+
+
+def _speedup_cell(r: Row) -> str:
+    lo, hi = r.get("efficiency_ci95_low"), r.get("efficiency_ci95_high")
+    return fspeedup(r.get("speedup"), r.get("efficiency"), lo, hi)
 
 
 def accuracy_ci_cell(r: Row) -> str:
-    lo = r.get("final_accuracy_ci95_low")
-    return "-" if missing(lo) else f"{fpct(lo, 2)} - {fpct(r['final_accuracy_ci95_high'], 2)}"
+    """The final accuracy's 95 % interval, to the digits it supports (at most two)."""
+    lo, hi = r.get("final_accuracy_ci95_low"), r.get("final_accuracy_ci95_high")
+    return fpct_range_in(lo, hi, 2)
+
+
+def _accuracy_cell(r: Row) -> str:
+    lo, hi = r.get("final_accuracy_ci95_low"), r.get("final_accuracy_ci95_high")
+    return fpct_in(r["final_accuracy_mean"], lo, hi, 2)
 
 
 def _ci(header: str, low: str, high: str) -> Column:
+    """An observed range (min - max), as measured."""
     return Column(header, lambda r: "-" if missing(r[low]) else frange(r[low], r[high]))
+
+
+def _interval(header: str, low: str, high: str) -> Column:
+    """A 95 % interval, both ends to the digits it supports (docs/reports.md#digits)."""
+    return Column(
+        header,
+        lambda r: "-" if missing(r[low]) or missing(r[high]) else frange_in(r[low], r[high]),
+    )
+
+
+def _estimate(header: str, key: str, low: str, high: str) -> Column:
+    """An estimate to the digits its 95 % interval (``low``, ``high``) supports."""
+    return Column(header, lambda r: fnum_in(r[key], r.get(low), r.get(high)))
 
 
 # ------------------------------------------------------------------ scaling
@@ -82,13 +142,21 @@ def _has_seq(df: pd.DataFrame) -> bool:
     return "seq_len" in df and bool(pd.to_numeric(df["seq_len"], errors="coerce").notna().any())
 
 
-def _tokens(key: str, header: str = "tokens/s (geo. mean)") -> Column:
+def _tokens(
+    key: str, header: str = "tokens/s (geo. mean)", low: str = "", high: str = ""
+) -> Column:
     """A language model's tokens/s (samples, i.e. sequences, per second x sequence length);
-    blank for the other rows."""
+    blank for the other rows. With the samples/s interval's columns, to the digits it
+    supports."""
 
     def cell(r: Row) -> str:
         seq = pd.to_numeric(pd.Series([r.get("seq_len")]), errors="coerce").iloc[0]
-        return "" if missing(seq) or missing(r[key]) else fnum(float(r[key]) * float(seq))
+        if missing(seq) or missing(r[key]):
+            return ""
+        lo, hi = (r.get(low), r.get(high)) if low else (None, None)
+        if missing(lo) or missing(hi):
+            return fnum(float(r[key]) * float(seq))
+        return fnum_in(float(r[key]) * float(seq), float(lo) * seq, float(hi) * seq)
 
     return Column(header, cell, when=_has_seq)
 
@@ -153,12 +221,12 @@ SCALES = TableSpec(
         col("N", "devices", fint),
         Column("nodes x tasks", lambda r: f"{fint(r['nodes'])}x{fint(r['tasks_per_node'])}"),
         col("repeats", "repeats", fint),
-        col("samples/s (geo. mean)", "throughput_gmean", fnum),
-        _ci("95 % CI", "ci95_low", "ci95_high"),
-        _tokens("throughput_gmean"),
-        col("per device", "per_device", fnum),
-        col("speedup", "speedup", fsig),
-        col("efficiency", "efficiency", fpct),
+        _estimate("samples/s (geo. mean)", "throughput_gmean", "ci95_low", "ci95_high"),
+        _interval("95 % CI", "ci95_low", "ci95_high"),
+        _tokens("throughput_gmean", low="ci95_low", high="ci95_high"),
+        Column("per device", _per_device_cell),
+        Column("speedup", _speedup_cell),
+        Column("efficiency", _efficiency_cell),
         Column("efficiency 95 % CI", efficiency_ci_cell),
         Column("more than previous N?", step_cell, numeric=False),
     ],
@@ -178,10 +246,15 @@ STATS = TableSpec(
         col("N", "world_size", fint),
         Column("runs ok/all", lambda r: f"{fint(r['repeats'])}/{fint(r['runs'])}"),
         COUNTED_ALL,
-        col("samples/s (geo. mean)", "throughput_gmean", fnum),
-        _ci("95 % CI", "throughput_ci95_low", "throughput_ci95_high"),
+        _estimate(
+            "samples/s (geo. mean)",
+            "throughput_gmean",
+            "throughput_ci95_low",
+            "throughput_ci95_high",
+        ),
+        _interval("95 % CI", "throughput_ci95_low", "throughput_ci95_high"),
         APPLIED_RATE,
-        _tokens("throughput_gmean"),
+        _tokens("throughput_gmean", low="throughput_ci95_low", high="throughput_ci95_high"),
         _ci("min - max", "throughput_min", "throughput_max"),
         col("CV", "throughput_cv", lambda v: fpct(v, 2)),
         text("noisy", "noisy", lambda v: "NOISY" if v else ""),
@@ -313,7 +386,7 @@ CONVERGENCE = TableSpec(
         col("peak LR", "lr", fsig),
         text("warmup", "warmup"),
         col("repeats", "repeats", fint),
-        col("final accuracy", "final_accuracy_mean", lambda v: fpct(v, 2)),
+        Column("final accuracy", _accuracy_cell),
         Column("95 % CI", accuracy_ci_cell),
         col("best accuracy", "best_accuracy", lambda v: fpct(v, 2)),
         Column("reached target", _reached),

@@ -19,7 +19,7 @@ from ddlbench.analyse.analysis import analyse
 from ddlbench.analyse.run_metrics import run_metrics
 from ddlbench.analyse.series import RATE_APPLIED, RATE_THROUGHPUT
 from ddlbench.collect.collector import collect_campaign
-from ddlbench.report.format import fnum
+from ddlbench.report.format import fnum_in
 from ddlbench.report.narrative import summary
 from ddlbench.report.sections import SCALES, SERIES
 from tests.support.synth import SynthRun, write_campaign
@@ -126,8 +126,9 @@ def test_the_report_says_the_figure_is_the_applied_rate(data) -> None:
         assert counted["sync (pytorch)"] == counted["backup0 (pytorch)"] == "all"
     words = [w for w in summary(a, data) if w.startswith("backup1 (pytorch), applied")]
     assert len(words) == 1
-    gmean = _points(a, "backup1").loc[3, "throughput_gmean"]
-    assert f"{fnum(gmean)} applied samples/s on 3 devices" in words[0], words[0]
+    pt = _points(a, "backup1").loc[3]
+    gmean = fnum_in(pt["throughput_gmean"], pt["ci95_low"], pt["ci95_high"])
+    assert f"{gmean} applied samples/s on 3 devices" in words[0], words[0]
     plain = [w for w in summary(a, data) if w.startswith("sync (pytorch)")]
     assert "applied" not in plain[0]
 

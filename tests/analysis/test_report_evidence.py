@@ -120,11 +120,14 @@ def _scale(lo: float, hi: float, repeats: int = 2):
 
 def test_summary_gives_the_interval_or_says_too_noisy() -> None:
     words = _largest_scale_words(*_scale(41.0, 174936.5), None)
-    assert "too noisy to state" in words and "41.0-174,936.5 samples/s" in words
-    assert "2,678.7" not in words and "efficiency 64" not in words
+    # the interval's ends to two significant digits at least (never rounded to 0), outward
+    assert "too noisy to state" in words and "41-180,000 samples/s" in words
+    assert "2,678.7" not in words and "2,700" not in words and "efficiency 64" not in words
     words = _largest_scale_words(*_scale(2500.0, 2900.0), None)
-    assert "2,678.7 samples/s on 3 devices (95 % interval 2,500.0-2,900.0 samples/s" in words
-    assert "efficiency 64.0 %, its 95 % interval 50.0 %-80.0 %" in words
+    # half-width 200: to tens; the efficiency's 15 points: to whole points (docs/reports.md)
+    assert "2,680 samples/s on 3 devices (95 % interval 2,500-2,900 samples/s" in words
+    assert "0.96x the 2 devices base" in words
+    assert "efficiency 64 %, its 95 % interval 50 %-80 %" in words
     words = _largest_scale_words(*_scale(math.nan, math.nan, 1), 128)
     assert "1 repeat, no interval" in words and "tokens/s" in words
 
