@@ -7,7 +7,7 @@ missing as :func:`ddlbench.values.missing` says.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any, Sequence
 
 from ..values import fsig, missing  # noqa: F401 - fsig: the report's, defined with missing
@@ -136,7 +136,10 @@ def fplaces(v: Any, places: int, rounding: str = ROUND_HALF_EVEN) -> str:
     d = Decimal(f"{float(v):.12g}")  # 12 digits: no binary noise (100 x 1.16 = 115.99...)
     if not d.is_finite():
         return f"{float(v):g}"
-    q = d.quantize(Decimal(1).scaleb(-places), rounding=rounding) + 0  # + 0: no "-0"
+    try:
+        q = d.quantize(Decimal(1).scaleb(-places), rounding=rounding) + 0  # + 0: no "-0"
+    except InvalidOperation:  # beyond the context's 28 digits: no rounding to speak of
+        return f"{float(v):,.{max(places, 0)}f}"
     return f"{q:,.{max(places, 0)}f}"
 
 

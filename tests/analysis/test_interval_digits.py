@@ -14,6 +14,7 @@ from ddlbench.report.format import (
     fnum_in,
     fpct_in,
     fpct_range_in,
+    fplaces,
     frange_in,
     fspeedup,
     interval_places,
@@ -55,6 +56,13 @@ def test_a_positive_bound_is_never_printed_as_zero() -> None:
     assert fnum_in(2678.7, 41.0, 174936.5) == "2,700"
     # beyond the default decimal only where the bound would otherwise read as 0
     assert frange_in(0.0123, 88.0) == "0.012 - 88"
+
+
+def test_huge_and_odd_values_still_print() -> None:
+    assert fnum_in(1e30, 0.9e30, 1.1e30) == "1,000,000,000,000,000,000,000,000,000,000"
+    assert fplaces(1e30, 1) == f"{1e30:,.1f}"  # 32 digits: beyond decimal's 28, not rounded
+    assert fnum_in(float("inf"), 1.0, 2.0) == "inf"
+    assert fnum_in(None, 1.0, 2.0) == "-" and frange_in(None, 2.0) == "-"
 
 
 def test_percentages_use_percentage_points() -> None:
