@@ -14,12 +14,14 @@ process so that imports count and memory is the process's own:
 Files are read from the page cache (they were just written). ddlbench is measured with its
 modules' bytecode compiled, as ``pip install`` leaves a package (``compileall`` before the
 first round: with ``PYTHONDONTWRITEBYTECODE`` set, as on some machines, every run of a
-checkout would otherwise compile about 60 modules from source, 0.08 s). Wall and CPU (user+sys) times
-are printed: on a shared machine CPU time is the steadier figure. The measurements take turns
-(one of each per round), so that a machine whose speed drifts affects them alike; the
-closing line gives ``report`` from scratch over the one-call floor, medians of the same run
-(target: 1.5x), and the least CPU time of ``report`` from scratch spread over every core: the
-shortest wall time that work could take on this machine. ``--baseline DIR`` also measures
+checkout would otherwise compile about 60 modules from source, 0.08 s). Wall and CPU
+(user+sys) times are printed: on a shared machine CPU time is the steadier figure. The
+measurements take turns (one of each per round), so that a machine whose speed drifts affects
+them alike; the closing lines give ``report`` from scratch over the one-call floor, medians of
+the same run (target: 1.5x), the median of the two's ratio within each round (drift between
+rounds moves both medians, not a round's ratio), and the least CPU time of ``report`` from
+scratch spread over every core: the shortest wall time that work could take on this machine.
+``--baseline DIR`` also measures
 ``ddlbench report`` of another checkout (e.g. ``git archive <commit> | tar -x -C DIR``) in the
 same rounds, for a before/after ratio. ``--no-figures`` also measures the report from scratch
 with no figure to draw and no figure worker: the main process's own path (docs/reports.md).
@@ -238,6 +240,18 @@ def main() -> int:
             base = statistics.median(figures["baseline: collect + report"][0])
             line += f"; baseline {base / floor:.2f}x; new / baseline {main_wall / base:.2f}"
         print(line)
+        # each round measures both: their ratio within a round is not moved by a machine whose
+        # speed drifts between rounds (the floor's median moved 1.22-1.43 s between idle runs)
+        paired = [
+            r / f
+            for r, f in zip(
+                figures[rows[0][0]][0], figures["floor: pyarrow, one call, step schema"][0]
+            )
+        ]
+        print(
+            f"report from scratch / floor, the same round (median of {len(paired)}): "
+            f"{statistics.median(paired):.2f}x (rounds {min(paired):.2f}-{max(paired):.2f}x)"
+        )
         # the least CPU time of the runs, spread over every core for the whole run, is the
         # shortest wall time this work could take here: a ratio no overlap can beat
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -80,8 +80,8 @@ def _efficiency_cell(r: Row) -> str:
 
 
 def _scaled_interval(r: Row, key: str, low: str, high: str) -> Any:
-    """``r[key]``'s interval from the throughput's (``low``, ``high``), scaled as ``key`` is
-    (per device; a speedup: throughput over the base's) when that ratio is known."""
+    """``r[key]``'s interval: the throughput's (``low``, ``high``) scaled as ``key`` is (per
+    device: by 1 / N); none when a value is missing."""
     tp, lo, hi = r.get("throughput_gmean"), r.get(low), r.get(high)
     if any(missing(v) for v in (tp, lo, hi, r.get(key))) or float(tp) <= 0:
         return None, None
