@@ -155,8 +155,12 @@ def _series_row(sid: str, label: str, first: pd.Series, valid: int, threshold: f
         "points": valid,
         "base_devices": None,
         "base_throughput": math.nan,
+        "base_ci95_low": math.nan,  # the base's 95 % interval, and the efficiency's at max:
+        "base_ci95_high": math.nan,  # the report prints each figure to its interval's digits
         "max_devices": None,
         "efficiency_at_max": math.nan,
+        "efficiency_at_max_ci95_low": math.nan,
+        "efficiency_at_max_ci95_high": math.nan,
         "knee_devices": None,
         "knee_reason": "",
         "peak_devices": None,
@@ -251,6 +255,7 @@ def series_tables(
         if base_n is not None:
             _set_base_knee_peak(srow, own, base_n, base_t, threshold)
         annotate_series(own, srow, threshold, verdicts, busy)
+        _copy_intervals(srow, own)
         _drop_unsupported_knee(srow, own)
         points.extend(own)
         series.append(srow)
@@ -260,6 +265,19 @@ def series_tables(
 #: why a series has no knee (``knee_reason``)
 NO_KNEE_ONE_SCALE = "one device count"
 NO_KNEE_NO_INTERVAL = "fewer than 2 complete repeats: no efficiency interval"
+
+
+def _copy_intervals(srow: dict, points: list) -> None:
+    """The series row's base throughput and efficiency at its largest scale with their
+    points' 95 % intervals."""
+    for p in points:
+        if p["devices"] == srow.get("base_devices"):
+            srow.update(base_ci95_low=p["ci95_low"], base_ci95_high=p["ci95_high"])
+        if p["devices"] == srow.get("max_devices"):
+            srow.update(
+                efficiency_at_max_ci95_low=p.get("efficiency_ci95_low", math.nan),
+                efficiency_at_max_ci95_high=p.get("efficiency_ci95_high", math.nan),
+            )
 
 
 def _drop_unsupported_knee(srow: dict, points: list) -> None:

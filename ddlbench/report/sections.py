@@ -93,6 +93,11 @@ def _per_device_cell(r: Row) -> str:
     return fnum_in(r["per_device"], *_scaled_interval(r, "per_device", "ci95_low", "ci95_high"))
 
 
+def _efficiency_at_max_cell(r: Row) -> str:
+    lo, hi = r.get("efficiency_at_max_ci95_low"), r.get("efficiency_at_max_ci95_high")
+    return fpct_in(r["efficiency_at_max"], lo, hi)
+
+
 def _speedup_cell(r: Row) -> str:
     lo, hi = r.get("efficiency_ci95_low"), r.get("efficiency_ci95_high")
     return fspeedup(r.get("speedup"), r.get("efficiency"), lo, hi)
@@ -199,10 +204,10 @@ SERIES = TableSpec(
         text("mode", "mode", ftext),
         text("scaling", "scaling", ftext),
         col("base N", "base_devices", fint),
-        col("base samples/s", "base_throughput", fnum),
-        _tokens("base_throughput", "base tokens/s"),
+        _estimate("base samples/s", "base_throughput", "base_ci95_low", "base_ci95_high"),
+        _tokens("base_throughput", "base tokens/s", "base_ci95_low", "base_ci95_high"),
         col("max N", "max_devices", fint),
-        col("efficiency at max", "efficiency_at_max", fpct),
+        Column("efficiency at max", _efficiency_at_max_cell),
         Column("knee N", knee_cell, numeric=False),
         col("peak N", "peak_devices", fint),
         Column("more devices help? (last step)", help_cell, numeric=False),

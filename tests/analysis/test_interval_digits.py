@@ -10,6 +10,7 @@ import random
 import pandas as pd
 import pytest
 
+from ddlbench.analyse.analysis import Settings
 from ddlbench.report.format import (
     fnum_in,
     fpct_in,
@@ -19,7 +20,7 @@ from ddlbench.report.format import (
     fspeedup,
     interval_places,
 )
-from ddlbench.report.sections import SCALES, STATS
+from ddlbench.report.sections import SCALES, SERIES, STATS
 
 
 @pytest.mark.parametrize(
@@ -144,3 +145,31 @@ def test_the_tables_use_the_rule() -> None:
     assert row["samples/s (geo. mean)"] == "7,635"  # half-width 35: to units
     assert row["95 % CI"] == "7,600 - 7,670"
     assert row["min - max"] == "7,601.2 - 7,668.8"  # observed values, as measured
+
+
+def test_the_series_table_uses_the_points_intervals() -> None:
+    series = pd.DataFrame(
+        {
+            "label": ["s"],
+            "mode": ["throughput"],
+            "scaling": ["weak"],
+            "base_devices": [1],
+            "base_throughput": [7634.8],
+            "base_ci95_low": [5837.1],
+            "base_ci95_high": [9986.0],
+            "max_devices": [2],
+            "efficiency_at_max": [0.5434],
+            "efficiency_at_max_ci95_low": [0.416],
+            "efficiency_at_max_ci95_high": [0.709],
+            "knee_devices": [1],
+            "knee_low": [1],
+            "knee_high": [1],
+            "peak_devices": [2],
+            "more_devices_help": ["inconclusive"],
+            "more_devices_reason": [""],
+        }
+    )
+    table = SERIES.table(series, Settings())
+    row = dict(zip(table.columns, table.rows[0]))
+    assert row["base samples/s"] == "7,600"  # as the scaling table's base row says it
+    assert row["efficiency at max"] == "54 %"  # half-width 14.7 points: two digits, units
