@@ -133,10 +133,14 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     if rows and "memory_gib" in rows[0]:
         head += ("GiB/rank",)
     click.echo("  ".join(f"{h:>10}" for h in head))
-    for r in rows:
-        interval = f"{100 * r['efficiency_low']:.1f}-{100 * r['efficiency_high']:.1f} %"
+    from ddlbench.report.format import fnum_in, fpct_in, fpct_range_in
+
+    for r in rows:  # each figure to the digits its interval supports (docs/reports.md#digits)
+        lo, hi = r["efficiency_low"], r["efficiency_high"]
+        interval = fpct_range_in(lo, hi, sep="-").replace(" %-", "-")
+        rate = fnum_in(r["throughput"], r["throughput_low"], r["throughput_high"], 0)
         vals = (r["devices"], r["nodes"], f"{1e3 * r['step_s']:.1f}",
-                f"{r['throughput']:,.0f}", f"{100 * r['efficiency']:.1f} %", interval,
+                rate, fpct_in(r["efficiency"], lo, hi), interval,
                 f"{1e3 * r['sync_s']:.2f}", f"{1e3 * r['comm_s']:.2f}",
                 f"{1e3 * r['exposed_comm_s']:.2f}", r["dominant"])  # fmt: skip
         if "memory_gib" in r:

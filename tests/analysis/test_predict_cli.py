@@ -39,6 +39,21 @@ def test_predict_prints_every_node_count_and_draws_the_curve(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["curves"]
 
 
+def test_the_table_gives_the_digits_the_interval_supports():
+    args = ["--nodes", "1,2", "--intra-busbw", "nvlink-v100", "--inter-busbw", "edr"]
+    text = invoke(BASE + args + ["--no-plot"]).stdout
+    pts = json.loads(invoke(BASE + args + ["--no-plot", "--json"]).stdout)["points"]
+    rows = {ln.split()[0]: ln.split() for ln in text.splitlines()[4:]}
+    p = next(q for q in pts if q["devices"] == 16)
+    row = rows["16"]
+    # docs/reports.md#digits: an interval of about 9 points gives whole percentages, its ends
+    # rounded outward, and the throughput to the hundreds
+    assert row[4:7] == [f"{100 * p['efficiency']:.0f}", "%", row[6]]
+    lo, hi = row[6].rstrip("%").split("-")
+    assert int(lo) <= 100 * p["efficiency_low"] and int(hi) >= 100 * p["efficiency_high"]
+    assert row[3].endswith("00") and abs(float(row[3].replace(",", "")) - p["throughput"]) < 50
+
+
 def test_predict_json_matches_the_model(tmp_path):
     args = ["--nodes", "1,4", "--intra-busbw", "nvlink-a100", "--inter-busbw", "3.125",
             "--nics-per-node", "2", "--json", "--no-plot"]  # fmt: skip
