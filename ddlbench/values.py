@@ -27,6 +27,12 @@ def missing(v: Any) -> bool:
     return np is not None and isinstance(v, np.floating) and bool(np.isnan(v))
 
 
+def sig_places(v: float, sig: int) -> int:
+    """The decimal places that give nonzero ``v`` ``sig`` significant digits (negative: it
+    rounds to tens, hundreds...)."""
+    return sig - 1 - int(math.floor(math.log10(abs(v))))
+
+
 def fsig(v: Any, sig: int = 3) -> str:
     """A number to ``sig`` significant digits (thousands separators); '-' when missing.
     Here, not in the report's formats, so that ``plan`` (before any report) says numbers
@@ -36,5 +42,4 @@ def fsig(v: Any, sig: int = 3) -> str:
     v = float(v)
     if v == 0:
         return "0"
-    digits = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
-    return f"{v:,.{digits}f}"
+    return f"{v:,.{max(0, sig_places(v, sig))}f}"

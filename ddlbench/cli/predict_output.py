@@ -133,11 +133,11 @@ def print_table(meta: dict, rows: List[dict]) -> None:
     if rows and "memory_gib" in rows[0]:
         head += ("GiB/rank",)
     click.echo("  ".join(f"{h:>10}" for h in head))
-    from ddlbench.report.format import fnum_in, fpct_in, fpct_range_in
+    from ddlbench.report.format import fnum_in, fpct_in, frange_in
 
     for r in rows:  # each figure to the digits its interval supports (docs/reports.md#digits)
         lo, hi = r["efficiency_low"], r["efficiency_high"]
-        interval = fpct_range_in(lo, hi, sep="-").replace(" %-", "-")
+        interval = f"{frange_in(100 * lo, 100 * hi, sep='-')} %"
         rate = fnum_in(r["throughput"], r["throughput_low"], r["throughput_high"], 0)
         vals = (r["devices"], r["nodes"], f"{1e3 * r['step_s']:.1f}",
                 rate, fpct_in(r["efficiency"], lo, hi), interval,

@@ -10,7 +10,7 @@ import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any, Sequence
 
-from ..values import fsig, missing  # noqa: F401 - fsig: the report's, defined with missing
+from ..values import fsig, missing, sig_places  # noqa: F401 - fsig: the report's too
 
 __all__ = [
     "fbytes",
@@ -122,7 +122,7 @@ def _kept(v: Any, places: int, most: int) -> int:
     x = abs(float(v))
     if x == 0 or not math.isfinite(x):
         return places
-    two = 1 - int(math.floor(math.log10(x)))
+    two = sig_places(x, 2)
     kept = max(places, min(most, two))
     return two if x < 10.0**-kept else kept
 
@@ -171,11 +171,11 @@ def fpct_in(v: Any, lo: Any, hi: Any, most: int = 1) -> str:
 
 
 def fpct_range_in(lo: Any, hi: Any, most: int = 1, sep: str = " - ") -> str:
-    """An interval of fractions as percentages (:func:`frange_in`, in percentage points)."""
+    """An interval of fractions as percentages (:func:`frange_in`, in percentage points),
+    each end with its ``%``: ``50 % - 80 %``."""
     if missing(lo) or missing(hi):
         return "-"
-    text = frange_in(100 * float(lo), 100 * float(hi), most, f" %{sep}")
-    return f"{text} %"
+    return f"{frange_in(100 * float(lo), 100 * float(hi), most, f' %{sep}')} %"
 
 
 def fsig_in(v: Any, lo: Any, hi: Any, sig: int = 3) -> str:
@@ -184,16 +184,16 @@ def fsig_in(v: Any, lo: Any, hi: Any, sig: int = 3) -> str:
     if missing(v) or missing(lo) or missing(hi):
         return fsig(v, sig)
     v = float(v)
-    most = 0 if v == 0 else max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    most = 0 if v == 0 else max(0, sig_places(v, sig))
     return fplaces(v, interval_places(lo, hi, most))
 
 
 def fspeedup(speedup: Any, efficiency: Any, eff_low: Any, eff_high: Any) -> str:
     """A speedup (:func:`fsig_in`): its interval is the efficiency's, scaled by the device
     counts (both are the same ratio of geometric means)."""
-    if missing(efficiency) or missing(speedup) or float(efficiency) <= 0:
+    if any(missing(v) for v in (speedup, efficiency, eff_low, eff_high)):
         return fsig(speedup)
-    if missing(eff_low) or missing(eff_high):
+    if float(efficiency) <= 0:
         return fsig(speedup)
     k = float(speedup) / float(efficiency)
     return fsig_in(speedup, float(eff_low) * k, float(eff_high) * k)

@@ -24,21 +24,16 @@ SEQ = 32
 
 
 def lm_config(framework: str, model: str = "gpt-tiny", kind: str = "synthetic", **lm):
+    from tests.support.lm_runs import tiny_lm_settings
     from tests.support.ranks import base_run_config
 
-    return base_run_config(
-        framework,
+    settings = tiny_lm_settings(SEQ, "ddp", lm)
+    settings.update(
         framework_options={"communication": "ring"},
         model=model,
         data={"kind": kind, "path": None, "samples": 1024},
-        image_size=None,
-        num_classes=None,
-        batch_size=4,
-        global_batch_size=8,
-        steps={"warmup": 1, "measure": 4},
-        optimizer={"name": "adamw", "lr": 1e-3, "base_lr": 1e-3, "weight_decay": 0.0},
-        lm=dict({"seq_len": SEQ, "parallel": "ddp", "activation_checkpointing": "none"}, **lm),
     )
+    return base_run_config(framework, **settings)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.torch_lm import lm_config
+from tests.support.lm_runs import lm_config
 
 pytestmark = pytest.mark.frameworks
 

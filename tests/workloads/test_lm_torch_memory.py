@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.support.torch_lm import lm_config
+from tests.support.lm_runs import lm_config
 
 pytestmark = pytest.mark.frameworks
 
