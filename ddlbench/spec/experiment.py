@@ -424,10 +424,20 @@ class ExperimentSpec(Strict, LMSpecKeys):
     @field_validator("variants")
     @classmethod
     def _variants(cls, value: List[Variant]) -> List[Variant]:
-        labels = [v.label for v in value]
-        dup = {x for x in labels if labels.count(x) > 1}
-        if dup:
-            raise ValueError(f"variant labels must be unique: {', '.join(sorted(dup))}")
+        first: Dict[str, int] = {}
+        found: List[Tuple[Tuple[Any, ...], str]] = []
+        for i, variant in enumerate(value):
+            if variant.label in first:
+                found.append(
+                    (
+                        (i, "label"),
+                        f"variant label '{variant.label}' is already used by "
+                        f"variants[{first[variant.label]}]; variant labels must be unique",
+                    )
+                )
+            first.setdefault(variant.label, i)
+        if found:
+            raise keyed_errors(found)
         return value
 
     @model_validator(mode="after")

@@ -46,13 +46,20 @@ class StragglerSpec(BaseModel):
     @field_validator("ranks")
     @classmethod
     def _ranks(cls, value: Optional[List[int]]) -> Optional[List[int]]:
-        if value is not None:
-            if not value:
-                raise ValueError("ranks must list at least one rank")
-            if any(r < 0 for r in value):
-                raise ValueError(f"ranks must be 0 or more, not {min(value)}")
-            if len(set(value)) != len(value):
-                raise ValueError("ranks lists a rank twice")
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("ranks must list at least one rank")
+        found: List[Tuple[Tuple[Any, ...], str]] = []
+        first: Dict[int, int] = {}
+        for i, rank in enumerate(value):
+            if rank < 0:
+                found.append(((i,), f"ranks must be 0 or more, not {rank}"))
+            elif rank in first:
+                found.append(((i,), f"rank {rank} is listed twice (also ranks[{first[rank]}])"))
+            first.setdefault(rank, i)
+        if found:
+            raise keyed_errors(found, value)
         return value
 
     @field_validator("slowdown", "min_slowdown", "max_slowdown")

@@ -85,6 +85,7 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
             more = [p for p in more if not (p.where or "").startswith("frameworks")]
         problems += more
         spec = None
+    problems += _workdir_problems(data, spec, source)
     if spec is not None:
         problems += [source.problem(loc, message) for loc, message in file_problems(spec)]
     if spec is not None and spec.container:
@@ -95,22 +96,42 @@ def validate_spec(source: YamlSource) -> ExperimentSpec:
     return _absolute_workdir(_absolute_data_path(spec, source), source)
 
 
+def _workdir_path(workdir: str, source: YamlSource) -> Path:
+    """``workload.workdir`` as a path: a relative one is relative to the spec file."""
+    path = Path(os.path.expanduser(workdir))
+    if not path.is_absolute() and not source.file.startswith("<"):
+        path = Path(source.file).resolve().parent / path
+    return path
+
+
+def _workdir_problems(
+    data: dict, spec: Optional[ExperimentSpec], source: YamlSource
+) -> List[Problem]:
+    """``workload.workdir`` must be a folder holding the files its command names. The folder is
+    checked from the file's own value, so that a missing one is reported beside the spec's
+    other problems, not after they are fixed; the command's files once the spec is valid."""
+    own = data.get("workload")
+    workdir = own.get("workdir") if isinstance(own, dict) else None
+    if not isinstance(workdir, str) or source.file.startswith("<"):
+        return []
+    path = _workdir_path(workdir, source)
+    if not path.is_dir():
+        return [source.problem(("workload", "workdir"), f"no such folder: {path}")]
+    if spec is None or spec.workload is None:
+        return []
+    from ddlbench.spec.own_workload import missing_files
+
+    missing = missing_files(spec.workload, str(path))
+    return [source.problem(("workload", "command", i), m) for i, m in missing]
+
+
 def _absolute_workdir(spec: ExperimentSpec, source: YamlSource) -> ExperimentSpec:
-    """A relative ``workload.workdir`` is relative to the spec file; it must be a folder."""
+    """A relative ``workload.workdir`` is relative to the spec file (checked to be a folder by
+    :func:`_workdir_problems`)."""
     own = spec.workload
     if own is None or own.workdir is None:
         return spec
-    path = Path(os.path.expanduser(own.workdir))
-    if not path.is_absolute() and not source.file.startswith("<"):
-        path = Path(source.file).resolve().parent / path
-    if not source.file.startswith("<") and not path.is_dir():
-        raise InputError(source.problem(("workload", "workdir"), f"no such folder: {path}"))
-    if not source.file.startswith("<"):
-        from ddlbench.spec.own_workload import missing_files
-
-        missing = missing_files(own, str(path))
-        if missing:
-            raise InputError([source.problem(("workload", "command", i), m) for i, m in missing])
+    path = _workdir_path(own.workdir, source)
     update = {"workdir": str(path.resolve()) if path.is_absolute() else own.workdir}
     return spec.model_copy(update={"workload": own.model_copy(update=update)})
 

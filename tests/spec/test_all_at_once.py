@@ -129,6 +129,26 @@ def test_every_duplicate_framework_label_is_reported_at_its_entry():
     ]
 
 
+def test_every_repeated_variant_label_is_reported_at_its_label():
+    text = "name: d\nframeworks: [pytorch]\nscale: {nodes: [1]}\nvariants:\n"
+    text += "  - {label: a}\n  - {label: b}\n  - {label: a}\n  - label: b\n    compile: true\n"
+    assert _spec_problems(text) == [
+        "s.yaml:7:6: variants[2].label: variant label 'a' is already used by variants[0]; "
+        "variant labels must be unique",
+        "s.yaml:8:5: variants[3].label: variant label 'b' is already used by variants[1]; "
+        "variant labels must be unique",
+    ]
+
+
+def test_every_bad_straggler_rank_is_reported_at_its_item():
+    text = "name: i\nframeworks: [pytorch]\nscale: {points: [1x4]}\ninject:\n  straggler:\n"
+    text += "    slowdown: 2\n    ranks:\n      - 1\n      - -1\n      - 1\n      - 2\n"
+    assert _spec_problems(text) == [
+        "s.yaml:9:9: inject.straggler.ranks[1]: ranks must be 0 or more, not -1",
+        "s.yaml:10:9: inject.straggler.ranks[2]: rank 1 is listed twice (also ranks[0])",
+    ]
+
+
 def test_every_straggler_rule_is_reported():
     text = "name: i\nframeworks: [pytorch]\nscale: {nodes: [1]}\ninject:\n  straggler:\n"
     text += "    probability: 0.5\n    slowdown: 2\n    min_slowdown: 3\n    max_slowdown: 2\n"

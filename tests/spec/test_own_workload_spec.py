@@ -109,6 +109,19 @@ def test_bad_input_is_file_line_and_exit_2(tmp_path, old, new, expected):
     )
 
 
+def test_a_missing_workdir_is_reported_beside_the_other_problems(tmp_path):
+    text = SPEC.replace("workdir: src", "workdir: nowhere").replace("unit: s", "unit: min")
+    proc = _validate(tmp_path, text.replace("batch_size: [8, 16]", "batch_size: [8, 8]"))
+    assert proc.returncode == 2, proc.stdout
+    lines = [line.replace(f"{tmp_path}/", "") for line in proc.stderr.splitlines()]
+    assert [line.split(": ")[:2] for line in lines] == [
+        ["spec.yaml:5:3", "workload.workdir"],
+        ["spec.yaml:8:5", "workload.measure.unit"],
+        ["spec.yaml:11:17", "batch_size[1]"],
+    ], proc.stderr
+    assert f"no such folder: {tmp_path}/nowhere" in proc.stderr.splitlines()[0]
+
+
 @pytest.mark.parametrize(
     "command, index",
     [
