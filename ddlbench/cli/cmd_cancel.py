@@ -34,9 +34,10 @@ def command(campaign: str, results: Path, run_ids: Tuple[str, ...]) -> None:
 
     On Slurm this is one scancel for all the campaign's jobs; on the local executor a pending
     run is dropped from the queue and a running one is stopped (SIGTERM to its processes, then
-    SIGKILL). Runs end up CANCELLED; their attempts stay in the store, and
-    `ddlbench retry CAMPAIGN` submits them again. Cancelling the whole campaign also stops a
-    `ddlbench submit` of it that is still going and marks runs never submitted as CANCELLED.
+    SIGKILL), and cancel returns once it is. Runs end up CANCELLED; their attempts stay in the
+    store, and `ddlbench retry CAMPAIGN` submits them again. Cancelling the whole campaign also
+    stops a `ddlbench submit` of it that is still going and marks runs never submitted as
+    CANCELLED.
     """
     from ddlbench.execute import cancel_campaign
 

@@ -125,6 +125,8 @@ def test_cancel_timeout_and_retry(tmp_path):
     submit_campaign(cdir, echo=_quiet)
     wait_for(lambda: _status(cdir)["long"]["state"] == "RUNNING", timeout=30)
     cancel_campaign(cdir, run_ids=["long"], echo=_quiet)
+    # cancel returns once the supervisor has stopped the job: status reads it at once
+    assert _status(cdir)["long"]["state"] == "CANCELLED"
     assert wait_campaign(cdir, timeout=60, echo=_quiet) == 1
     st = _status(cdir)
     assert st["slow"]["state"] == "TIMEOUT"

@@ -25,6 +25,7 @@ from ddlbench.campaign import states as S
 from ddlbench.campaign.manifest import Campaign
 from ddlbench.execute.base import Executor, FileLock, RefreshResult, SubmitSummary
 from ddlbench.execute.local.machine import next_job_id
+from ddlbench.execute.settings import ExecuteSettings
 from ddlbench.execute.store import Attempt
 
 NODE_PREFIX = "node"
@@ -185,7 +186,7 @@ class LocalExecutor(Executor):
         )
 
     def cancel(self, attempts: List[Attempt]) -> List[str]:
-        msgs: List[str] = []
+        stopping: List[Attempt] = []
         for a in attempts:
             if a.state == S.PENDING and self.store.update_attempt(
                 a.id,
@@ -200,4 +201,22 @@ class LocalExecutor(Executor):
             if fresh and fresh.state == S.RUNNING and pid_runs(fresh.pid, fresh.token):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(fresh.pid, signal.SIGTERM)  # the supervisor stops the job
-        return msgs
+                stopping.append(fresh)
+        return self._await_stopped(stopping)
+
+    def _await_stopped(self, stopping: List[Attempt]) -> List[str]:
+        """Wait for the supervisors to stop the running jobs and record them CANCELLED
+        (SIGTERM, then SIGKILL after the grace), so that ``status`` right after ``cancel``
+        reads what happened instead of RUNNING; a job not stopped by then is named."""
+        grace = ExecuteSettings.from_env().local_kill_wait_s
+        deadline = time.monotonic() + grace + 5.0
+        live = stopping
+        while live and time.monotonic() < deadline:
+            time.sleep(0.1)
+            fresh = (self.store.get_attempt(a.id) for a in live)
+            live = [a for a in fresh if a is not None and not a.final]
+        return [
+            f"{a.run_id} (job {a.job_id}) is still stopping; `ddlbench status` shows when it "
+            "has ended"
+            for a in live
+        ]
