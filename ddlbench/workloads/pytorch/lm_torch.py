@@ -100,7 +100,7 @@ def build_parallel_model(
     cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, bf16: bool
 ) -> Tuple[nn.Module, nn.Module]:
     """``(model, module to train)``: the seeded model, checkpointing set, then wrapped."""
-    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"], device=device)
     model.set_recompute(str(lm["activation_checkpointing"]))
     train_model = wrap_parallel(
         model,
@@ -128,7 +128,7 @@ def horovod_model(
 ) -> Tuple[nn.Module, torch.optim.Optimizer]:
     """The seeded model and ``hvd.DistributedOptimizer(AdamW)``: gradients averaged by
     Horovod as they are produced, once per ``grad_accum`` backward passes."""
-    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"]).to(device)
+    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"], device=device)
     model.set_recompute(str(lm["activation_checkpointing"]))
     optimizer = make_lm_optimizer(cfg, model, "ddp", False)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
