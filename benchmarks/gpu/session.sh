@@ -4,7 +4,9 @@
 # campaign (fp32 and the shipped settings: throughput, MFU, telemetry, the pre-flight), then
 # gpu_vs_bare.py for what time is left. Each part is time-boxed; everything lands in $OUT.
 #   OUT=/tmp/out DDLBENCH_TORCH_VENV=/path/to/venv bash benchmarks/gpu/session.sh [SECONDS [PARTS]]
-# PARTS: a comma-separated choice of lm, resnet, busy, bare (default: all four, in that order)
+# PARTS: a comma-separated choice of lm, lm1b, resnet, busy, bare, compiled (default: lm, resnet,
+# busy, bare); they run in that order. lm1b: the mpt-1b campaign; compiled: gpu_vs_bare.py with
+# torch.compile on for the shipped ResNet-50 settings (amp, channels_last).
 set -u
 BUDGET=${1:-480}
 PARTS=,${2:-lm,resnet,busy,bare},
@@ -26,13 +28,20 @@ campaign() {  # spec, seconds
   name=$(python3 -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['name'])" "$spec")
   timeout "$secs" $DDL submit "$spec" --cluster benchmarks/gpu/one-gpu.yaml --results "$RESULTS" \
     && timeout "$secs" $DDL wait "$name" --results "$RESULTS" --timeout "$secs"
+  # runs still going past the time box would share the GPU with the next part: stop them
+  $DDL cancel "$name" --results "$RESULTS" >/dev/null 2>&1
   $DDL report "$name" --results "$RESULTS" -q
   $DDL status "$name" --results "$RESULTS"
 }
 
 if part lm; then
   echo "== transformer ($(left) s left)"
-  campaign benchmarks/gpu/gpt2-one-gpu.yaml 200 2>&1 | tee "$OUT/gpt2.txt"
+  campaign benchmarks/gpu/gpt2-one-gpu.yaml "${LM_SECONDS:-200}" 2>&1 | tee "$OUT/gpt2.txt"
+fi
+
+if part lm1b; then
+  echo "== transformer, ~1.3 B parameters ($(left) s left)"
+  campaign benchmarks/gpu/mpt1b-one-gpu.yaml "${LM1B_SECONDS:-200}" 2>&1 | tee "$OUT/mpt1b.txt"
 fi
 
 if part resnet; then
@@ -59,11 +68,20 @@ fi
 M=$RESULTS/measurements.jsonl
 if part bare && [ "$(left)" -gt 60 ]; then
   echo "== gpu_vs_bare ($(left) s left)"
-  timeout $(( $(left) - 20 )) python3 benchmarks/gpu_vs_bare.py --results "$M" --rounds 1 \
-    --compile off --precisions "${BARE_PRECISIONS:-amp,bf16,fp32}" --layouts channels_last,default \
+  timeout $(( $(left) - 20 )) python3 benchmarks/gpu_vs_bare.py --results "$M" --rounds "${BARE_ROUNDS:-1}" \
+    --compile off --precisions "${BARE_PRECISIONS:-amp,bf16,fp32}" \
+    --layouts "${BARE_LAYOUTS:-channels_last,default}" \
     --budget-s $(( $(left) - 70 )) 2>&1 | tail -30 | tee "$OUT/bare.txt"
   python3 benchmarks/gpu_vs_bare.py --results "$M" --report-only --json "$OUT/bare.json" \
     >> "$OUT/bare.txt" 2>&1
+fi
+if part compiled && [ "$(left)" -gt 90 ]; then
+  echo "== gpu_vs_bare, compiled ($(left) s left)"
+  timeout $(( $(left) - 15 )) python3 benchmarks/gpu_vs_bare.py --results "$M" --rounds 1 \
+    --compile on --precisions amp --layouts channels_last --budget-s $(( $(left) - 80 )) \
+    2>&1 | tail -30 | tee "$OUT/compiled.txt"
+  python3 benchmarks/gpu_vs_bare.py --results "$M" --report-only --json "$OUT/bare.json" \
+    >> "$OUT/compiled.txt" 2>&1
 fi
 tar czf "$OUT/results.tgz" -C "$RESULTS" --exclude='*.svg' . 2>/dev/null
 ls -la "$OUT"
