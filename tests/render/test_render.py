@@ -231,3 +231,23 @@ def test_one_gpu_benchmark_campaign_renders(tmp_path, fixed_home, monkeypatch):
     assert (shipped["precision"], shipped["layout"], shipped["compile"]) == (
         "amp", "channels_last", True,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "spec, labels",
+    [
+        ("gpt2-one-gpu.yaml", ["ddp", "ddp-ckpt", "ddp-selective", "ddp-compile", "fsdp", "zero1"]),
+        ("mpt1b-one-gpu.yaml", ["none", "selective", "full", "none-compile"]),
+    ],
+)
+def test_one_gpu_transformer_specs_plan(spec, labels, monkeypatch):
+    """benchmarks/gpu/'s transformer specs are valid against the one-GPU profile, one run per
+    variant (session.sh submits them as they are)."""
+    from tests.support.cli import invoke
+
+    monkeypatch.setenv("DDLBENCH_TORCH_VENV", "/opt/torch")
+    gpu = ROOT / "benchmarks" / "gpu"
+    result = invoke(["plan", str(gpu / spec), "--cluster", str(gpu / "one-gpu.yaml"), "--json"])
+    assert result.exit_code == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["variant"] for r in runs] == labels
