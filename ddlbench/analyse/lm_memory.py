@@ -31,7 +31,9 @@ Derived from first principles, never fitted to a measurement:
   GELU's input and output), llama style ``10 h + 3 kv + 4 ffn`` (RMSNorm keeps its input and
   the normalised tensor, RoPE's rotated q and k, SwiGLU's gate, SiLU, up and product). Full
   checkpointing keeps each block's input (``h``) plus one block's activations while it is
-  recomputed; selective recomputes the attention core and drops its output (``h``). 2 bytes
+  recomputed; selective recomputes the attention core and drops its output (``h``; so on
+  the CPU: on CUDA the output projection's saved input is a view of it, and selective was
+  measured to free nothing, docs/memory.md#checked-against-measurement). 2 bytes
   per element with mixed precision, 4 in fp32, plus what mixed precision keeps in float32
   (:func:`float32_extra_bytes`): RMSNorm's float32 copy of its input under bf16 weights (FSDP,
   ZeRO-2), and under autocast (DDP, ZeRO-1) the float32 residual stream that every norm and,

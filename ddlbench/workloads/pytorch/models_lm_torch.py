@@ -15,7 +15,9 @@ Attention is causal ``scaled_dot_product_attention``. ``param_count`` of a built
 
 Activation checkpointing (``recompute``): ``full`` keeps only each block's input and
 recomputes the block in backward; ``selective`` recomputes the attention core only (the
-scores, softmax and their product with the values: Korthikanti et al. 2022, section 5).
+scores, softmax and their product with the values: Korthikanti et al. 2022, section 5). With
+the fused attention kernels, which keep no scores, that frees little: on CUDA nothing was
+measured (the output projection keeps the core's output alive), docs/memory.md.
 """
 
 from __future__ import annotations
