@@ -46,11 +46,14 @@ Derived from first principles, never fitted to a measurement:
   stay through the later ones' backward (:func:`accumulated_bytes`): whole under DDP and
   ZeRO-1, sharded under FSDP2 (reduce-scattered every micro-batch) and ZeRO-2.
 
-The peak is the larger of the start of backward (states but gradients, which are freed each
-step and not yet produced unless accumulated, buffers, autocast's copies, activations, logits)
-and the optimizer step (states, gradients, DDP's and DeepSpeed's buckets, and AdamW's one
+The peak is the largest of the start of backward (states but gradients, which are freed each
+step and not yet produced unless accumulated, buffers, autocast's copies, activations, logits),
+the optimizer step (states, gradients, DDP's and DeepSpeed's buckets, and AdamW's one
 temporary per optimizer-state tensor, 4 bytes per parameter held; FSDP2 has resharded every
-unit after backward, so its gathered buffers are gone).
+unit after backward, so its gathered buffers are gone) and the build: every rank creates the
+whole model in float32 on its device before any mode shards it, 4 bytes per parameter, which
+sets the peak of a sharded run over many ranks (mpt-30b under ``fsdp``: 112 GiB on one device
+at any scale). Not for ``zero2``, DeepSpeed's, whose ``zero.Init`` can build sharded.
 """
 
 from __future__ import annotations
@@ -229,8 +232,8 @@ def predict_memory(
 ) -> Dict[str, float]:
     """Predicted bytes per rank: ``parameters``, ``gradients``, ``optimizer``, ``buffers``,
     ``cast_weights``, ``activations``, ``logits``, ``accumulated`` (the gradients that
-    ``grad_accum`` micro-batches keep through backward), the two peaks and ``total`` (the
-    larger), and ``total_gib``."""
+    ``grad_accum`` micro-batches keep through backward), the three peaks (``backward_peak``,
+    ``step_peak``, ``build_peak``) and ``total`` (the largest), and ``total_gib``."""
     s = _shape(shape)
     wrapped = world_size > 1 or one_rank_wrapped  # ddp_single_rank: a group of one
     if not wrapped and parallel in PREDICTED_MODES and parallel != "zero2":
@@ -264,7 +267,9 @@ def predict_memory(
     kept = out["buffers"] if parallel in ("ddp", "zero1", "zero2") else 0.0
     step_states = out["parameters"] + out["optimizer"] + kept
     out["step_peak"] = step_states + out["gradients"] + 4 * held  # AdamW's temporary
-    out["total"] = max(out["backward_peak"], out["step_peak"])
+    # every rank builds the whole float32 model on its device before a mode shards it
+    out["build_peak"] = 0.0 if parallel == "zero2" else 4.0 * psi
+    out["total"] = max(out["backward_peak"], out["step_peak"], out["build_peak"])
     out["total_gib"] = out["total"] / GIB
     return out
 

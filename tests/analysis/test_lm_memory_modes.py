@@ -111,6 +111,29 @@ def test_plan_warns_zero1_and_advises_what_fits_the_run():
     assert "activation_checkpointing: full (" in fsdp
 
 
+def test_plan_says_when_the_build_sets_the_peak():
+    """mpt-30b under fsdp over 8 to 32 ranks would hold at most 70 GiB per rank while training
+    (8 ranks, full checkpointing), but every rank first builds the whole float32 model on its
+    device (112 GiB): plan says so instead of advising a change that cannot help."""
+    from ddlbench.plan import plan_runs
+    from ddlbench.plan.memory import memory_gib, memory_warnings
+    from ddlbench.spec.cluster import ClusterProfile
+    from ddlbench.spec.load import load_spec_text
+
+    text = Path("configs/llama3-8b.yaml").read_text().replace("model: llama3-8b", "model: mpt-30b")
+    loaded = load_spec_text(text.replace("seq_len: [2048, 8192]", "seq_len: 2048"), "big.yaml")
+    profile = ClusterProfile(name="h100", scheduler="slurm", gpus_per_node=8, device_memory_gib=80)
+    plan = plan_runs(loaded.value, profile, loaded.source)
+    warned = {w.split(":")[0]: w for w in memory_warnings(plan)}
+    fsdp = [r.run_id for r in plan.runs if r.lm["parallel"] == "fsdp"]
+    assert fsdp and all(memory_gib(plan)[rid] == pytest.approx(111.7, abs=0.05) for rid in fsdp)
+    over = warned[fsdp[0].rsplit("-r", 1)[0]]
+    assert "predicted peak 112 GiB per rank exceeds the 80 GiB" in over
+    assert "the peak is the build: every rank creates the whole model in float32 (112 GiB)" in over
+    assert "(ddlbench docs memory#where-it-stops-holding)" in over
+    assert "predicted to fit with" not in over
+
+
 def _profile(tmp_path: Path) -> Path:
     profile = tmp_path / "h100.yaml"
     profile.write_text(

@@ -94,11 +94,27 @@ def test_optimizer_step_after_fsdp_resharded():
         m = predict_memory("mpt-13b", 2048, 2, "bf16", mode, "full", 8, 8)
         assert m["step_peak"] == pytest.approx(20 * P_MPT / 8), mode
     grad_op = predict_memory("mpt-13b", 2048, 2, "bf16", "fsdp-grad-op", "full", 8, 8)
-    assert grad_op["total"] == grad_op["backward_peak"] < 48.0 * 2**30  # was 54.9 GiB
+    assert grad_op["backward_peak"] < 48.0 * 2**30  # was 54.9 GiB
+    # the whole float32 model on one device before sharding: 4 bytes per parameter, above
+    assert grad_op["total"] == grad_op["build_peak"] == 4 * P_MPT > grad_op["backward_peak"]
     ddp = predict_memory("gpt2-124m", 1024, 8, "bf16", "ddp", "none", 2, 8)
     assert ddp["step_peak"] == pytest.approx(
         24 * transformer_params(TRANSFORMER_SHAPES["gpt2-124m"])["total"]
     )
+
+
+def test_every_rank_builds_the_whole_float32_model_before_sharding():
+    """The workload creates the whole model in float32 on each rank's device before a mode
+    shards it: that build sets the peak of a sharded run over many ranks, which no scale
+    lowers (mpt-30b under fsdp: 112 GiB at 8 or 512 ranks); DeepSpeed's zero2 is exempt."""
+    p30 = transformer_params(TRANSFORMER_SHAPES["mpt-30b"])["total"]
+    for world in (8, 64, 512):
+        m = predict_memory("mpt-30b", 2048, 1, "bf16", "fsdp", "full", world, 8)
+        assert m["build_peak"] == m["total"] == 4 * p30, world
+        assert max(m["backward_peak"], m["step_peak"]) < m["build_peak"]
+    small = predict_memory("gpt2-124m", 1024, 8, "bf16", "fsdp", "none", 8, 8)
+    assert small["total"] == small["backward_peak"] > small["build_peak"]
+    assert predict_memory("mpt-30b", 2048, 1, "bf16", "zero2", "full", 64, 8)["build_peak"] == 0
 
 
 def test_logits_are_twelve_bytes_in_every_precision():
