@@ -64,9 +64,13 @@ def check_run(run_dir: Path, world: int) -> None:
     assert len(measured) == 1, f"{run_dir.name}: ranks measured {measured} steps"
     # data parallelism is real: every rank ends with bit-identical parameters
     assert len(checksums) == 1, f"{run_dir.name}: ranks disagree on parameters"
-    # and training works: the loss of rank 0 goes down over 15 steps
-    first, last = losses[0][:3], losses[0][-3:]
-    assert sum(last) < sum(first), f"{run_dir.name}: loss did not decrease {losses[0]}"
+    # and training works: the loss of rank 0 goes down. The mean of the later half of the steps
+    # against the first three: with a 1 s window a fast framework takes 100+ steps of 16 images,
+    # and the last three alone are noise (one MXNet run went 2.29 -> 0.05 -> 4.11)
+    first, later = losses[0][:3], losses[0][len(losses[0]) // 2 :]
+    assert sum(later) / len(later) < sum(first) / len(first), (
+        f"{run_dir.name}: loss did not decrease {losses[0]}"
+    )
     # provenance: the job's facts, and the packages of the ranks' own interpreter
     job = (run_dir / "provenance" / "job.txt").read_text()
     assert "job_id=" in job and "ddlbench_version=" in job
