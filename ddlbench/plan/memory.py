@@ -110,6 +110,8 @@ def memory_warnings(plan: Plan) -> List[str]:
             continue
         seen.add(run.group)
         gib = predicted["total"] / GIB
+        if gib <= limit - room:
+            continue
         advice = _build_advice(predicted) or _advice(run, limit - room)
         where = f"the {limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib)"
         if gib > limit:
@@ -117,7 +119,7 @@ def memory_warnings(plan: Plan) -> List[str]:
                 f"{run.group}: predicted peak {fsig(gib, 3)} GiB per rank exceeds {where}; it will "
                 f"run out of memory: {advice}"
             )
-        elif gib > limit - room:
+        else:
             lines.append(
                 f"{run.group}: predicted peak {fsig(gib, 3)} GiB per rank is within {room:.3g} GiB "
                 f"of {where}, which the CUDA context, NCCL's buffers and the allocator's slack "
