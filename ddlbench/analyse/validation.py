@@ -8,7 +8,8 @@ the framework's gradient bucket (DDP 25 MB, Horovod's 64 MB fusion buffer, 0: on
 per tensor) and Horovod's fusion cycle (``fusion_cycle_ms``), and for transformers ``seq``,
 ``parallel`` and ``checkpointing``, and the gradient reduction's dtype where the source's
 framework reduces in another than ddlbench's fp32 (``reduce_dtype``: LLM Foundry's FSDP
-``mixed_precision: PURE`` reduces in bf16). Nothing is fitted to the tables.
+``mixed_precision: PURE`` reduces in bf16), and the micro-batches per step (``grad_accum``, 1
+when absent). Nothing is fitted to the tables.
 
 Error of a point: ``(predicted - published) / published`` efficiency (efficiency is the
 per-device throughput over the base's, for both); the acceptance figures over many points:
@@ -44,7 +45,7 @@ def _case(r: Dict[str, str]) -> whatif.Case:
         base_devices=int(r.get("base_devices") or 1), parallel=r.get("parallel") or "ddp",
         seq=int(r.get("seq") or 0), precision=r["precision"],
         checkpointing=r.get("checkpointing") or "none",
-        reduce_dtype=r.get("reduce_dtype") or None,
+        reduce_dtype=r.get("reduce_dtype") or None, grad_accum=int(r.get("grad_accum") or 1),
     )  # fmt: skip
 
 

@@ -59,10 +59,19 @@ def test_the_reasons_none_is_kept(study):
     base_in, base_out = found["the model as it is"]
     mean = lambda kept: sum(k["error"] for k in kept) / len(kept)  # noqa: E731
     flat_in, flat_out = next(v for k, v in found.items() if k.startswith("overlap slowdown, flat"))
-    # the flat slowdown reduces the bias out of sample, but widens the intervals past the bound
-    # of test_published_validation (12 points on average)
+    # the flat slowdown reduces the bias out of sample, but charges TCP sockets what NVLink
+    # costs: HKBU's TCP points, within 6.5 % with the model, fall beyond -10 %, and the
+    # intervals widen
     assert mean(flat_out) < mean(base_out) - 0.03
-    assert flat_in["mean_width"] > 0.12 >= base_in["mean_width"]
+    assert flat_in["mean_width"] > base_in["mean_width"] + 0.02
+
+    def worst_tcp(points):
+        tcp = ("hkbu-100gbe", "hkbu-10gbe")
+        return min(float(p["throughput_error"]) for p in points if p["table"] in tcp)
+
+    with study["added"](study["overlap_slowdown"](False)):
+        flat_tcp = worst_tcp(validation.rows())
+    assert worst_tcp(validation.rows()) > -0.065 and flat_tcp < -0.10
     # scaled by its data rate it moves nothing out of sample
     rate_out = next(v for k, v in found.items() if k.startswith("overlap slowdown by data"))[1]
     assert abs(mean(rate_out) - mean(base_out)) < 0.005
