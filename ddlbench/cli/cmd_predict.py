@@ -155,6 +155,7 @@ def command(**kw) -> None:
         plot_target,
         print_measured,
         print_table,
+        validation_scope,
     )
 
     if kw["list_presets"]:
@@ -171,7 +172,8 @@ def command(**kw) -> None:
     rows = whatif.curve(case, *topo_args)
     add_memory(rows, case, topo_args[0])
     meta = {**meta_of(case, topo_args, note), "series": camp.label if camp else None,
-            "campaign_scope": campaign_scope(camp)}  # fmt: skip
+            "campaign_scope": campaign_scope(camp),
+            "validation_scope": validation_scope(case, rows)}  # fmt: skip
     measured = against(case, topo_args, camp) if camp else []
     if kw["as_json"]:
         out = {**meta, "points": rows, **({"measured": measured} if camp else {})}
