@@ -218,6 +218,25 @@ def accumulated_bytes(parallel: str, psi: int, gradients: float, grad_accum: int
     return gradients
 
 
+def build_bytes(s: TransformerShape, parallel: str, shard: int) -> float:
+    """The most a rank holds while the workload builds the model (float32, 4 bytes per
+    parameter): the whole model under DDP and ZeRO-1; under an FSDP mode the build shards each
+    block as it creates it (``models_lm_torch.build_lm``), so the most is the token (and
+    position) tables, one whole block and the shards of the blocks before it, or at the end
+    the tables, the final norm, an untied output projection and every block's shard. None for
+    ``zero2`` (DeepSpeed's, not the workload's)."""
+    counts = transformer_params(s)
+    if parallel == "zero2":
+        return 0.0
+    if parallel in ("ddp", "zero1"):
+        return 4.0 * counts["total"]
+    norm = (2 if s.style == "gpt2" else 1) * s.d_model
+    block = (counts["blocks"] - norm) / s.layers
+    last = counts["embedding"] + block + (s.layers - 1) * block / shard
+    end = counts["embedding"] + counts["output"] + norm + s.layers * block / shard
+    return 4.0 * max(last, end)
+
+
 def predict_memory(
     shape: Union[str, TransformerShape],
     seq_len: int,
@@ -267,8 +286,7 @@ def predict_memory(
     kept = out["buffers"] if parallel in ("ddp", "zero1", "zero2") else 0.0
     step_states = out["parameters"] + out["optimizer"] + kept
     out["step_peak"] = step_states + out["gradients"] + 4 * held  # AdamW's temporary
-    # every rank builds the whole float32 model on its device before a mode shards it
-    out["build_peak"] = 0.0 if parallel == "zero2" else 4.0 * psi
+    out["build_peak"] = build_bytes(s, parallel, groups["p"])
     out["total"] = max(out["backward_peak"], out["step_peak"], out["build_peak"])
     out["total_gib"] = out["total"] / GIB
     return out

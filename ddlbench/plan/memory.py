@@ -83,18 +83,6 @@ def _advice(run: Run, limit: float) -> str:
     return "no change to this run lowers it"
 
 
-def _build_advice(predicted: Dict[str, float]) -> str:
-    """What to say when the build sets the peak: no change to the run lowers it."""
-    if predicted["build_peak"] < max(predicted["backward_peak"], predicted["step_peak"]):
-        return ""
-    gib = fsig(predicted["build_peak"] / GIB, 3)
-    return (
-        f"the peak is the build: every rank creates the whole model in float32 ({gib} GiB) on "
-        "its device before it is sharded, which no mode, scale or checkpointing lowers; choose "
-        "a smaller model (ddlbench docs memory#where-it-stops-holding)"
-    )
-
-
 def memory_warnings(plan: Plan) -> List[str]:
     """One line per configuration whose predicted peak exceeds the device memory, or comes
     within :func:`headroom_gib` of it, with the changes predicted to make it fit."""
@@ -112,7 +100,7 @@ def memory_warnings(plan: Plan) -> List[str]:
         gib = predicted["total"] / GIB
         if gib <= limit - room:
             continue
-        advice = _build_advice(predicted) or _advice(run, limit - room)
+        advice = _advice(run, limit - room)
         where = f"the {limit:g} GiB of profile '{plan.profile.name}' (device_memory_gib)"
         if gib > limit:
             lines.append(

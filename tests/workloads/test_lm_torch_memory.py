@@ -185,3 +185,98 @@ def test_fsdp_accumulation_holds_sharded_gradients(launch_ranks, run_config):
         )
         assert peaks[accum] == pytest.approx(predicted["total"], rel=0.15), (accum, peaks)
     assert peaks[2] - peaks[1] == pytest.approx(4 * params / 2, rel=0.25), peaks
+
+
+SHARDED_BUILD = r"""
+import json, sys, tempfile, torch, torch.distributed as dist, torch.multiprocessing as mp
+from ddlbench.workloads.pytorch.models_lm_torch import DecoderLM, build_lm, materialise
+from ddlbench.workloads.pytorch.parallel_torch import fsdp_sharder
+from ddlbench.workloads.vocabulary import TRANSFORMER_SHAPES, TransformerShape
+
+SHAPES = {  # many blocks against small embeddings: the build's peak is the blocks'
+    "t-gpt2": TransformerShape("gpt2", 8, 128, 4, 4, 512, 1000, 64, "test"),
+    "t-llama": TransformerShape("llama", 8, 128, 4, 2, 352, 1000, 0, "test"),
+}
+TRANSFORMER_SHAPES.update(SHAPES)
+
+
+def held(model):
+    # bytes of the weights this rank holds: its shards, and every whole weight created so far
+    seen, total = set(), 0
+    for p in model.parameters():
+        t = p.to_local() if hasattr(p, "to_local") else p
+        if not t.is_meta and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+def rank_main(rank, init, out):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    result = {}
+    for name, shape in SHAPES.items():
+        dense = build_lm(name, 32, seed=3, device=torch.device("cpu"))
+        shard_block, shard_root = fsdp_sharder("fsdp", torch.device("cpu"), 1, 2, False, 8)
+        with torch.device("meta"):
+            model = DecoderLM(shape, 32)  # what build_lm does with a seed, here by hand
+        peaks = []
+
+        def record(i, block):
+            peaks.append(held(model))  # the moment before the block is sharded
+            shard_block(i, block)
+
+        materialise(model, torch.device("cpu"), 3, record)
+        sharded = shard_root(model)
+        same = all(
+            torch.equal(p.full_tensor(), dict(dense.named_parameters())[n])
+            for n, p in sharded.named_parameters()
+        )
+        result[name] = {"same": same, "peak": max(peaks), "held": held(sharded),
+                        "dense": held(dense)}
+    if rank == 0:
+        out.put(result)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    init = "file://" + tempfile.mktemp()
+    procs = [ctx.Process(target=rank_main, args=(r, init, q)) for r in range(2)]
+    [p.start() for p in procs]
+    res = q.get(timeout=120)
+    [p.join() for p in procs]
+    print(json.dumps(res))
+"""
+
+
+def test_fsdp_builds_each_block_sharded_with_the_dense_weights(framework_python, tmp_path):
+    """Under an FSDP mode the build creates one block at a time and shards it at once
+    (``build_lm``'s ``shard_block``; docs/memory.md#the-build): on 2 CPU ranks, 8 blocks, the
+    most a rank holds while building is the embeddings, one whole block and the shards of the
+    blocks before it (not the whole float32 model), and every weight equals the dense build's
+    of the same seed."""
+    from ddlbench.workloads.vocabulary import TransformerShape, transformer_params
+
+    script = tmp_path / "sharded_build.py"
+    script.write_text(SHARDED_BUILD)
+    got = _run(
+        framework_python, f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    for name, style in (("t-gpt2", "gpt2"), ("t-llama", "llama")):
+        r = got[name]
+        assert r["same"], name
+        shape = (TransformerShape("gpt2", 8, 128, 4, 4, 512, 1000, 64, "test") if style == "gpt2"
+                 else TransformerShape("llama", 8, 128, 4, 2, 352, 1000, 0, "test"))  # fmt: skip
+        counts = transformer_params(shape)
+        block = (
+            (counts["blocks"] - 2 * 128) // 8 if style == "gpt2" else (counts["blocks"] - 128) // 8
+        )
+        assert r["dense"] == 4 * counts["total"]
+        first = 128 * (1000 + shape.positions)  # the token (and position) tables
+        # before the last block is sharded: the tables, one block, 7 halves of a block (the
+        # final norm and llama's untied output projection come after the blocks)
+        want = 4 * (first + block + 7 * block / 2)
+        assert r["peak"] == pytest.approx(want, rel=0.02), (name, r, want)
+        assert r["peak"] < 0.8 * r["dense"]

@@ -20,7 +20,13 @@ from ..common import Context, framework_options, param_checksum
 from ..common.data_lm import lm_settings, lm_train_data
 from ..common.lm_common import RssPeak, import_seconds, lm_meta, token_fields, train_loop
 from .models_lm_torch import build_lm, lm_loss, lm_shape, split_batch
-from .parallel_torch import gradient_sync, make_lm_optimizer, wrap_parallel
+from .parallel_torch import (
+    FSDP_MODES,
+    fsdp_sharder,
+    gradient_sync,
+    make_lm_optimizer,
+    wrap_parallel,
+)
 
 
 def warm_imports() -> None:
@@ -99,18 +105,20 @@ def make_lm_step(
 def build_parallel_model(
     cfg: Dict[str, Any], lm: Dict[str, Any], device: torch.device, distributed: bool, bf16: bool
 ) -> Tuple[nn.Module, nn.Module]:
-    """``(model, module to train)``: the seeded model, checkpointing set, then wrapped."""
+    """``(model, module to train)``: the seeded model, checkpointing set, then wrapped. Under
+    an FSDP mode each block is sharded as the build creates it (``build_lm``'s
+    ``shard_block``), and the root once every block is: no rank holds the whole model."""
+    mode, nodes = str(lm["parallel"]), int(cfg.get("nodes") or 1)
+    per_node = int(cfg.get("tasks_per_node") or 1)
+    if distributed and mode in FSDP_MODES:
+        n_blocks = lm_shape(cfg["model"]).layers
+        shard_block, shard_root = fsdp_sharder(mode, device, nodes, per_node, bf16, n_blocks)
+        model = build_lm(cfg["model"], int(lm["seq_len"]), cfg["seed"], device, shard_block)
+        model.set_recompute(str(lm["activation_checkpointing"]))
+        return model, shard_root(model)
     model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"], device=device)
     model.set_recompute(str(lm["activation_checkpointing"]))
-    train_model = wrap_parallel(
-        model,
-        str(lm["parallel"]),
-        device,
-        int(cfg.get("nodes") or 1),
-        int(cfg.get("tasks_per_node") or 1),
-        bf16,
-        distributed,
-    )
+    train_model = wrap_parallel(model, mode, device, nodes, per_node, bf16, distributed)
     return model, train_model
 
 

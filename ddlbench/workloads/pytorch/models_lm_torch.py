@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -173,16 +173,8 @@ class DecoderLM(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """Normal(0, 0.02) weights, zero biases; the residual projections (attention output,
-        MLP down) scaled by 1/sqrt(2 x layers) as GPT-2."""
-        residual = INIT_STD / math.sqrt(2 * self.shape.layers)
         for name, p in self.named_parameters():
-            if p.dim() < 2:
-                nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
-            elif name.endswith(("attn.out.weight", "mlp.down.weight")):
-                nn.init.normal_(p, 0.0, residual)
-            else:
-                nn.init.normal_(p, 0.0, INIT_STD)
+            init_parameter(name, p, self.shape.layers)
 
     def set_recompute(self, mode: str) -> None:
         """Activation checkpointing: ``none``, ``selective`` (attention core) or ``full``."""
@@ -208,18 +200,77 @@ def lm_shape(name: str) -> TransformerShape:
     return TRANSFORMER_SHAPES[name]
 
 
+def init_parameter(name: str, p: torch.Tensor, layers: int) -> None:
+    """Normal(0, 0.02) weights, zero biases, unit norm gains; the residual projections
+    (attention output, MLP down) scaled by 1/sqrt(2 x layers) as GPT-2."""
+    if p.dim() < 2:
+        nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
+    elif name.endswith(("attn.out.weight", "mlp.down.weight")):
+        nn.init.normal_(p, 0.0, INIT_STD / math.sqrt(2 * layers))
+    else:
+        nn.init.normal_(p, 0.0, INIT_STD)
+
+
+#: ``shard_block(index, block)``: shards a block once its weights exist (FSDP2's
+#: ``fully_shard``), so that its whole float32 weights are freed before the next is created
+ShardBlock = Callable[[int, nn.Module], None]
+
+
 def build_lm(
-    name: str, seq_len: int, seed: Optional[int] = None, device: Optional[torch.device] = None
+    name: str,
+    seq_len: int,
+    seed: Optional[int] = None,
+    device: Optional[torch.device] = None,
+    shard_block: Optional[ShardBlock] = None,
 ) -> DecoderLM:
-    """The named model; with ``seed`` the initialisation is the same on every rank. Its weights
-    are created and initialised on ``device`` (default: torch's current default device), where
-    it will train: built on the CPU and moved, mpt-1b took 19-26 s of start-up on a GPU rank's
-    one CPU core, and every rank held a float32 copy of the model in host memory."""
+    """The named model. With ``seed`` it is built on the meta device and its weights created
+    and initialised on ``device`` (default the CPU) where it will train, one top-level module
+    or block at a time, from the seed alone: the same on every rank and under every mode (built
+    on the CPU and moved, mpt-1b took 19-26 s of start-up on a GPU rank's one CPU core).
+    ``shard_block`` shards each block as soon as it is initialised: a rank then holds the
+    embeddings, one whole block and the shards so far, never the whole float32 model
+    (docs/memory.md#the-build). Without ``seed``: built under torch's current default device."""
     shape = lm_shape(name)
-    if seed is not None:
-        torch.manual_seed(seed)
-    with torch.device(device) if device is not None else contextlib.nullcontext():
-        return DecoderLM(shape, seq_len)
+    if seed is None:
+        with torch.device(device) if device is not None else contextlib.nullcontext():
+            return DecoderLM(shape, seq_len)
+    with torch.device("meta"):
+        model = DecoderLM(shape, seq_len)
+    materialise(model, device or torch.device("cpu"), seed, shard_block)
+    return model
+
+
+def _init_named(model: DecoderLM, order: List[str], prefix: str) -> None:
+    for name in order:
+        if name.startswith(prefix):
+            init_parameter(name, model.get_parameter(name), model.shape.layers)
+
+
+def materialise(
+    model: DecoderLM, device: torch.device, seed: int, shard_block: Optional[ShardBlock] = None
+) -> None:
+    """Create the weights of a model built on the meta device on ``device`` and initialise them
+    in ``named_parameters`` order from ``seed`` (so the values do not depend on
+    ``shard_block``), each block shard_block'ed as soon as it is initialised."""
+    order = [name for name, _ in model.named_parameters()]
+    shape = model.shape
+    rope = None
+    if shape.style == "llama":
+        rope = rope_tables(model.seq_len, shape.d_model // shape.heads).to(device)
+    torch.manual_seed(seed)
+    for child_name, child in model.named_children():
+        if child_name == "blocks":
+            for i, block in enumerate(child):  # type: ignore[arg-type]
+                block.to_empty(device=device)
+                block.attn.rope = rope
+                _init_named(model, order, f"blocks.{i}.")
+                if shard_block is not None:
+                    shard_block(i, block)
+        elif child_name == "head" and shape.style == "gpt2":
+            model.head.weight = model.tokens.weight  # tied: created with the token table
+        else:
+            child.to_empty(device=device)
+            _init_named(model, order, f"{child_name}.")
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

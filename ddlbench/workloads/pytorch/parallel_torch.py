@@ -25,7 +25,7 @@ under bf16 autocast.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Tuple
 
 import torch
 from torch import nn
@@ -48,10 +48,12 @@ def _mesh(mode: str, device: torch.device, nodes: int, per_node: int) -> Any:
     return init_device_mesh(device.type, (nodes * per_node,), mesh_dim_names=("shard",))
 
 
-def shard_fsdp(
-    model: nn.Module, mode: str, device: torch.device, nodes: int, per_node: int, bf16: bool
-) -> nn.Module:
-    """``fully_shard`` every block, then the root (embeddings, final norm, output head)."""
+def fsdp_sharder(
+    mode: str, device: torch.device, nodes: int, per_node: int, bf16: bool, n_blocks: int
+) -> Tuple[Callable[[int, nn.Module], None], Callable[[nn.Module], nn.Module]]:
+    """``(shard_block, shard_root)``: ``fully_shard`` of one block (as the build creates it,
+    ``models_lm_torch.build_lm``), and of the root (embeddings, final norm, output head) once
+    every block is sharded."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = _mesh(mode, device, nodes, per_node)
@@ -59,14 +61,28 @@ def shard_fsdp(
     if bf16:
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     reshard = mode != "fsdp-grad-op"
-    blocks = list(model.blocks)  # type: ignore[arg-type]
-    for i, block in enumerate(blocks):
+
+    def shard_block(i: int, block: nn.Module) -> None:
         # the last block's parameters are needed again at once by backward
-        fully_shard(
-            block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard and i < len(blocks) - 1
-        )
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
-    return model
+        last = i == n_blocks - 1
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard and not last)
+
+    def shard_root(model: nn.Module) -> nn.Module:
+        fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+        return model
+
+    return shard_block, shard_root
+
+
+def shard_fsdp(
+    model: nn.Module, mode: str, device: torch.device, nodes: int, per_node: int, bf16: bool
+) -> nn.Module:
+    """``fully_shard`` every block of a built model, then the root."""
+    blocks = list(model.blocks)  # type: ignore[arg-type]
+    shard_block, shard_root = fsdp_sharder(mode, device, nodes, per_node, bf16, len(blocks))
+    for i, block in enumerate(blocks):
+        shard_block(i, block)
+    return shard_root(model)
 
 
 def wrap_parallel(
