@@ -50,10 +50,10 @@ The peak is the largest of the start of backward (states but gradients, which ar
 step and not yet produced unless accumulated, buffers, autocast's copies, activations, logits),
 the optimizer step (states, gradients, DDP's and DeepSpeed's buckets, and AdamW's one
 temporary per optimizer-state tensor, 4 bytes per parameter held; FSDP2 has resharded every
-unit after backward, so its gathered buffers are gone) and the build: every rank creates the
-whole model in float32 on its device before any mode shards it, 4 bytes per parameter, which
-sets the peak of a sharded run over many ranks (mpt-30b under ``fsdp``: 112 GiB on one device
-at any scale). Not for ``zero2``, DeepSpeed's, whose ``zero.Init`` can build sharded.
+unit after backward, so its gathered buffers are gone) and the build (:func:`build_bytes`):
+the whole float32 model under DDP and ZeRO-1; under the FSDP modes the tables, one block and
+the shards of the others, since the workload shards each block as it creates it. Not for
+``zero2``, DeepSpeed's, whose ``zero.Init`` can build sharded.
 """
 
 from __future__ import annotations

@@ -108,18 +108,18 @@ def build_parallel_model(
     """``(model, module to train)``: the seeded model, checkpointing set, then wrapped. Under
     an FSDP mode each block is sharded as the build creates it (``build_lm``'s
     ``shard_block``), and the root once every block is: no rank holds the whole model."""
-    mode, nodes = str(lm["parallel"]), int(cfg.get("nodes") or 1)
-    per_node = int(cfg.get("tasks_per_node") or 1)
+    mode = str(lm["parallel"])
+    sharder = None
     if distributed and mode in FSDP_MODES:
-        n_blocks = lm_shape(cfg["model"]).layers
-        shard_block, shard_root = fsdp_sharder(mode, device, nodes, per_node, bf16, n_blocks)
-        model = build_lm(cfg["model"], int(lm["seq_len"]), cfg["seed"], device, shard_block)
-        model.set_recompute(str(lm["activation_checkpointing"]))
-        return model, shard_root(model)
-    model = build_lm(cfg["model"], int(lm["seq_len"]), seed=cfg["seed"], device=device)
+        nodes, per_node = int(cfg.get("nodes") or 1), int(cfg.get("tasks_per_node") or 1)
+        blocks = lm_shape(cfg["model"]).layers
+        sharder = fsdp_sharder(mode, device, nodes, per_node, bf16, blocks)
+    shard_block = sharder[0] if sharder else None
+    model = build_lm(cfg["model"], int(lm["seq_len"]), cfg["seed"], device, shard_block)
     model.set_recompute(str(lm["activation_checkpointing"]))
-    train_model = wrap_parallel(model, mode, device, nodes, per_node, bf16, distributed)
-    return model, train_model
+    if sharder:
+        return model, sharder[1](model)
+    return model, wrap_parallel(model, mode, device, distributed)
 
 
 def lm_checksum(model: nn.Module) -> Tuple[float, str]:

@@ -74,33 +74,17 @@ def fsdp_sharder(
     return shard_block, shard_root
 
 
-def shard_fsdp(
-    model: nn.Module, mode: str, device: torch.device, nodes: int, per_node: int, bf16: bool
-) -> nn.Module:
-    """``fully_shard`` every block of a built model, then the root."""
-    blocks = list(model.blocks)  # type: ignore[arg-type]
-    shard_block, shard_root = fsdp_sharder(mode, device, nodes, per_node, bf16, len(blocks))
-    for i, block in enumerate(blocks):
-        shard_block(i, block)
-    return shard_root(model)
-
-
 def wrap_parallel(
-    model: nn.Module,
-    mode: str,
-    device: torch.device,
-    nodes: int,
-    per_node: int,
-    bf16: bool,
-    distributed: bool,
+    model: nn.Module, mode: str, device: torch.device, distributed: bool
 ) -> nn.Module:
-    """The module to train under ``mode`` (``model`` itself when not distributed)."""
+    """The module to train under ``ddp`` or ``zero1`` (``model`` itself when not distributed).
+    The FSDP modes are sharded as the build creates the model (:func:`fsdp_sharder`)."""
     if mode not in PARALLEL_MODES:
         raise ValueError(f"parallel {mode!r} is not one of {', '.join(PARALLEL_MODES)}")
     if not distributed:
         return model
     if mode in FSDP_MODES:
-        return shard_fsdp(model, mode, device, nodes, per_node, bf16)
+        raise ValueError(f"parallel {mode!r} is sharded by the build (fsdp_sharder), not wrapped")
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
