@@ -86,3 +86,15 @@ def test_the_second_reading_uses_the_eight_gpu_base(study):
     assert [q.base_devices for q, _ in rows] == [8, 8]
     fp32, amp = (r["error"] for _, r in rows)
     assert fp32 > 0 > amp and abs(fp32 + amp) / 2 < 0.01  # one on each side, mean near zero
+
+
+def test_predicts_cnn_validation_line_gives_the_kept_apart_points_range(study):
+    """The range that ``predict``'s CNN ``validation:`` line quotes is the model's own errors on
+    the kept-apart points (Goyal et al.'s reading, +5.4 to +6.4 %, lies inside it), so a model
+    change that moves them fails here until the line says so."""
+    from ddlbench.cli.predict_output import _cnn_scope
+
+    errors = [k["error"] for k in study["candidates"]()["the model as it is"][1]]
+    low, high = round(100 * min(errors)), round(100 * max(errors))
+    line = _cnn_scope([{"devices": 32, "nodes": 4}])
+    assert f"predicted {low}-{high} % above" in line and low <= 5 and high >= 7

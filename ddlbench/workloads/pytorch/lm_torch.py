@@ -109,16 +109,15 @@ def build_parallel_model(
     an FSDP mode each block is sharded as the build creates it (``build_lm``'s
     ``shard_block``), and the root once every block is: no rank holds the whole model."""
     mode = str(lm["parallel"])
-    sharder = None
+    shard_block = shard_root = None
     if distributed and mode in FSDP_MODES:
         nodes, per_node = int(cfg.get("nodes") or 1), int(cfg.get("tasks_per_node") or 1)
         blocks = lm_shape(cfg["model"]).layers
-        sharder = fsdp_sharder(mode, device, nodes, per_node, bf16, blocks)
-    shard_block = sharder[0] if sharder else None
+        shard_block, shard_root = fsdp_sharder(mode, device, nodes, per_node, bf16, blocks)
     model = build_lm(cfg["model"], int(lm["seq_len"]), cfg["seed"], device, shard_block)
     model.set_recompute(str(lm["activation_checkpointing"]))
-    if sharder:
-        return model, sharder[1](model)
+    if shard_root is not None:
+        return model, shard_root(model)
     return model, wrap_parallel(model, mode, device, distributed)
 
 
