@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 PRESETS_FILE = Path(__file__).parent / "reference" / "interconnects.yaml"
+#: the allreduce algorithms NCCL can be held to (``NCCL_ALGO``): "auto" is its tuner's pick,
+#: the faster of the two; "ring" is also what NCCL before 2.4 had
+ALGORITHMS = ("auto", "ring", "tree")
 
 
 class UnknownPreset(ValueError):
@@ -67,6 +70,8 @@ class Topology:
     base_latency_s: float = 0.0
     #: the factor on the network's socket message cost (1; an end of its range in an interval)
     message_scale: float = 1.0
+    #: one of ``ALGORITHMS``: the allreduce algorithm across nodes
+    algorithm: str = "auto"
 
     @property
     def ranks(self) -> int:
@@ -191,13 +196,15 @@ def tree(topo: Topology, nbytes: float) -> Allreduce:
 
 
 def allreduce(topo: Topology, nbytes: float) -> Allreduce:
-    """The faster of ring and tree (tree only across nodes); zero on one rank. Links fitted
-    from a sweep get the ring only: the sweep measured whatever algorithm NCCL chose."""
+    """The faster of ring and tree (tree only across nodes), or the one ``topo.algorithm``
+    holds NCCL to; zero on one rank. Links fitted from a sweep get the ring only: the sweep
+    measured whatever algorithm NCCL chose."""
     if topo.ranks <= 1:
         return Allreduce(0.0, "none", 0.0, 0.0, "none")
     best = ring(topo, nbytes)
-    if topo.nodes > 1 and "fitted" not in (topo.intra.basis, topo.inter.basis):
+    if (topo.nodes > 1 and topo.algorithm != "ring"
+            and "fitted" not in (topo.intra.basis, topo.inter.basis)):  # fmt: skip
         t = tree(topo, nbytes)
-        if t.time_s < best.time_s:
+        if topo.algorithm == "tree" or t.time_s < best.time_s:
             best = t
     return best

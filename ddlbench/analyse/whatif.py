@@ -54,6 +54,8 @@ class Case:
     #: micro-batches per step (gradient accumulation): ``batch`` is one micro-batch, a step
     #: takes ``batch x grad_accum`` samples per device
     grad_accum: int = 1
+    #: the allreduce algorithm across nodes (``hierarchy.ALGORITHMS``: NCCL_ALGO)
+    nccl_algo: str = "auto"
 
 
 def layers_of(case: Case) -> List[overlap.LayerSize]:
@@ -213,7 +215,8 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     """The prediction of ``case`` on ``topo`` (``base``: the layout the rate was measured
     on; one device when not given): one row of the predict table, with its interval."""
     layers = layers_of(case)
-    base = base or replace(topo, gpus_per_node=1, nodes=1)
+    topo = replace(topo, algorithm=case.nccl_algo)
+    base = replace(base or replace(topo, gpus_per_node=1, nodes=1), algorithm=case.nccl_algo)
     eff, s = _efficiency(case, base, topo, layers, "mid")
     pess, _ = _efficiency(case, base, topo, layers, "pess")  # slow links, much jitter
     opt, _ = _efficiency(case, base, topo, layers, "opt")  # fast links, little jitter

@@ -125,6 +125,9 @@ Exit codes: 0 success, 2 bad input.
 @click.option("--fusion-cycle-ms", type=float,
               help="Horovod's HOROVOD_CYCLE_TIME: fuse by cycle [1 for a Horovod campaign, "
               "else 0: DDP's buckets].")  # fmt: skip
+@click.option("--nccl-algo", help="ring or tree: the allreduce algorithm NCCL is held to "
+              "across nodes (NCCL_ALGO; ring for NCCL before 2.4) [auto: the faster, as NCCL's "
+              "tuner picks].")  # fmt: skip
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
 @click.option(
     "--plot",
@@ -219,11 +222,21 @@ def _inputs(kw):
         jitter_samples=camp.jitter_samples if camp else (),
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
-        reduce_dtype=kw["reduce_dtype"], grad_accum=accum,
+        reduce_dtype=kw["reduce_dtype"], grad_accum=accum, nccl_algo=_nccl_algo(kw["nccl_algo"]),
         **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
     return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note, camp
+
+
+def _nccl_algo(value: Optional[str]) -> str:
+    """``--nccl-algo`` in NCCL's spelling or ours (Ring, ring): one of the model's algorithms."""
+    from ddlbench.analyse import hierarchy
+
+    if value is None:
+        return "auto"
+    _choice("--nccl-algo", value.lower(), hierarchy.ALGORITHMS)
+    return value.lower()
 
 
 def _given(value, default):

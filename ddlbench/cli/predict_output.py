@@ -39,6 +39,7 @@ def meta_of(case, topo_args, note) -> dict:
         "inter": _link_meta(inter),
         "bucket_mb": case.bucket_mb,
         "fusion_cycle_ms": case.fusion_cycle_ms,
+        "nccl_algo": case.nccl_algo,
         "overlap": "measured" if case.overlap_fraction is not None else "estimated",
         "synchronisation": (
             f"measured: {len(case.jitter_samples)} per-rank step times of the campaign's base"
@@ -155,7 +156,9 @@ def print_table(meta: dict, rows: List[dict]) -> None:
         + f", {meta['base_devices']} device(s) {rate_text(meta['base_throughput'])} {unit} "
         f"({meta['inputs']}); intra {meta['intra']['name']} ({meta['intra']['busbw_gbps']:.3g} "
         f"GB/s), inter {meta['inter']['name']} ({meta['inter']['busbw_gbps']:.3g} GB/s) x "
-        f"{meta['nics_per_node']} NIC(s); overlap {meta['overlap']}"
+        f"{meta['nics_per_node']} NIC(s)"
+        + (f", allreduce {meta['nccl_algo']} only" if meta["nccl_algo"] != "auto" else "")
+        + f"; overlap {meta['overlap']}"
     )
     click.echo(f"synchronisation: {meta['synchronisation']}")
     if _socket_line(meta):

@@ -97,11 +97,13 @@ def overlap_slowdown(by_rate: bool) -> Extra:
     return extra
 
 
-def predict(p: Point) -> Dict[str, float]:
+def predict(p: Point, algo: str = "auto") -> Dict[str, float]:
+    """``predict``'s reading of ``p`` (``algo``: its ``--nccl-algo``)."""
     first = whatif.overlap.DDP_FIRST_BUCKET_BYTES if not p.cycle_ms else 0
     case = whatif.Case(p.model, p.batch, p.rate, bucket_mb=p.bucket_mb,
                        fusion_cycle_ms=p.cycle_ms, precision=p.precision,
-                       first_bucket_bytes=first, base_devices=p.base_devices)  # fmt: skip
+                       first_bucket_bytes=first, base_devices=p.base_devices,
+                       nccl_algo=algo)  # fmt: skip
     links = hierarchy.preset(p.intra, "intra"), hierarchy.preset(p.inter, "inter")
     topo = hierarchy.Topology(p.gpus_per_node, p.nodes, *links, 1, hierarchy.base_latency_s())
     g = min(p.base_devices, p.gpus_per_node)
@@ -212,24 +214,10 @@ def second_reading_rows() -> List[str]:
     return rows
 
 
-@contextlib.contextmanager
-def ring_only() -> Iterator[None]:
-    """Inside, every allreduce is a ring, as in NCCL before 2.4 (no tree algorithm) or under
-    ``NCCL_ALGO=Ring``; outside, the model picks the faster of ring and tree again."""
-    original = hierarchy.allreduce
-    hierarchy.allreduce = lambda topo, nbytes: (  # type: ignore[assignment]
-        original(topo, nbytes) if topo.ranks <= 1 else hierarchy.ring(topo, nbytes)
-    )
-    try:
-        yield
-    finally:
-        hierarchy.allreduce = original  # type: ignore[assignment]
-
-
-def _horovod_row(label: str, p: Point) -> str:
+def _horovod_row(label: str, p: Point, algo: str = "auto") -> str:
     cells = []
     for rate in (p.rate, PCIE_P100):
-        r = predict(p._replace(rate=rate))
+        r = predict(p._replace(rate=rate), algo)
         flag = "" if r["low"] <= p.published <= r["high"] else ", outside"
         cells.append(f"{100 * r['efficiency']:.1f} % ({100 * r['low']:.1f}-"
                      f"{100 * r['high']:.1f} %{flag}), {100 * r['error']:+.1f} %")  # fmt: skip
@@ -240,9 +228,8 @@ def horovod_rows() -> List[str]:
     """Horovod's VGG-16 points from both bases (also with the ring only), and the RDMA over TCP
     ratio at 128 GPUs."""
     rows = [_horovod_row(p.label, p) for p in HOROVOD]
-    with ring_only():
-        rows += [_horovod_row(f"the same, the ring only (NCCL before 2.4), {p.label[-8:]}", p)
-                 for p in HOROVOD]  # fmt: skip
+    rows += [_horovod_row(f"the same, the ring only (NCCL before 2.4), {p.label[-8:]}", p, "ring")
+             for p in HOROVOD]  # fmt: skip
     ratios = []
     for rate in (HOROVOD[0].rate, PCIE_P100):
         q = HOROVOD[0]._replace(rate=rate)

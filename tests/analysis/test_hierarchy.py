@@ -66,6 +66,22 @@ def test_tree_wins_small_messages_on_many_nodes_ring_wins_large_ones():
     assert hierarchy.allreduce(Topology(1, 1, NVL, NET), M).time_s == 0.0
 
 
+def test_nccl_held_to_one_algorithm_gets_it_across_nodes_and_the_ring_on_one_node():
+    """NCCL_ALGO (``--nccl-algo``): the ring where the tree would win, the tree where the
+    ring would; one node stays a ring; links fitted from a sweep stay a ring."""
+    from dataclasses import replace
+
+    topo = Topology(8, 64, NVL, NET)
+    ring = replace(topo, algorithm="ring")
+    assert hierarchy.allreduce(ring, 1024) == hierarchy.ring(topo, 1024)  # tree would win
+    tree = replace(topo, algorithm="tree")
+    assert hierarchy.allreduce(tree, 10 * M) == hierarchy.tree(topo, 10 * M)  # ring would
+    assert hierarchy.allreduce(Topology(8, 1, NVL, NET, algorithm="tree"), M).algorithm == "ring"
+    fitted = replace(tree, inter=replace(NET, basis="fitted"))
+    assert hierarchy.allreduce(fitted, 1024).algorithm == "ring"
+    assert hierarchy.ALGORITHMS == ("auto", "ring", "tree")
+
+
 def test_presets_and_links_from_the_command_line():
     edr = hierarchy.preset("edr", "inter")
     assert edr.busbw_gbps == 12.2 and "nccl-tests/issues/29" in edr.source

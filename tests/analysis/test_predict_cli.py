@@ -366,3 +366,25 @@ def test_a_cnn_across_nodes_is_told_where_published_points_came_out_below_the_pr
     res = invoke(one_node)
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["validation_scope"] is None
+
+
+def test_nccl_algo_holds_every_allreduce_across_nodes_to_one_algorithm():
+    """--nccl-algo ring (NCCL before 2.4, or NCCL_ALGO=Ring): VGG-16 on 128 nodes of 4 GPUs,
+    where the model's own pick is the tree, predicts less (the ring's 2(N-1) steps); NCCL's
+    spelling is accepted, the choice is in the JSON and the text, a typo is bad input."""
+    args = ["predict", "--model", "vgg16", "--batch", "64", "--single-device-throughput", "154",
+            "--gpus-per-node", "4", "--nodes", "1,128", "--intra-busbw", "pcie3",
+            "--inter-busbw", "25gbe-roce", "--bucket-mb", "64",
+            "--fusion-cycle-ms", "5"]  # fmt: skip
+    auto = json.loads(invoke(args + ["--json"]).stdout)
+    ring = json.loads(invoke(args + ["--nccl-algo", "Ring", "--json"]).stdout)
+    assert (auto["nccl_algo"], ring["nccl_algo"]) == ("auto", "ring")
+    assert auto["points"][-1]["algorithm"] == "tree" and ring["points"][-1]["algorithm"] == "ring"
+    assert ring["points"][-1]["efficiency"] < auto["points"][-1]["efficiency"] - 0.02
+    assert ring["points"][-1]["latency_s"] > auto["points"][-1]["latency_s"]
+    assert ring["points"][0] == auto["points"][0]  # one device: nothing to reduce
+    assert "allreduce ring only" in invoke(args + ["--nccl-algo", "ring"]).stdout
+    assert "allreduce" not in invoke(args).stdout.splitlines()[0]
+    bad = invoke(args + ["--nccl-algo", "rign"])
+    assert bad.exit_code == 2 and "did you mean 'ring'?" in bad.output
+    assert "Traceback" not in bad.output
