@@ -26,7 +26,10 @@ from ddlbench.workloads.flops import TRAINING_FACTOR, model_layers
 DDP_BUCKET_MB = 25.0
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024
 MODEL_INPUT = {"resnet50": (224, 1000), "vgg16": (224, 1000), "vgg19": (224, 1000),
-               "lenet": (28, 10)}  # fmt: skip
+               "lenet": (28, 10), "resnet101": (224, 1000), "resnet152": (224, 1000)}  # fmt: skip
+#: models ``predict`` knows the layers of that the workloads do not train, with their
+#: canonical parameter counts (torchvision's ``resnet101`` and ``resnet152``)
+PREDICT_ONLY_PARAMS = {"resnet101": 44_549_160, "resnet152": 60_192_808}
 BACKWARD_SHARE = (TRAINING_FACTOR - 1) / TRAINING_FACTOR
 
 
@@ -40,11 +43,13 @@ class LayerSize:
     tensors: Tuple[int, ...] = ()
 
 
-def _resnet50_params(classes: int) -> List[Tuple[int, ...]]:
+def _resnet_params(model: str, classes: int) -> List[Tuple[int, ...]]:
     """Per layer, its tensors: a convolution's weight, its batch norm's weight and bias."""
+    from ddlbench.workloads.flops import RESNET_BLOCKS
+
     out = [(64 * 3 * 49, 64, 64)]  # stem convolution and its batch norm
     inplanes = 64
-    for planes, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+    for planes, blocks in zip((64, 128, 256, 512), RESNET_BLOCKS[model]):
         for b in range(blocks):
             out += [(planes * inplanes, planes, planes), (planes * planes * 9, planes, planes),
                     (4 * planes * planes, 4 * planes, 4 * planes)]  # fmt: skip
@@ -74,8 +79,8 @@ def layer_sizes(model: str) -> List[LayerSize]:
     (``KeyError`` for a model without an architecture table)."""
     side, classes = MODEL_INPUT[model]
     layers = model_layers(model, side, classes)
-    params = (_resnet50_params if model == "resnet50" else
-              lambda c: _conv_linear_params(model, c))(classes)  # fmt: skip
+    params = (_resnet_params(model, classes) if model.startswith("resnet") else
+              _conv_linear_params(model, classes))  # fmt: skip
     assert len(params) == len(layers), model
     return [LayerSize(lay.name, sum(t), lay.macs, t) for lay, t in zip(layers, params)]
 

@@ -49,8 +49,9 @@ pcie3-host, pcie4-host (through the root complex); inter-node (per NIC) edr, hdr
 Exit codes: 0 success, 2 bad input.
 """,
 )
-@click.option("--model", help="A CNN (resnet50, vgg16, vgg19, lenet) or a transformer "
-              "(gpt2-124m ... llama3-70b): its layer sizes.")  # fmt: skip
+@click.option("--model", help="A CNN (resnet50, vgg16, vgg19, lenet; resnet101 and resnet152, "
+              "which the workloads do not train) or a transformer (gpt2-124m ... llama3-70b): "
+              "its layer sizes.")  # fmt: skip
 @click.option(
     "--transformer", help="Another transformer: LAYERS,D_MODEL,HEADS,VOCAB[,KV_HEADS,FFN]."
 )

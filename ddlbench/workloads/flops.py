@@ -68,12 +68,22 @@ def lenet_layers(image_size: int = 28, num_classes: int = 10) -> List[Layer]:
     return s.layers
 
 
+#: bottleneck blocks per stage of the ResNets counted here (He et al. 2016, Table 1)
+RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
+
+
 def resnet50_layers(image_size: int = 224, num_classes: int = 1000) -> List[Layer]:
-    """ResNet-50 v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution."""
+    return resnet_layers("resnet50", image_size, num_classes)
+
+
+def resnet_layers(model: str, image_size: int = 224, num_classes: int = 1000) -> List[Layer]:
+    """ResNet-50/101/152 v1.5: the stride of a downsampling bottleneck sits on its 3x3
+    convolution."""
     s = _Shape(3, image_size)
     s.conv("conv1", 64, 7, stride=2, pad=3)
     s.pool(3, 2, pad=1)
-    for stage, (planes, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
+    stages = zip((64, 128, 256, 512), RESNET_BLOCKS[model])
+    for stage, (planes, blocks) in enumerate(stages):
         for b in range(blocks):
             stride = 2 if stage > 0 and b == 0 else 1
             name = f"layer{stage + 1}.{b}"
@@ -114,8 +124,8 @@ def model_layers(model: str, image_size: int, num_classes: int) -> List[Layer]:
     """The counted layers of ``model`` (``ValueError`` for a model without a counter)."""
     if model == "lenet":
         return lenet_layers(image_size, num_classes)
-    if model == "resnet50":
-        return resnet50_layers(image_size, num_classes)
+    if model in RESNET_BLOCKS:
+        return resnet_layers(model, image_size, num_classes)
     if model in _VGG:
         return vgg_layers(model, image_size, num_classes)
     raise ValueError(f"no FLOP counter for model {model!r}")

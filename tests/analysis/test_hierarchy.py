@@ -94,8 +94,11 @@ def test_presets_and_links_from_the_command_line():
 
 
 def test_layer_sizes_add_up_to_the_canonical_parameter_counts():
-    for model, params in EXPECTED_PARAMS.items():
+    for model, params in {**EXPECTED_PARAMS, **overlap.PREDICT_ONLY_PARAMS}.items():
         assert overlap.param_count(model) == params
+    # ResNet-101 (predict only): 7.8 G multiply-accumulates a 224x224 image (He et al. 2016)
+    assert sum(la.macs for la in overlap.layer_sizes("resnet101")) == pytest.approx(7.8e9, 0.01)
+    assert not set(overlap.PREDICT_ONLY_PARAMS) & set(EXPECTED_PARAMS)
     vgg = overlap.layer_sizes("vgg16")
     assert vgg[-3].params == 512 * 49 * 4096 + 4096  # fc1, the largest gradient
 
