@@ -123,8 +123,8 @@ def _cnn_scope(rows: List[dict], base_devices: int = 1) -> Optional[str]:
             f"validation: {CNN_NODES_DEVICES} devices or more across nodes, from one node's "
             "throughput as here; the two published ResNet-50 points this model was not built "
             "on that could be read so (32 V100s over EDR, fp32 and amp) came out 2.9 % above "
-            "and 3.1 % below what they delivered, the second above its interval (read from one "
-            "device, seven of eight published CNN points were predicted 3-23 % above) (`ddlbench "
+            "and 3.1 % below what they delivered, the second above its interval; read from one "
+            "device, seven of eight published CNN points were predicted 3-23 % above (`ddlbench "
             "docs scaling-model#a-second-reading-the-publishers-one-node-throughput-as-the-base`)"
         )
     return (
