@@ -212,6 +212,7 @@ def _inputs(kw):
     parallel, ckpt, precision = _config(kw, camp)
     intra = _link(kw["intra_busbw"], "intra", camp.intra if camp else None)
     inter = _link(kw["inter_busbw"], "inter", camp.inter if camp else None)
+    algo = _nccl_algo(kw["nccl_algo"], intra, inter)
     gpn = _given(kw["gpus_per_node"], camp.gpus_per_node if camp else 8)
     _positive("--gpus-per-node", gpn)
     whole_nodes(kw, base_devices, int(gpn), camp)
@@ -223,20 +224,30 @@ def _inputs(kw):
         jitter_samples=camp.jitter_samples if camp else (),
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
-        reduce_dtype=kw["reduce_dtype"], grad_accum=accum, nccl_algo=_nccl_algo(kw["nccl_algo"]),
+        reduce_dtype=kw["reduce_dtype"], grad_accum=accum, nccl_algo=algo,
         **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
     return case, (int(gpn), nodes, intra, inter, kw["nics_per_node"]), note, camp
 
 
-def _nccl_algo(value: Optional[str]) -> str:
-    """``--nccl-algo`` in NCCL's spelling or ours (Ring, ring): one of the model's algorithms."""
+def _nccl_algo(value: Optional[str], intra, inter) -> str:
+    """``--nccl-algo`` in NCCL's spelling or ours (Ring, ring): one of the model's algorithms.
+    The tree with a link fitted from a campaign's sweep is bad input: the sweep measured what
+    NCCL chose, and the model reads it as a ring."""
     from ddlbench.analyse import hierarchy
 
     if value is None:
         return "auto"
     _choice("--nccl-algo", value.lower(), hierarchy.ALGORITHMS)
+    fitted = [lk.name for lk in (intra, inter) if lk.basis == "fitted"]
+    if value.lower() == "tree" and fitted:
+        raise InputError(
+            f"--nccl-algo tree: the link {fitted[0]!r} was fitted from the campaign's allreduce "
+            "sweep, which measured whatever algorithm NCCL chose, so the model reads it as a "
+            "ring; give --intra-busbw and --inter-busbw presets or bandwidths to hold it to "
+            "the tree"
+        )
     return value.lower()
 
 

@@ -203,6 +203,13 @@ def test_predict_from_a_campaign_uses_its_base_sweep_and_links(results):
     res = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
                   "--inter-busbw", "ndr", "--json", "--no-plot"])  # fmt: skip
     assert json.loads(res.stdout)["inter"]["name"] == "ndr"
+    # the tree cannot be asked of a fitted link: the sweep measured NCCL's own choice
+    tree = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
+                   "--nccl-algo", "tree", "--json"])  # fmt: skip
+    assert tree.exit_code == 2 and "fitted from the campaign's allreduce sweep" in tree.output
+    ring = invoke(["predict", "--from", "train", "--calibration", "sweep", "--results", results,
+                   "--nccl-algo", "ring", "--json"])  # fmt: skip
+    assert ring.exit_code == 0 and json.loads(ring.stdout)["nccl_algo"] == "ring"
 
 
 @pytest.mark.parametrize(
