@@ -34,6 +34,13 @@ JITTER_SOURCE = (
 )
 #: Relative half-width of a base throughput given without its interval (one measurement).
 BASE_UNCERTAINTY = 0.02
+#: Compute slowed while a collective overlaps it, as a share of the overlapped time: Lee et al.,
+#: "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep
+#: Learning", arXiv 2507.03114 (2025): 18.9 % on average, 40 % at most, on 4 x A100, H100,
+#: MI250, MI210 (NVLink and xGMI rates). Not in the model by default
+#: (docs/scaling-model.md#out-of-sample-horovods-benchmark-on-128-and-512-gpus): ``predict
+#: --overlap-slowdown 0.189,0,0.4`` applies it, mid, optimistic and pessimistic end.
+OVERLAP_SLOWDOWN_PUBLISHED = (0.189, 0.0, 0.40)
 
 
 @lru_cache(maxsize=None)

@@ -56,6 +56,9 @@ class Case:
     grad_accum: int = 1
     #: the allreduce algorithm across nodes (``hierarchy.ALGORITHMS``: NCCL_ALGO)
     nccl_algo: str = "auto"
+    #: compute slowed by this share of the communication it overlaps, at the middle, the
+    #: optimistic and the pessimistic end (``costs.OVERLAP_SLOWDOWN_PUBLISHED``); none by default
+    overlap_slowdown: Tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 def layers_of(case: Case) -> List[overlap.LayerSize]:
@@ -138,10 +141,13 @@ def _step(case, topo, layers, compute: float, end: str) -> Dict[str, float]:
     n = topo.ranks
     comm = _step_comm(case, topo, layers, compute)
     sync = compute * _sync(case, n, end)
-    return {"step_s": compute + sync + comm.exposed_s, "compute_s": compute, "sync_s": sync,
-            "comm_s": comm.comm_s, "exposed_comm_s": comm.exposed_s,
+    share = dict(zip(("mid", "opt", "pess"), case.overlap_slowdown))[end]
+    slowed = share * min(max(0.0, comm.comm_s - comm.exposed_s), compute)
+    return {"step_s": compute + sync + comm.exposed_s + slowed, "compute_s": compute,
+            "sync_s": sync, "comm_s": comm.comm_s, "exposed_comm_s": comm.exposed_s,
             "unoverlapped_s": min(comm.unoverlapped_s, comm.exposed_s),
-            "latency_s": comm.latency_s, "messages": comm.messages}  # fmt: skip
+            "latency_s": comm.latency_s, "messages": comm.messages,
+            "overlap_slowdown_s": slowed}  # fmt: skip
 
 
 #: The relative gap between the model's step at the base and the measured one that counts as

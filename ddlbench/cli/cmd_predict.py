@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import click
 
@@ -129,6 +129,9 @@ Exit codes: 0 success, 2 bad input.
 @click.option("--nccl-algo", help="ring or tree: the allreduce algorithm NCCL is held to "
               "across nodes (NCCL_ALGO; ring for NCCL before 2.4) [auto: the faster, as NCCL's "
               "tuner picks].")  # fmt: skip
+@click.option("--overlap-slowdown", help="MID[,LOW,HIGH]: compute slowed by this share of the "
+              "communication it overlaps, at the middle and the two ends of the interval "
+              "(0.189,0,0.4: Lee et al. 2025's average and range) [none].")  # fmt: skip
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
 @click.option(
     "--plot",
@@ -225,6 +228,7 @@ def _inputs(kw):
         base_uncertainty=(camp.base_uncertainty if camp and camp.base_uncertainty else
                           whatif.costs.BASE_UNCERTAINTY),
         reduce_dtype=kw["reduce_dtype"], grad_accum=accum, nccl_algo=algo,
+        overlap_slowdown=_overlap_slowdown(kw["overlap_slowdown"]),
         **_fusion(kw, bool(camp and "horovod" in camp.framework)),
     )  # fmt: skip
     note = f"from campaign {kw['source']} ({camp.label})" if camp else "given"
@@ -249,6 +253,26 @@ def _nccl_algo(value: Optional[str], intra, inter) -> str:
             "the tree"
         )
     return value.lower()
+
+
+def _overlap_slowdown(value: Optional[str]) -> Tuple[float, float, float]:
+    """``--overlap-slowdown MID[,LOW,HIGH]``: (mid, optimistic, pessimistic) shares, each in
+    [0, 1], LOW <= MID <= HIGH; one figure serves at all three."""
+    if value is None:
+        return (0.0, 0.0, 0.0)
+    try:
+        v = [float(x) for x in value.split(",")]
+        if len(v) not in (1, 3) or not all(0 <= x <= 1 for x in v):
+            raise ValueError
+    except ValueError:
+        v = []
+    mid, low, high = (v[0], v[1], v[2]) if len(v) == 3 else (v * 3 or [math.nan] * 3)
+    if not low <= mid <= high:
+        raise InputError(
+            f"--overlap-slowdown: expected MID or MID,LOW,HIGH, shares from 0 to 1 with LOW <= "
+            f"MID <= HIGH (0.189,0,0.4: Lee et al. 2025), got {value!r}"
+        )
+    return (mid, low, high)
 
 
 def _given(value, default):

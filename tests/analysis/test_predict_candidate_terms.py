@@ -109,6 +109,11 @@ def test_predicts_cnn_validation_line_gives_the_kept_apart_points_range(study):
     assert f"predicted {round(100 * min(above))}-{round(100 * max(above))} % above" in line
     assert f"within {100 * abs(rest):.1f} %" in line
     assert below + 1 == 3 and "three of them below their interval" in line
+    _, flat = study["evaluate"](study["overlap_slowdown"](False), points)
+    mean = sum(f["error"] for f in flat) / len(flat)
+    assert all(f["low"] <= p.published <= f["high"] for f, p in zip(flat, points))
+    said = f"takes the seven in its study to a mean of {100 * mean:+.1f} %, all inside"
+    assert "--overlap-slowdown 0.189,0,0.4 " + said in line
 
 
 def test_predicts_cnn_validation_line_from_a_node_base_gives_the_second_reading(study):
@@ -125,3 +130,41 @@ def test_predicts_cnn_validation_line_from_a_node_base_gives_the_second_reading(
     assert amp.published > ramp["high"] and "the second above its interval" in line
     assert fp32.published <= r32["high"] and "predicted 3-23 % above" in line
     assert "a-second-reading" in line and _cnn_scope(rows, 4) == _cnn_scope(rows)
+
+
+def test_predicts_overlap_slowdown_option_is_the_flat_candidate(study):
+    """``predict --overlap-slowdown 0.189,0,0.4`` gives what the study's flat candidate gives
+    (point and interval) on Horovod's VGG-16 point on 512 GPUs; without it nothing moves; the
+    share is in the JSON, each point's ``overlap_slowdown_s`` says what it added, and bad
+    figures exit 2."""
+    import json
+
+    from tests.support.cli import invoke
+
+    p = study["HOROVOD"][1]
+    args = ["predict", "--model", p.model, "--batch", str(p.batch), "--precision", p.precision,
+            "--single-device-throughput", str(p.rate), "--gpus-per-node", str(p.gpus_per_node),
+            "--nodes", f"1,{p.nodes}", "--intra-busbw", p.intra, "--inter-busbw", p.inter,
+            "--bucket-mb", str(p.bucket_mb), "--fusion-cycle-ms", str(p.cycle_ms),
+            "--json"]  # fmt: skip
+    plain = json.loads(invoke(args).stdout)
+    slowed = json.loads(invoke(args + ["--overlap-slowdown", "0.189,0,0.4"]).stdout)
+    _, (flat,) = study["evaluate"](study["overlap_slowdown"](False), [p])
+    got = slowed["points"][-1]
+    assert got["efficiency"] == pytest.approx(flat["efficiency"], rel=1e-9)
+    assert (got["efficiency_low"], got["efficiency_high"]) == pytest.approx(
+        (flat["low"], flat["high"]), rel=1e-9
+    )
+    assert plain["points"][-1]["efficiency"] == pytest.approx(study["predict"](p)["efficiency"])
+    assert plain["points"][-1]["overlap_slowdown_s"] == 0.0
+    assert got["overlap_slowdown_s"] > 0.0 and slowed["points"][0]["overlap_slowdown_s"] == 0.0
+    assert slowed["overlap_slowdown"] == {"mid": 0.189, "low": 0.0, "high": 0.4}
+    one = json.loads(invoke(args + ["--overlap-slowdown", "0.2"]).stdout)["overlap_slowdown"]
+    assert one == {"mid": 0.2, "low": 0.2, "high": 0.2}
+    assert (
+        "overlap slowdown: compute slowed by 18.9 %"
+        in invoke(args[:-1] + ["--overlap-slowdown", "0.189,0,0.4"]).stdout
+    )
+    for bad in ("x", "0.5,0.6,0.7", "1.5", "0.1,0.2"):
+        res = invoke(args + ["--overlap-slowdown", bad])
+        assert res.exit_code == 2 and "MID,LOW,HIGH" in res.output, bad

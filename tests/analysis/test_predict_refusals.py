@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,17 +55,22 @@ def _cases():
 
 
 def test_every_row_s_step_is_its_compute_synchronisation_and_exposed_communication():
-    checked = 0
-    for case, intra, inter, nics in _cases():
+    """... and, with ``--overlap-slowdown`` (every other case), the slowdown it adds."""
+    checked = slowed = 0
+    for i, (case, intra, inter, nics) in enumerate(_cases()):
+        if i % 2:
+            case = replace(case, overlap_slowdown=(0.189, 0.0, 0.4))
         one = hierarchy.Topology(1, 1, intra, inter, nics, hierarchy.base_latency_s())
         measured, floor = whatif.base_floor(case, whatif.base_layout(case, 8, one))
         if floor >= measured:  # refused by predict (above)
             continue
         for r in whatif.curve(case, 8, [1, 2, 4], intra, inter, nics):
-            parts = r["compute_s"] + r["sync_s"] + r["exposed_comm_s"]
+            parts = r["compute_s"] + r["sync_s"] + r["exposed_comm_s"] + r["overlap_slowdown_s"]
             assert parts == pytest.approx(r["step_s"], rel=1e-5), (case, r["devices"])
+            assert (r["overlap_slowdown_s"] > 0) <= bool(i % 2)
             checked += 1
-    assert checked > 500
+            slowed += r["overlap_slowdown_s"] > 0
+    assert checked > 500 and slowed > 100
 
 
 def test_a_base_the_fixed_point_missed_is_solved_and_adds_up():
