@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Tuple
 
-from ddlbench.workloads.flops import TRAINING_FACTOR, model_layers
+from ddlbench.workloads.flops import RESNET_BLOCKS, TRAINING_FACTOR, model_layers
 
 DDP_BUCKET_MB = 25.0
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024
@@ -45,8 +45,6 @@ class LayerSize:
 
 def _resnet_params(model: str, classes: int) -> List[Tuple[int, ...]]:
     """Per layer, its tensors: a convolution's weight, its batch norm's weight and bias."""
-    from ddlbench.workloads.flops import RESNET_BLOCKS
-
     out = [(64 * 3 * 49, 64, 64)]  # stem convolution and its batch norm
     inplanes = 64
     for planes, blocks in zip((64, 128, 256, 512), RESNET_BLOCKS[model]):

@@ -123,12 +123,19 @@ def step_samples(case: Case) -> int:
 REDUCE_EVERY_MICRO_BATCH = ("fsdp", "hsdp", "zero2")
 
 
+def held(case: Case, topo: hierarchy.Topology) -> hierarchy.Topology:
+    """``topo`` with the allreduce algorithm ``case`` holds NCCL to (``--nccl-algo``)."""
+    if topo.algorithm == case.nccl_algo:
+        return topo
+    return replace(topo, algorithm=case.nccl_algo)
+
+
 def _step_comm(case: Case, topo: hierarchy.Topology, layers, compute: float) -> sharded.Sharded:
     """The communication of a step of ``compute`` seconds (all its micro-batches)."""
     if topo.ranks <= 1:
         return sharded.Sharded(0, 0, 0, 0, 0)
     k = max(1, case.grad_accum)
-    comm = _comm(case, topo, layers, compute / k)
+    comm = _comm(case, held(case, topo), layers, compute / k)
     if k == 1 or case.parallel not in REDUCE_EVERY_MICRO_BATCH:
         return comm
     return sharded.Sharded(
@@ -221,8 +228,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     """The prediction of ``case`` on ``topo`` (``base``: the layout the rate was measured
     on; one device when not given): one row of the predict table, with its interval."""
     layers = layers_of(case)
-    topo = replace(topo, algorithm=case.nccl_algo)
-    base = replace(base or replace(topo, gpus_per_node=1, nodes=1), algorithm=case.nccl_algo)
+    base = base or replace(topo, gpus_per_node=1, nodes=1)
     eff, s = _efficiency(case, base, topo, layers, "mid")
     pess, _ = _efficiency(case, base, topo, layers, "pess")  # slow links, much jitter
     opt, _ = _efficiency(case, base, topo, layers, "opt")  # fast links, little jitter
@@ -233,7 +239,7 @@ def point(case: Case, topo: hierarchy.Topology, base: Optional[hierarchy.Topolog
     per_sample = step_samples(case) * (case.seq or 1)
     rate = case.single_throughput * (case.seq or 1)  # per device, samples or tokens per s
     params = sum(la.params for la in layers)
-    whole = hierarchy.allreduce(topo, params * _grad_bytes(case))
+    whole = hierarchy.allreduce(held(case, topo), params * _grad_bytes(case))
     return {
         "devices": n,
         "nodes": topo.nodes,

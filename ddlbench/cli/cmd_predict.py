@@ -262,17 +262,15 @@ def _overlap_slowdown(value: Optional[str]) -> Tuple[float, float, float]:
         return (0.0, 0.0, 0.0)
     try:
         v = [float(x) for x in value.split(",")]
-        if len(v) not in (1, 3) or not all(0 <= x <= 1 for x in v):
-            raise ValueError
     except ValueError:
         v = []
-    mid, low, high = (v[0], v[1], v[2]) if len(v) == 3 else (v * 3 or [math.nan] * 3)
-    if not low <= mid <= high:
+    v = v * 3 if len(v) == 1 else v
+    if len(v) != 3 or not all(0 <= x <= 1 for x in v) or not v[1] <= v[0] <= v[2]:
         raise InputError(
             f"--overlap-slowdown: expected MID or MID,LOW,HIGH, shares from 0 to 1 with LOW <= "
             f"MID <= HIGH (0.189,0,0.4: Lee et al. 2025), got {value!r}"
         )
-    return (mid, low, high)
+    return (v[0], v[1], v[2])
 
 
 def _given(value, default):

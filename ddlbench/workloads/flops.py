@@ -72,10 +72,6 @@ def lenet_layers(image_size: int = 28, num_classes: int = 10) -> List[Layer]:
 RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
 
 
-def resnet50_layers(image_size: int = 224, num_classes: int = 1000) -> List[Layer]:
-    return resnet_layers("resnet50", image_size, num_classes)
-
-
 def resnet_layers(model: str, image_size: int = 224, num_classes: int = 1000) -> List[Layer]:
     """ResNet-50/101/152 v1.5: the stride of a downsampling bottleneck sits on its 3x3
     convolution."""

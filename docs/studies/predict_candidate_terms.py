@@ -100,7 +100,7 @@ HOROVOD_RDMA_OVER_TCP = {"vgg16": "about 1.30", "resnet101": "1.03-1.04"}
 #: nvidia-dle-pytorch rows of reference/published_scaling.csv); the published 32-GPU
 #: efficiency against it is E32 x 32 x rate1 / (4 x thr8)
 EIGHT_GPU = {"fp32": 2855.0, "amp": 8322.0}
-SLOWDOWN = {"mid": 0.189, "pess": 0.40, "opt": 0.0}
+SLOWDOWN = dict(zip(("mid", "opt", "pess"), costs.OVERLAP_SLOWDOWN_PUBLISHED))
 REFERENCE_GBPS = 230.0
 
 
