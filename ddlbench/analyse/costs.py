@@ -37,10 +37,20 @@ BASE_UNCERTAINTY = 0.02
 #: Compute slowed while a collective overlaps it, as a share of the overlapped time: Lee et al.,
 #: "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep
 #: Learning", arXiv 2507.03114 (2025): 18.9 % on average, 40 % at most, on 4 x A100, H100,
-#: MI250, MI210 (NVLink and xGMI rates). Not in the model by default
-#: (docs/scaling-model.md#out-of-sample-horovods-benchmark-on-128-and-512-gpus): ``predict
-#: --overlap-slowdown 0.189,0,0.4`` applies it, mid, optimistic and pessimistic end.
-OVERLAP_SLOWDOWN_PUBLISHED = (0.189, 0.0, 0.40)
+#: MI250, MI210 (NVLink and xGMI rates). (mid, optimistic end, pessimistic end); in both
+#: models by default since 2026-11-27, chosen on points read out of sample
+#: (docs/scaling-model.md#overlap-slowdown); ``predict --overlap-slowdown 0`` leaves it out.
+OVERLAP_SLOWDOWN = (0.189, 0.0, 0.40)
+OVERLAP_SLOWDOWN_SOURCE = (
+    "compute slowed by 18.9 % (interval 0-40 %) of the communication it overlaps: Lee et al. "
+    "2025's average and range, measured on 4 x A100/H100/MI250/MI210, not on this cluster"
+)
+
+
+def overlap_slowdown_s(share: float, comm_s: float, exposed_s: float, compute_s: float) -> float:
+    """The step's growth from compute slowed while communication overlaps it: ``share`` of
+    the overlapped communication time (``comm - exposed``), at most ``share`` of the compute."""
+    return share * min(max(0.0, comm_s - exposed_s), compute_s)
 
 
 @lru_cache(maxsize=None)

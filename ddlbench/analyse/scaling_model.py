@@ -18,8 +18,10 @@ From measured inputs only:
    ``comm_s`` the exposed time is estimated by wait-free backprop over the model's layer
    sizes (``overlap.py``), and for a model without a layer table ``f = 0``.
 
-Predicted step time ``T(N) = C + exposed(N)``, ``exposed = (1 - f) t_ar(N, grad bytes)``
-(``t_ar = 0`` for ``N = 1``),
+Predicted step time ``T(N) = C (1 + sync(N)) + exposed(N) + slowed(N)``,
+``exposed = (1 - f) t_ar(N, grad bytes)`` (``t_ar = 0`` for ``N = 1``), ``sync`` the wait for
+the slowest of ``N`` ranks and ``slowed`` the compute's slowdown while the allreduce overlaps
+it (both ``costs.py``, as in ``ddlbench predict``),
 throughput ``N b / T(N)``, efficiency ``T(base) / T(N)`` (weak scaling; strong: with the
 global batch fixed, ``(T(base) base) / (T(N) N)``).
 """
@@ -150,6 +152,8 @@ class _Comm:
     first_bucket_bytes: float
     jitter: Tuple[float, ...] = ()  # the base's relative step times (costs.py)
     ar_scale: float = 1.0  # the allreduce at an end of its interval (1 +- the fits' rms)
+    #: compute slowed by this share of the allreduce it overlaps (costs.OVERLAP_SLOWDOWN)
+    slowdown: float = costs.OVERLAP_SLOWDOWN[0]
 
     def allreduce(self, n: int, nbytes: float) -> float:
         return self.ar_scale * allreduce_time(self.fits, n, math.ceil(n / self.gpn), nbytes)
@@ -212,6 +216,7 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions, runs=None, d
     comm = _comm(s, p, inputs, fits, gpn, grad_bytes, assumptions)
     comm = replace(comm, jitter=jitter_samples(runs, data, str(base["group"])) if data else ())
     assumptions.append(_sync_note(s, comm))
+    assumptions.append(f"{s['label']}: {costs.OVERLAP_SLOWDOWN_SOURCE}")
     strong = s["scaling"] == "strong"
     b0 = int(base["devices"])
     top = max_devices or 4 * int(p["devices"].max())
@@ -225,8 +230,9 @@ def _series_rows(s, p, inputs, fits, max_devices, gpn, assumptions, runs=None, d
             f"{s['label']}: the base's 95 % interval is {costs.factor_words(u)} of its "
             "throughput: too noisy for a useful interval (more repeats, a quieter machine)"
         )
-    ends = {"mid": (comm, 1.0), "pess": (replace(comm, ar_scale=1 + rms), 1.25),
-            "opt": (replace(comm, ar_scale=max(0.0, 1 - rms)), 0.75)}  # fmt: skip
+    _mid, opt, pess = costs.OVERLAP_SLOWDOWN
+    ends = {"mid": (comm, 1.0), "pess": (replace(comm, ar_scale=1 + rms, slowdown=pess), 1.25),
+            "opt": (replace(comm, ar_scale=max(0.0, 1 - rms), slowdown=opt), 0.75)}  # fmt: skip
     return [_row(s, p, n, b0, c_base, strong, ends, u) for n in ns]
 
 
@@ -238,11 +244,16 @@ def _sync_note(s, comm: _Comm) -> str:
     return f"{s['label']}: synchronisation: {costs.JITTER_SOURCE}"
 
 
-def _step(comm: _Comm, n: int, compute: float, sync_scale: float) -> Tuple[float, float, float]:
-    """(step time, exposed communication, synchronisation) at ``n`` devices."""
+def _step(
+    comm: _Comm, n: int, compute: float, sync_scale: float
+) -> Tuple[float, float, float, float]:
+    """(step time, exposed communication, synchronisation, the compute's slowdown while the
+    allreduce overlaps it) at ``n`` devices: the step is the compute and the other three."""
     exposed = comm.exposed(n, compute)
     sync = compute * comm.sync(n) * sync_scale
-    return compute + sync + exposed, exposed, sync
+    t_ar = comm.allreduce(n, comm.grad_bytes) if n > 1 else 0.0
+    slowed = costs.overlap_slowdown_s(comm.slowdown, t_ar, exposed, compute)
+    return compute + sync + exposed + slowed, exposed, sync, slowed
 
 
 def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
@@ -251,12 +262,12 @@ def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
     eff, thr = {}, {}
     for end, (comm, scale) in ends.items():
         t_base = _step(comm, b0, c_base, scale)[0]
-        t, exposed, sync = _step(comm, n, compute, scale)
+        t, exposed, sync, slowed = _step(comm, n, compute, scale)
         eff[end] = (t_base * b0) / (t * n) if strong else t_base / t
         thr[end] = samples / t
         if end == "mid":
-            mid = (t, exposed, sync, comm)
-    t, exposed, sync, comm = mid
+            mid = (t, exposed, sync, slowed, comm)
+    t, exposed, sync, slowed, comm = mid
     meas = p[p["devices"] == n]
     m = float(meas["throughput_gmean"].iloc[0]) if len(meas) else math.nan
     e_lo, e_hi = costs.efficiency_interval(min(eff.values()), max(eff.values()), u, n == b0)
@@ -271,6 +282,7 @@ def _row(s, p, n, b0, c_base, strong, ends, u: float) -> dict:
         "predicted_allreduce_s": comm.allreduce(n, comm.grad_bytes),
         "predicted_exposed_s": exposed,
         "predicted_sync_s": sync,
+        "predicted_overlap_slowdown_s": slowed,
         "predicted_throughput": thr["mid"],
         "predicted_throughput_low": min(thr.values()) * (1 - u),
         "predicted_throughput_high": max(thr.values()) * (1 + u),

@@ -2,11 +2,13 @@
 ``base_devices`` devices, a hierarchy of links (docs/scaling-model.md, ``ddlbench predict``).
 
 Step time on ``N = G x K`` devices (weak scaling, the per-device batch ``b`` fixed):
-``T(N) = C (1 + sync(N)) + exposed(N)``: ``C`` the compute of one step, ``sync`` the wait for
-the slowest rank (``costs.py``), ``exposed`` the communication the compute does not hide
-(DDP's buckets by wait-free backprop, ``overlap.py``; sharded strategies, ``sharded.py``; or
-``(1 - f) x comm`` for a measured overlapped fraction ``f``). ``C`` is what makes ``T(base)``
-equal the measured step ``b / rate`` at the base (``C = b / rate`` on one device).
+``T(N) = C (1 + sync(N)) + exposed(N) + slowed(N)``: ``C`` the compute of one step, ``sync``
+the wait for the slowest rank (``costs.py``), ``exposed`` the communication the compute does
+not hide (DDP's buckets by wait-free backprop, ``overlap.py``; sharded strategies,
+``sharded.py``; or ``(1 - f) x comm`` for a measured overlapped fraction ``f``), ``slowed`` the
+compute's slowdown while communication overlaps it (``costs.overlap_slowdown_s``). ``C`` is
+what makes ``T(base)`` equal the measured step ``b / rate`` at the base (``C = b / rate`` on
+one device).
 Throughput ``N b / T(N)`` samples/s (x ``seq`` tokens/s for a language model), efficiency
 ``T(base) / T(N)``. Every point carries an interval: the model at the pessimistic and the
 optimistic end of its inputs, widened by the base measurement's uncertainty.
@@ -57,8 +59,8 @@ class Case:
     #: the allreduce algorithm across nodes (``hierarchy.ALGORITHMS``: NCCL_ALGO)
     nccl_algo: str = "auto"
     #: compute slowed by this share of the communication it overlaps, at the middle, the
-    #: optimistic and the pessimistic end (``costs.OVERLAP_SLOWDOWN_PUBLISHED``); none by default
-    overlap_slowdown: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: optimistic and the pessimistic end (``costs.OVERLAP_SLOWDOWN``; zeros leave it out)
+    overlap_slowdown: Tuple[float, float, float] = costs.OVERLAP_SLOWDOWN
 
 
 def layers_of(case: Case) -> List[overlap.LayerSize]:
@@ -149,7 +151,7 @@ def _step(case, topo, layers, compute: float, end: str) -> Dict[str, float]:
     comm = _step_comm(case, topo, layers, compute)
     sync = compute * _sync(case, n, end)
     share = dict(zip(("mid", "opt", "pess"), case.overlap_slowdown))[end]
-    slowed = share * min(max(0.0, comm.comm_s - comm.exposed_s), compute)
+    slowed = costs.overlap_slowdown_s(share, comm.comm_s, comm.exposed_s, compute)
     return {"step_s": compute + sync + comm.exposed_s + slowed, "compute_s": compute,
             "sync_s": sync, "comm_s": comm.comm_s, "exposed_comm_s": comm.exposed_s,
             "unoverlapped_s": min(comm.unoverlapped_s, comm.exposed_s),

@@ -130,8 +130,8 @@ Exit codes: 0 success, 2 bad input.
               "across nodes (NCCL_ALGO; ring for NCCL before 2.4) [auto: the faster, as NCCL's "
               "tuner picks].")  # fmt: skip
 @click.option("--overlap-slowdown", help="MID[,LOW,HIGH]: compute slowed by this share of the "
-              "communication it overlaps, at the middle and the two ends of the interval "
-              "(0.189,0,0.4: Lee et al. 2025's average and range) [none].")  # fmt: skip
+              "communication it overlaps, at the middle and the two ends of the interval; 0 "
+              "leaves it out [0.189,0,0.4: Lee et al. 2025's average and range].")  # fmt: skip
 @click.option("--overlap", type=float, help="A measured overlapped fraction (0-1): wins.")
 @click.option(
     "--plot",
@@ -257,9 +257,11 @@ def _nccl_algo(value: Optional[str], intra, inter) -> str:
 
 def _overlap_slowdown(value: Optional[str]) -> Tuple[float, float, float]:
     """``--overlap-slowdown MID[,LOW,HIGH]``: (mid, optimistic, pessimistic) shares, each in
-    [0, 1], LOW <= MID <= HIGH; one figure serves at all three."""
+    [0, 1], LOW <= MID <= HIGH; one figure serves at all three; none given: the model's."""
+    from ddlbench.analyse import costs
+
     if value is None:
-        return (0.0, 0.0, 0.0)
+        return costs.OVERLAP_SLOWDOWN
     try:
         v = [float(x) for x in value.split(",")]
     except ValueError:

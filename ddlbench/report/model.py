@@ -66,6 +66,7 @@ PREDICTIONS: List[Column] = [
     col("measured samples/s (geometric mean)", "throughput_gmean", fnum),
     col("error", "throughput_error", fpct),
     col("sync ms", "predicted_sync_s", fms),
+    col("slowdown ms", "predicted_overlap_slowdown_s", fms),
     col("predicted efficiency", "predicted_efficiency", fpct),
     Column("interval", _interval),
     col("measured efficiency", "efficiency", fpct),

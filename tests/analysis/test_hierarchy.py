@@ -131,7 +131,11 @@ def test_whatif_step_time_and_a_measured_overlap_wins():
     # the slowest of 8 ranks at 2 % jitter: 0.02 x z(8), z(8) = 1.4236 (tables of normal order
     # statistics), on top of the compute
     assert est["sync_s"] == pytest.approx(0.25 * 0.02 * 1.4236, rel=1e-3)
-    assert est["step_s"] == pytest.approx(0.25 + est["sync_s"] + est["exposed_comm_s"])
+    # and compute slowed by 18.9 % of the communication it overlaps (Lee et al. 2025)
+    overlapped = est["comm_s"] - est["exposed_comm_s"]
+    assert est["overlap_slowdown_s"] == pytest.approx(0.189 * overlapped) and overlapped > 0
+    step = 0.25 + est["sync_s"] + est["exposed_comm_s"] + est["overlap_slowdown_s"]
+    assert est["step_s"] == pytest.approx(step)
     assert est["efficiency"] == pytest.approx(0.25 / est["step_s"])
     assert est["throughput"] == pytest.approx(8 * 64 / est["step_s"])
     assert est["grad_bytes"] == 4 * EXPECTED_PARAMS["resnet50"]

@@ -84,10 +84,12 @@ def test_intervals_come_from_the_inputs():
     case = whatif.Case("resnet50", 64, 253.1, bucket_mb=64, first_bucket_bytes=0)
     p = whatif.point(case, topo)
     assert p["efficiency_low"] < p["efficiency"] < p["efficiency_high"]
-    # a link given as a number has no range and a measured jitter replaces the default: the
-    # interval narrows to the base's uncertainty around the mid value
+    # a link given as a number has no range, a measured jitter replaces the default and one
+    # overlap slowdown serves at both ends: the interval narrows to the base's uncertainty
+    # around the mid value
     fixed = Topology(4, 8, Link("x", 5.0, 5.7e-6), Link("y", 0.95, 40e-6))
-    steady = whatif.Case("resnet50", 64, 253.1, jitter_samples=(1.0,) * 50, base_uncertainty=0.01)
+    steady = whatif.Case("resnet50", 64, 253.1, jitter_samples=(1.0,) * 50, base_uncertainty=0.01,
+                         overlap_slowdown=(0.189,) * 3)  # fmt: skip
     q = whatif.point(steady, fixed)
     assert q["sync_s"] == 0.0
     assert q["efficiency_low"] == pytest.approx(q["efficiency"] / 1.01)
