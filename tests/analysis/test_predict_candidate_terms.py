@@ -126,6 +126,26 @@ def test_predicts_cnn_validation_line_gives_the_points_read_out_of_sample(study)
     assert "scaling-model#overlap-slowdown" in line
     # the same figures as the study's row for the model, which the doc carries
     assert f"mean {100 * mean:+.1f} %" in study["model_rows"]()[-1]
+    # with the slowdown turned off the line says its figures are the default's, and what the
+    # model as it was read on the same eight points
+    from ddlbench.cli.predict_output import validation_scope
+
+    old = [study["predict"](p) for p in points]  # Goyal et al.'s: one point, read two ways
+    old_goyal = [study["predict"](p) for p in study["GOYAL"]]
+    assert all(
+        g["error"] > 0.01 and p.published < g["low"] for g, p in zip(old_goyal, study["GOYAL"])
+    )
+    above = [r["error"] for r in old if r["error"] > 0.01] + [g["error"] for g in old_goyal]
+    below = sum(p.published < r["low"] for r, p in zip(old, points)) + 1
+    off = whatif.Case("resnet50", 64, 250.0, overlap_slowdown=(0.0, 0.0, 0.0))
+    told = validation_scope(off, [{"devices": 32, "nodes": 4}])
+    assert told.startswith(line) and len(above) - 1 == 7 and below == 3
+    said = f"seven of the eight CNN points {round(100 * min(above))}-{round(100 * max(above))} %"
+    assert f"without any slowdown, it predicted {said} above" in told
+    assert "three below their interval" in told
+    assert (
+        validation_scope(whatif.Case("resnet50", 64, 250.0), [{"devices": 32, "nodes": 4}]) == line
+    )
 
 
 def test_predicts_cnn_validation_line_from_a_node_base_gives_the_second_reading(study):
@@ -181,7 +201,7 @@ def test_predicts_default_is_the_flat_candidate_and_0_the_model_as_it_was(study)
     header = invoke(args[:-1]).stdout
     assert "overlap slowdown: compute slowed by 18.9 % (interval 0.0-40.0 %)" in header
     assert "Lee et al. 2025" in header
-    assert "overlap slowdown" not in invoke(args[:-1] + ["--overlap-slowdown", "0"]).stdout
+    assert "overlap slowdown: compute" not in invoke(args[:-1] + ["--overlap-slowdown", "0"]).stdout
     for bad in ("x", "0.5,0.6,0.7", "1.5", "0.1,0.2"):
         res = invoke(args + ["--overlap-slowdown", bad])
         assert res.exit_code == 2 and "MID,LOW,HIGH" in res.output, bad
