@@ -42,8 +42,10 @@ BASE_UNCERTAINTY = 0.02
 #: (docs/scaling-model.md#overlap-slowdown); ``predict --overlap-slowdown 0`` leaves it out.
 OVERLAP_SLOWDOWN = (0.189, 0.0, 0.40)
 OVERLAP_SLOWDOWN_SOURCE = (
-    "compute slowed by 18.9 % (interval 0-40 %) of the communication it overlaps: Lee et al. "
-    "2025's average and range, measured on 4 x A100/H100/MI250/MI210, not on this cluster"
+    f"compute slowed by {100 * OVERLAP_SLOWDOWN[0]:g} % (interval "
+    f"{100 * OVERLAP_SLOWDOWN[1]:g}-{100 * OVERLAP_SLOWDOWN[2]:g} %) of the communication it "
+    "overlaps: Lee et al. 2025's average and range, measured on 4 x A100/H100/MI250/MI210, not "
+    "on this cluster"
 )
 
 

@@ -351,6 +351,10 @@ def test_a_small_transformer_on_many_devices_is_told_where_validation_found_the_
     res = invoke(args[:-1] + small + ["--nodes", "2,16"])
     assert res.exit_code == 0 and "validation: 356 M parameters" in res.stdout
     assert json.loads(invoke(args + small + ["--nodes", "2,4"]).stdout)["validation_scope"] is None
+    # without the slowdown the note says its figures are the default model's, and the old ones
+    off = invoke(args + small + ["--nodes", "2,16", "--overlap-slowdown", "0"]).stdout
+    told = json.loads(off)["validation_scope"]
+    assert told.startswith(note) and "without any slowdown, it predicted up to 4.8 % above" in told
     large = ["--model", "mpt-7b", "--batch", "18", "--base-throughput", "119200",
              "--base-devices", "32", "--nodes", "4,16"]  # fmt: skip
     assert json.loads(invoke(args + large).stdout)["validation_scope"] is None
