@@ -28,23 +28,11 @@ import pyarrow.json as pj
 from ddlbench.campaign.paths import RANK_LOG_GLOB
 
 from .errors import LogFormatError
+from .step_lines import cut_steps
+from .step_schema import PARSE_SCHEMA, STEP_FIELDS, STEP_SCHEMA
 
 SUPPORTED_VERSIONS = (1,)
 
-STEP_FIELDS: List[Tuple[str, pa.DataType]] = [
-    ("step", pa.int64()),
-    ("epoch", pa.int64()),
-    ("phase", pa.string()),
-    ("t_start", pa.float64()),
-    ("t_end", pa.float64()),
-    ("samples", pa.int64()),
-    ("loss", pa.float64()),
-    ("lr", pa.float64()),
-    ("compute_s", pa.float64()),
-    ("comm_s", pa.float64()),
-]
-STEP_SCHEMA = pa.schema(STEP_FIELDS)
-PARSE_SCHEMA = pa.schema([("type", pa.string())] + STEP_FIELDS)
 
 #: the rank in a rank log's file name (``rank-<k>.jsonl``, campaign.paths.RANK_LOG_GLOB)
 _RANK_RE = re.compile(re.escape(RANK_LOG_GLOB).replace(r"\*", r"(\d+)"))
@@ -261,7 +249,10 @@ def check_versions(files: Sequence[RankFile], campaign_dir: Optional[Path] = Non
 #: a file's byte range in the read buffer: file index, start, end, lines
 _Segment = Tuple[int, int, int, int]
 #: one parsed table and what maps its rows to files: segments, rows per segment, type codes
-_Part = Tuple[pa.Table, List[_Segment], np.ndarray, np.ndarray, List[Optional[str]]]
+#: per record; and, when the table holds only the step records (:mod:`.step_lines`), their rows
+_Part = Tuple[
+    pa.Table, List[_Segment], np.ndarray, np.ndarray, List[Optional[str]], Optional[np.ndarray]
+]
 
 
 def _read_files(
@@ -303,19 +294,28 @@ def _read_files(
 
 
 def _bulk_part(buf: bytearray, used: int, segs: List[_Segment]) -> Optional[_Part]:
-    """All usual files parsed by one call; None when that fails or rows do not map to files."""
-    try:
-        table = _parse_bulk(memoryview(buf)[:used])
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    codes, names = _type_codes(table)
+    """All usual files parsed at once: their step lines cut by the fast path where every line
+    fits it (:func:`.step_lines.cut_steps`), else by one call of the JSON reader. None when
+    that fails or rows do not map to files."""
+    probes = [buf.find(b"\n", a, b) + 1 for _, a, b, _ in segs]  # each file's second line
+    fast = cut_steps(memoryview(buf)[:used], probes)
+    if fast is not None:
+        table, is_step, codes, names = fast
+        step_rows: Optional[np.ndarray] = np.flatnonzero(is_step)
+    else:
+        try:
+            table = _parse_bulk(memoryview(buf)[:used])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        codes, names = _type_codes(table)
+        step_rows = None
     counts = _rows_per_segment(codes, names, len(segs))
     if counts is None:
         # an extra meta record somewhere (an appended restart): count lines instead
         counts = np.array([buf.count(b"\n", a, b) for _, a, b, _ in segs])
-        if int(counts.sum()) != table.num_rows:
+        if int(counts.sum()) != len(codes):
             return None
-    return table, segs, counts, codes, names
+    return table, segs, counts, codes, names, step_rows
 
 
 def _per_file_parts(
@@ -340,7 +340,7 @@ def _per_file_parts(
             continue
         codes, names = _type_codes(t)
         counts = np.array([t.num_rows], dtype=np.int64)
-        parts.append((t, [seg], counts, codes, names))
+        parts.append((t, [seg], counts, codes, names, None))
     return parts
 
 
@@ -388,10 +388,8 @@ def read_rank_files(
     if segs:
         bulk = _bulk_part(buf, used, segs)
         parts = [bulk] if bulk is not None else _per_file_parts(files, buf, segs, detail_tables)
-        for table, psegs, counts, codes, names in parts:
-            _finish_bulk(
-                table, psegs, counts, codes, names, files, buf, detail_tables, tables, fidx_parts
-            )
+        for part in parts:
+            _finish_bulk(part, files, buf, detail_tables, tables, fidx_parts)
         del parts, bulk
     del buf
     _append_detail_tables(files, detail_tables, tables, fidx_parts)
@@ -429,11 +427,13 @@ def _rows_per_segment(codes: np.ndarray, names, nsegs: int) -> Optional[np.ndarr
 def _drop_invalid_steps(
     table: pa.Table,
     is_step: np.ndarray,
+    step_rows: Optional[np.ndarray],
     seg_of_row: np.ndarray,
     segs: List[_Segment],
     files: Sequence[RankFile],
 ) -> Tuple[np.ndarray, np.ndarray]:
     """A step without its required fields is invalid: dropped and counted per file.
+    ``step_rows``: the records' rows of the table's rows, when it holds only the steps.
 
     Returns the step mask without the invalid rows, and the invalid rows' indices.
     """
@@ -445,6 +445,10 @@ def _drop_invalid_steps(
             invalid = nulls if invalid is None else (invalid | nulls)
     if invalid is None:
         return is_step, np.zeros(0, dtype=np.int64)
+    if step_rows is not None:  # one flag per record, not per step
+        per_record = np.zeros(len(is_step), dtype=bool)
+        per_record[step_rows[invalid]] = True
+        invalid = per_record
     invalid &= is_step
     if invalid.any():
         for s_idx, n_bad in enumerate(np.bincount(seg_of_row[invalid], minlength=len(segs))):
@@ -548,11 +552,7 @@ def _reparse_bad_segments(
 
 
 def _finish_bulk(
-    table: pa.Table,
-    segs: List[_Segment],
-    counts: np.ndarray,
-    codes: np.ndarray,
-    names: List[Optional[str]],
+    part: _Part,
     files: Sequence[RankFile],
     buf: bytearray,
     detail_tables: Dict[int, pa.Table],
@@ -560,12 +560,13 @@ def _finish_bulk(
     out_fidx: List[np.ndarray],
 ) -> None:
     """Split one parsed table into step rows and the few other records, per file."""
+    table, segs, counts, codes, names, step_rows = part
     seg_of_row = np.repeat(np.arange(len(segs), dtype=np.int32), counts)
     first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))
     is_step_np = codes == _code(names, "step")
     for s_idx, (i, _, _, _) in enumerate(segs):
         files[i].lines = int(counts[s_idx])
-    is_step_np, invalid = _drop_invalid_steps(table, is_step_np, seg_of_row, segs, files)
+    is_step_np, invalid = _drop_invalid_steps(table, is_step_np, step_rows, seg_of_row, segs, files)
     other = np.setdiff1d(np.flatnonzero(~is_step_np), invalid, assume_unique=True)
     other_types = [names[c] if c >= 0 else None for c in codes[other].tolist()]
     bad_segments: set = set()
@@ -577,12 +578,12 @@ def _finish_bulk(
         bad_segments, is_step_np, first_row, counts, segs, files, buf, detail_tables
     )
     seg_file = np.fromiter((sg[0] for sg in segs), dtype=np.int32, count=len(segs))
-    if keep.all():
-        steps = table.drop_columns(["type"])
-        fidx = seg_file[seg_of_row]
-    else:
+    fidx = seg_file[seg_of_row[keep]]
+    if step_rows is None:  # every record's row: keep the steps'
         steps = table.drop_columns(["type"]).filter(pa.array(keep))
-        fidx = seg_file[seg_of_row[keep]]
+    else:
+        kept = keep[step_rows]
+        steps = table if kept.all() else table.filter(pa.array(kept))
     nsteps = np.bincount(fidx, minlength=len(files))
     for s, (i, _, _, _) in enumerate(segs):
         if s not in bad_segments:
