@@ -300,8 +300,8 @@ def _bulk_part(buf: bytearray, used: int, segs: List[_Segment]) -> Optional[_Par
     probes = [buf.find(b"\n", a, b) + 1 for _, a, b, _ in segs]  # each file's second line
     fast = cut_steps(memoryview(buf)[:used], probes)
     if fast is not None:
-        table, is_step, codes, names = fast
-        step_rows: Optional[np.ndarray] = np.flatnonzero(is_step)
+        table, codes, names = fast
+        step_rows: Optional[np.ndarray] = np.flatnonzero(codes == _code(names, "step"))
     else:
         try:
             table = _parse_bulk(memoryview(buf)[:used])

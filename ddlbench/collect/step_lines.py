@@ -6,8 +6,7 @@ The logger writes every step record without extra fields in one layout
 the fields of :data:`~ddlbench.collect.step_schema.STEP_FIELDS` in their order, each as
 ``"key": value`` after ``", "``. Such a line is eleven comma-separated fields whose beginnings
 are fixed, so the CSV reader (no quoting) can cut it, and each value is its field with the key
-sliced off.
-That takes about half the CPU time of the JSON reader, which tokenises every byte.
+sliced off. That takes about half the CPU time of the JSON reader, which tokenises every byte.
 
 Two passes over the same bytes, both multi-threaded in pyarrow:
 
@@ -74,9 +73,10 @@ def _batches(data: pa.Buffer, columns: int) -> pcsv.CSVStreamingReader:
     )
 
 
-def _line_types(data: pa.Buffer) -> Tuple[np.ndarray, np.ndarray, List[Optional[str]]]:
-    """Pass 1: per non-blank line, whether it is a step line, and every line's type code
-    (an index into the returned names; -1: an object without a string ``type``)."""
+def _line_types(data: pa.Buffer) -> Tuple[np.ndarray, List[Optional[str]]]:
+    """Pass 1: every non-blank line's type code (an index into the returned names, whose
+    first is ``step``; -1: an object without a string ``type``). Step lines are told by their
+    first bytes; only the few others are decoded."""
     flags: List[np.ndarray] = []
     others: List[Tuple[int, bytes]] = []
     seen = 0
@@ -100,8 +100,8 @@ def _line_types(data: pa.Buffer) -> Tuple[np.ndarray, np.ndarray, List[Optional[
             names.append(kind)
         codes[row] = names.index(kind) if kind is not None else -1
     if blank:  # the JSON reader skips whitespace-only lines: so do the rows
-        is_step, codes = np.delete(is_step, blank), np.delete(codes, blank)
-    return is_step, codes, names
+        codes = np.delete(codes, blank)
+    return codes, names
 
 
 def _record_type(line: bytes):
@@ -188,12 +188,12 @@ def _probes_fit(data: memoryview, probes: Sequence[int]) -> bool:
 
 def cut_steps(
     data: memoryview, probes: Sequence[int] = ()
-) -> Optional[Tuple[pa.Table, np.ndarray, np.ndarray, List[Optional[str]]]]:
+) -> Optional[Tuple[pa.Table, np.ndarray, List[Optional[str]]]]:
     """The step rows of ``data`` (complete lines of rank logs), read by the fast path: the
-    steps as a table of :data:`STEP_SCHEMA`, and per row of every record (one per non-blank
-    line, as the JSON reader has them) whether it is a step, its type code and the codes'
-    names. ``None`` when any line does not fit (the caller then uses the JSON reader), or a
-    line at one of the offsets ``probes`` (say, each file's first step) shows it would not."""
+    steps as a table of :data:`STEP_SCHEMA`, the type code of every record (one per non-blank
+    line, as the JSON reader has them) and the codes' names, ``step`` first. ``None`` when
+    any line does not fit (the caller then uses the JSON reader), or a line at one of the
+    offsets ``probes`` (say, each file's first step) shows it would not."""
     if not _probes_fit(data, probes):
         return None
     buffer = pa.py_buffer(data)
@@ -201,9 +201,9 @@ def cut_steps(
         with ThreadPoolExecutor(2) as pool:
             types = pool.submit(_line_types, buffer)
             steps = _step_columns(buffer, pool)
-            is_step, codes, names = types.result()
+            codes, names = types.result()
     except (_NotLayout, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if steps.num_rows != int(is_step.sum()):
+    if steps.num_rows != int(np.count_nonzero(codes == 0)):
         return None  # a step line with more or fewer fields than the layout's
-    return steps, is_step, codes, names
+    return steps, codes, names

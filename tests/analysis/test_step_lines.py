@@ -48,11 +48,12 @@ def _check_same_as_json(data: bytes) -> bool:
     fast = cut_steps(memoryview(data))
     if fast is None:
         return False
-    steps, is_step, codes, names = fast
+    steps, codes, names = fast
     assert steps.equals(_json_steps(data).cast(steps.schema))
     types = pj.read_json(pa.py_buffer(data)).column("type").to_pylist()
     assert [names[c] if c >= 0 else None for c in codes] == types
-    assert is_step.tolist() == [t == "step" for t in types]
+    is_step = [c >= 0 and names[c] == "step" for c in codes]
+    assert is_step == [t == "step" for t in types] and sum(is_step) == steps.num_rows
     return True
 
 
